@@ -1,0 +1,312 @@
+#include "api/broker_bridge.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "common/defaults.h"
+#include "common/log.h"
+#include "common/timefmt.h"
+
+namespace eq::api {
+namespace {
+
+constexpr int kMaxBackoffMs = 5000;
+constexpr int kSweepIntervalMs = 50;
+
+}  // namespace
+
+BrokerBridge::BrokerBridge(uv_loop_t* loop, std::string amqp_url, std::string conn_name)
+    : loop_(loop), url_(std::move(amqp_url)), conn_name_(std::move(conn_name)) {
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  uv_async_init(loop_, &async_, &BrokerBridge::onAsync);
+  async_.data = this;
+  uv_timer_init(loop_, &sweep_);
+  sweep_.data = this;
+}
+
+BrokerBridge::~BrokerBridge() {
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void BrokerBridge::start() {
+  uv_timer_start(&sweep_, &BrokerBridge::onSweep, kSweepIntervalMs, kSweepIntervalMs);
+  thread_ = std::thread([this] { run(); });
+}
+
+void BrokerBridge::stop() {
+  stop_.store(true);
+  uint64_t one = 1;
+  ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
+  (void)ignored;
+  if (thread_.joinable()) thread_.join();
+  // Whatever is still waiting cannot be answered by this process any more.
+  onAsync(&async_);
+  for (auto& [id, call] : calls_) call.done(Status(503, "service is shutting down"));
+  calls_.clear();
+  uv_timer_stop(&sweep_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&sweep_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
+}
+
+// ------------------------------------------------------------ loop thread
+
+void BrokerBridge::submit(Outgoing op) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox_.push_back(std::move(op));
+  }
+  uint64_t one = 1;
+  ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
+  (void)ignored;
+}
+
+void BrokerBridge::call(const msg::Job& job, CallDone done) {
+  if (!connected()) {
+    done(Status(503, "message broker unavailable"));
+    return;
+  }
+  Outgoing op;
+  op.op_id = next_op_id_++;
+  op.queue = msg::queueForMode(job.kind == "analyze" ? "" : job.mode);
+  op.body = msg::encodeJob(job);
+  op.opts.correlation_id = job.request_id;
+  op.opts.message_id = job.request_id;
+  // The message expires from the queue when the caller stops waiting, so a
+  // backlog never makes workers compute answers nobody will read.
+  op.opts.expiration_ms = std::max<int64_t>(1, job.deadline_ms - nowMs());
+  op.wants_reply = true;
+  calls_[job.request_id] = PendingCall{job.deadline_ms, std::move(done)};
+  submit(std::move(op));
+}
+
+void BrokerBridge::publishPersistent(const std::string& queue, std::string body,
+                                     PublishDone done) {
+  if (!connected()) {
+    done(Status(503, "message broker unavailable"));
+    return;
+  }
+  Outgoing op;
+  op.op_id = next_op_id_++;
+  op.queue = queue;
+  op.body = std::move(body);
+  op.opts.persistent = true;
+  publishes_[op.op_id] = std::move(done);
+  submit(std::move(op));
+}
+
+void BrokerBridge::onAsync(uv_async_t* handle) {
+  auto* self = static_cast<BrokerBridge*>(handle->data);
+  std::deque<Outcome> batch;
+  {
+    std::lock_guard<std::mutex> lock(self->mu_);
+    batch.swap(self->outbox_);
+  }
+  for (Outcome& o : batch) self->handleOutcome(o);
+}
+
+void BrokerBridge::handleOutcome(Outcome& o) {
+  switch (o.kind) {
+    case Outcome::Kind::kConfirmed:
+    case Outcome::Kind::kRejected: {
+      auto it = publishes_.find(o.op_id);
+      if (it == publishes_.end()) return;  // a sync job's confirm: nothing waits on it
+      PublishDone done = std::move(it->second);
+      publishes_.erase(it);
+      done(o.kind == Outcome::Kind::kConfirmed ? Status::ok() : Status(503, o.error));
+      return;
+    }
+    case Outcome::Kind::kReply: {
+      auto it = calls_.find(o.correlation_id);
+      if (it == calls_.end()) {
+        log::debug("late reply dropped", {{"request_id", o.correlation_id}});
+        return;
+      }
+      CallDone done = std::move(it->second.done);
+      calls_.erase(it);
+      Result<msg::SyncResult> r = msg::decodeSyncResult(o.body);
+      if (!r.isOk()) {
+        log::error("undecodable worker reply", {{"request_id", o.correlation_id},
+                                                {"error", r.status().msg()}});
+        done(Status(500, "generation failed"));
+        return;
+      }
+      done(std::move(r));
+      return;
+    }
+    case Outcome::Kind::kDisconnected: {
+      // The reply queue was exclusive to the lost connection: no waiting call
+      // can get its answer any more.
+      auto calls = std::move(calls_);
+      calls_.clear();
+      for (auto& [id, call] : calls) call.done(Status(503, "message broker connection lost"));
+      return;
+    }
+  }
+}
+
+void BrokerBridge::onSweep(uv_timer_t* timer) {
+  auto* self = static_cast<BrokerBridge*>(timer->data);
+  int64_t now = nowMs();
+  std::vector<std::string> expired;
+  for (auto& [id, call] : self->calls_) {
+    if (call.deadline_ms <= now) expired.push_back(id);
+  }
+  for (const std::string& id : expired) {
+    auto it = self->calls_.find(id);
+    CallDone done = std::move(it->second.done);
+    self->calls_.erase(it);
+    done(Status(504, "generation timed out"));
+  }
+}
+
+// ------------------------------------------------------------ broker thread
+
+void BrokerBridge::emit(Outcome o) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    outbox_.push_back(std::move(o));
+  }
+  uv_async_send(&async_);
+}
+
+bool BrokerBridge::connect() {
+  Result<std::unique_ptr<amqp::Connection>> c =
+      amqp::Connection::open(url_, conn_name_, defaults::kAmqpHeartbeatSeconds);
+  if (!c.isOk()) {
+    log::warn("broker connect failed", {{"error", c.status().msg()}});
+    return false;
+  }
+  std::unique_ptr<amqp::Connection> conn = std::move(c).value();
+  Status s = conn->declareTopology();
+  Result<std::string> q = s.isOk() ? conn->declareReplyQueue() : Result<std::string>(s);
+  if (q.isOk()) s = conn->consume(q.value());
+  if (s.isOk() && q.isOk()) s = conn->enableConfirms();
+  if (!q.isOk() || !s.isOk()) {
+    log::warn("broker setup failed", {{"error", (q.isOk() ? s : q.status()).msg()}});
+    return false;
+  }
+  conn_ = std::move(conn);
+  reply_queue_ = q.value();
+  if (ever_connected_) reconnects_.fetch_add(1, std::memory_order_relaxed);
+  ever_connected_ = true;
+  connected_.store(true, std::memory_order_release);
+  log::info("broker connected", {{"reply_queue", reply_queue_}});
+  return true;
+}
+
+void BrokerBridge::disconnect(const std::string& why) {
+  log::warn("broker connection lost", {{"error", why}});
+  connected_.store(false, std::memory_order_release);
+  conn_.reset();
+  for (auto& [seq, op_id] : unconfirmed_) {
+    emit(Outcome{Outcome::Kind::kRejected, op_id, "", "", "message broker connection lost"});
+  }
+  unconfirmed_.clear();
+  emit(Outcome{Outcome::Kind::kDisconnected, 0, "", "", why});
+}
+
+void BrokerBridge::drainInbox() {
+  std::deque<Outgoing> ops;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ops.swap(inbox_);
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Outgoing& op = ops[i];
+    if (!conn_) {
+      emit(Outcome{Outcome::Kind::kRejected, op.op_id, "", "", "message broker unavailable"});
+      if (op.wants_reply) {
+        emit(Outcome{Outcome::Kind::kReply, 0, op.opts.correlation_id,
+                     msg::encodeSyncResult({false, "", 503, "message broker unavailable"}), ""});
+      }
+      continue;
+    }
+    if (op.wants_reply) op.opts.reply_to = reply_queue_;
+    Result<uint64_t> seq = conn_->publish(op.queue, op.body, op.opts);
+    if (!seq.isOk()) {
+      // This op failed with the connection; the remaining ones are answered
+      // by the !conn_ branch above on the next iterations.
+      emit(Outcome{Outcome::Kind::kRejected, op.op_id, "", "", seq.status().msg()});
+      disconnect(seq.status().msg());
+      continue;
+    }
+    unconfirmed_[seq.value()] = op.op_id;
+  }
+}
+
+void BrokerBridge::pumpFrames() {
+  while (conn_) {
+    Result<amqp::Event> ev = conn_->next(0);
+    if (!ev.isOk()) {
+      disconnect(ev.status().msg());
+      return;
+    }
+    if (std::holds_alternative<amqp::Timeout>(ev.value())) return;
+    if (auto* d = std::get_if<amqp::Delivery>(&ev.value())) {
+      std::string corr = d->correlation_id;
+      uint64_t tag = d->tag;
+      emit(Outcome{Outcome::Kind::kReply, 0, std::move(corr), std::move(d->body), ""});
+      if (Status s = conn_->ack(tag); !s.isOk()) {
+        disconnect(s.msg());
+        return;
+      }
+      continue;
+    }
+    const auto& c = std::get<amqp::Confirm>(ev.value());
+    for (auto it = unconfirmed_.begin(); it != unconfirmed_.end();) {
+      if (it->first == c.tag || (c.multiple && it->first <= c.tag)) {
+        emit(Outcome{c.ack ? Outcome::Kind::kConfirmed : Outcome::Kind::kRejected, it->second, "",
+                     "", "message broker refused the message"});
+        it = unconfirmed_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+void BrokerBridge::waitForWork(int timeout_ms) {
+  struct pollfd fds[2];
+  int n = 0;
+  fds[n++] = {wake_fd_, POLLIN, 0};
+  if (conn_) fds[n++] = {conn_->fd(), POLLIN, 0};
+  ::poll(fds, static_cast<nfds_t>(n), timeout_ms);
+  uint64_t drained;
+  ssize_t ignored = ::read(wake_fd_, &drained, sizeof drained);
+  (void)ignored;
+}
+
+void BrokerBridge::run() {
+  int backoff_ms = 100;
+  while (!stop_.load()) {
+    if (!conn_) {
+      if (!connect()) {
+        drainInbox();  // answers queued work with 503 instead of letting it wait
+        waitForWork(backoff_ms);
+        backoff_ms = std::min(backoff_ms * 2, kMaxBackoffMs);
+        continue;
+      }
+      backoff_ms = 100;
+    }
+    drainInbox();
+    pumpFrames();
+    if (conn_ && !conn_->hasBuffered()) waitForWork(1000);
+    pumpFrames();
+  }
+  // Give the last publishes' confirms a moment; the api only stops the
+  // bridge after its HTTP requests finished, so normally nothing is pending.
+  drainInbox();
+  int64_t until = nowMs() + 2000;
+  while (conn_ && !unconfirmed_.empty() && nowMs() < until) {
+    waitForWork(100);
+    pumpFrames();
+  }
+  conn_.reset();
+  connected_.store(false);
+}
+
+}  // namespace eq::api

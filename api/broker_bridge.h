@@ -1,0 +1,134 @@
+// BrokerBridge: eq-api's connection to RabbitMQ, on a thread of its own.
+//
+// Why a thread: rabbitmq-c is blocking at heart. amqp_basic_publish may block
+// on a full socket buffer, heartbeats are only sent and checked inside its own
+// calls, and it keeps bytes it has already read in private buffers
+// (amqp_data_in_buffer, amqp_frames_enqueued), so polling its fd from the
+// libuv loop would both stall the loop and miss frames. Instead, one broker
+// thread owns the amqp::Connection exclusively. It sleeps in poll() on the
+// AMQP socket and an eventfd, checks rabbitmq-c's buffers before sleeping,
+// and wakes at least once a second so heartbeats keep flowing.
+//
+// Hand-over: the loop thread pushes publish operations into an inbox (mutex +
+// eventfd wake-up); the broker thread pushes outcomes (confirms, replies,
+// disconnects) into an outbox and wakes the loop with uv_async_send. All
+// callbacks given to the bridge run on the loop thread, never on the broker
+// thread, so handlers need no locks.
+//
+// Sync calls: a job is published with reply_to = this process's exclusive
+// reply queue and correlation_id = request id; the loop matches the reply by
+// correlation id and enforces the deadline with a sweep timer. A reply for a
+// call that already timed out is dropped. If the connection drops, its reply
+// queue dies with it, so every waiting call fails at once with 503.
+//
+// Owned by the api's main(); stop() must be called on the loop thread before
+// the loop ends; it joins the broker thread.
+#pragma once
+
+#include <uv.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "common/amqp.h"
+#include "common/messages.h"
+#include "common/status.h"
+
+namespace eq::api {
+
+class BrokerBridge {
+ public:
+  using CallDone = std::function<void(Result<msg::SyncResult>)>;
+  using PublishDone = std::function<void(Status)>;
+
+  BrokerBridge(uv_loop_t* loop, std::string amqp_url, std::string conn_name);
+  ~BrokerBridge();
+  BrokerBridge(const BrokerBridge&) = delete;
+  BrokerBridge& operator=(const BrokerBridge&) = delete;
+
+  void start();
+  void stop();
+
+  // True while the broker thread holds a working connection (for /readyz and
+  // to fail fast with 503 instead of queueing into a dead connection).
+  bool connected() const { return connected_.load(std::memory_order_acquire); }
+  uint64_t reconnects() const { return reconnects_.load(std::memory_order_relaxed); }
+  std::size_t pendingCalls() const { return calls_.size(); }
+
+  // Publishes a sync job and calls done with the worker's result, or with
+  // 503 (broker trouble) or 504 (deadline passed). Loop thread only.
+  void call(const msg::Job& job, CallDone done);
+
+  // Publishes a persistent message and calls done once the broker confirmed
+  // it (ok) or could not take it (503). Loop thread only.
+  void publishPersistent(const std::string& queue, std::string body, PublishDone done);
+
+ private:
+  struct Outgoing {
+    uint64_t op_id = 0;
+    std::string queue;
+    std::string body;
+    amqp::PublishOptions opts;
+    bool wants_reply = false;
+  };
+  struct Outcome {
+    enum class Kind { kConfirmed, kRejected, kReply, kDisconnected } kind;
+    uint64_t op_id = 0;
+    std::string correlation_id;
+    std::string body;
+    std::string error;
+  };
+  struct PendingCall {
+    int64_t deadline_ms;
+    CallDone done;
+  };
+
+  // Broker thread.
+  void run();
+  bool connect();
+  void drainInbox();
+  void pumpFrames();
+  void disconnect(const std::string& why);
+  void emit(Outcome o);
+  void waitForWork(int timeout_ms);
+
+  // Loop thread.
+  static void onAsync(uv_async_t* handle);
+  static void onSweep(uv_timer_t* timer);
+  void handleOutcome(Outcome& o);
+  void submit(Outgoing op);
+
+  uv_loop_t* loop_;
+  std::string url_;
+  std::string conn_name_;
+  uv_async_t async_;
+  uv_timer_t sweep_;
+  int wake_fd_ = -1;  // eventfd: loop -> broker thread
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> connected_{false};
+  std::atomic<uint64_t> reconnects_{0};
+
+  std::mutex mu_;  // guards inbox_ and outbox_
+  std::deque<Outgoing> inbox_;
+  std::deque<Outcome> outbox_;
+
+  // Broker thread only.
+  std::unique_ptr<amqp::Connection> conn_;
+  std::string reply_queue_;
+  std::unordered_map<uint64_t, uint64_t> unconfirmed_;  // publish seq -> op id
+  bool ever_connected_ = false;
+
+  // Loop thread only.
+  uint64_t next_op_id_ = 1;
+  std::unordered_map<std::string, PendingCall> calls_;      // by correlation id
+  std::unordered_map<uint64_t, PublishDone> publishes_;  // by op id
+};
+
+}  // namespace eq::api

@@ -1,0 +1,447 @@
+#include "api/http_server.h"
+
+#include <strings.h>
+
+#include <cstring>
+
+#include "common/ids.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/timefmt.h"
+
+namespace eq::api {
+namespace {
+
+const char* reasonPhrase(int status) {
+  switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 402: return "Payment Required";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "Status";
+  }
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::string* HttpRequest::header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k == name) return &v;
+  }
+  return nullptr;
+}
+
+// One client connection. Lives on the server's loop; see the file header of
+// http_server.h for its lifetime rules.
+class HttpConnection {
+ public:
+  HttpConnection(HttpServer* server, uint64_t id) : server_(server), id_(id) {
+    tcp_.data = this;
+    timer_.data = this;
+    parser_.data = this;
+    http_parser_init(&parser_, HTTP_REQUEST);
+    http_parser_settings_init(&settings_);
+    settings_.on_message_begin = &HttpConnection::onMessageBegin;
+    settings_.on_url = &HttpConnection::onUrl;
+    settings_.on_header_field = &HttpConnection::onHeaderField;
+    settings_.on_header_value = &HttpConnection::onHeaderValue;
+    settings_.on_headers_complete = &HttpConnection::onHeadersComplete;
+    settings_.on_body = &HttpConnection::onBody;
+    settings_.on_message_complete = &HttpConnection::onMessageComplete;
+  }
+
+  uv_tcp_t* tcp() { return &tcp_; }
+  uint64_t id() const { return id_; }
+  bool busy() const { return awaiting_response_; }
+
+  void start(uv_loop_t* loop) {
+    uv_timer_init(loop, &timer_);
+    armIdleTimer();
+    uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), &HttpConnection::onAlloc,
+                  &HttpConnection::onRead);
+  }
+
+  // Starts closing; the object is freed in onClosed once both handles are
+  // closed. Safe to call more than once.
+  void close() {
+    if (closing_) return;
+    closing_ = true;
+    server_->forget(id_);
+    uv_timer_stop(&timer_);
+    uv_close(reinterpret_cast<uv_handle_t*>(&timer_), &HttpConnection::onClosed);
+    uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), &HttpConnection::onClosed);
+  }
+
+  // Called when the server shuts down: idle connections close now, busy ones
+  // after their response.
+  void closeWhenIdle() {
+    close_after_response_ = true;
+    if (!awaiting_response_) close();
+  }
+
+  void respond(HttpResponse response) {
+    if (closing_ || !awaiting_response_) return;
+    awaiting_response_ = false;
+    bool close_after = response.close || !keep_alive_ || close_after_response_;
+    write(render(response, close_after));
+    log::debug("http response", {{"request_id", current_request_id_},
+                                 {"status", static_cast<long long>(response.status)}});
+    if (close_after) {
+      shutdown_after_write_ = true;
+      return;
+    }
+    // Resume with whatever the client already pipelined.
+    armIdleTimer();
+    uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), &HttpConnection::onAlloc,
+                  &HttpConnection::onRead);
+    feed();
+  }
+
+ private:
+  // ---- libuv callbacks
+
+  static void onAlloc(uv_handle_t*, size_t suggested, uv_buf_t* buf) {
+    buf->base = new char[suggested];
+    buf->len = suggested;
+  }
+
+  static void onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+    auto* self = static_cast<HttpConnection*>(stream->data);
+    if (nread > 0) self->in_.append(buf->base, static_cast<size_t>(nread));
+    delete[] buf->base;
+    if (nread < 0) {
+      self->close();  // EOF or error: nothing left to answer
+      return;
+    }
+    if (nread > 0) self->feed();
+  }
+
+  static void onTimer(uv_timer_t* timer) {
+    auto* self = static_cast<HttpConnection*>(timer->data);
+    if (!self->awaiting_response_) self->close();
+  }
+
+  static void onClosed(uv_handle_t* handle) {
+    auto* self = static_cast<HttpConnection*>(handle->data);
+    if (++self->closed_handles_ == 2) delete self;
+  }
+
+  struct WriteReq {
+    uv_write_t req;
+    std::string data;
+    HttpConnection* conn;
+  };
+
+  static void onWritten(uv_write_t* req, int status) {
+    auto* w = reinterpret_cast<WriteReq*>(req);
+    HttpConnection* self = w->conn;
+    delete w;
+    --self->writes_in_flight_;
+    if (status < 0 || (self->writes_in_flight_ == 0 && self->shutdown_after_write_)) {
+      self->close();
+    }
+  }
+
+  void write(std::string data) {
+    if (closing_) return;
+    auto* w = new WriteReq{{}, std::move(data), this};
+    uv_buf_t buf = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
+    ++writes_in_flight_;
+    int rc = uv_write(&w->req, reinterpret_cast<uv_stream_t*>(&tcp_), &buf, 1,
+                      &HttpConnection::onWritten);
+    if (rc < 0) {
+      --writes_in_flight_;
+      delete w;
+      close();
+    }
+  }
+
+  void armIdleTimer() {
+    uv_timer_start(&timer_, &HttpConnection::onTimer, server_->limits_.idle_timeout_ms, 0);
+  }
+
+  // ---- parsing
+
+  // Parses buffered input until a request is complete (the parser then
+  // pauses) or the input runs out. A handler may answer synchronously from
+  // inside http_parser_execute; respond() then only re-arms reading, and this
+  // loop itself unpauses the parser, so the parser is never re-entered.
+  void feed() {
+    if (in_feed_) return;
+    in_feed_ = true;
+    while (!closing_ && !awaiting_response_ && !in_.empty()) {
+      if (HTTP_PARSER_ERRNO(&parser_) == HPE_PAUSED) http_parser_pause(&parser_, 0);
+      size_t n = http_parser_execute(&parser_, &settings_, in_.data(), in_.size());
+      http_errno err = HTTP_PARSER_ERRNO(&parser_);
+      in_.erase(0, n);
+      if (err == HPE_PAUSED) continue;  // a request completed; loop checks if answered
+      if (error_status_ != 0) {
+        fail(error_status_, error_msg_);
+        break;
+      }
+      if (err != HPE_OK) {
+        fail(400, std::string("malformed HTTP request: ") + http_errno_description(err));
+        break;
+      }
+      if (n == 0) break;
+    }
+    in_feed_ = false;
+  }
+
+  void fail(int status, const std::string& msg) {
+    // A request we cannot parse is answered and the connection closed: we no
+    // longer know where the next request would begin.
+    uv_read_stop(reinterpret_cast<uv_stream_t*>(&tcp_));
+    awaiting_response_ = true;
+    keep_alive_ = false;
+    std::string rid = current_request_id_.empty() ? ids::newRequestId() : current_request_id_;
+    respond(HttpServer::errorResponse(status, msg, rid));
+  }
+
+  std::string render(const HttpResponse& r, bool close_after) {
+    std::string out;
+    out.reserve(r.body.size() + 256);
+    out += "HTTP/1.1 ";
+    out += std::to_string(r.status);
+    out += ' ';
+    out += reasonPhrase(r.status);
+    out += "\r\n";
+    for (const auto& [k, v] : r.headers) {
+      out += k;
+      out += ": ";
+      out += v;
+      out += "\r\n";
+    }
+    out += "Content-Length: ";
+    out += std::to_string(r.body.size());
+    out += "\r\n";
+    if (close_after) out += "Connection: close\r\n";
+    out += "\r\n";
+    out += r.body;
+    return out;
+  }
+
+  static HttpConnection* self(http_parser* p) { return static_cast<HttpConnection*>(p->data); }
+
+  static int onMessageBegin(http_parser* p) {
+    HttpConnection* c = self(p);
+    c->req_ = HttpRequest();
+    c->req_.request_id = ids::newRequestId();
+    c->req_.received_ms = nowMs();
+    c->current_request_id_ = c->req_.request_id;
+    c->url_.clear();
+    c->header_bytes_ = 0;
+    c->last_was_value_ = false;
+    return 0;
+  }
+
+  bool countHeaderBytes(size_t n) {
+    header_bytes_ += n;
+    if (header_bytes_ > server_->limits_.max_header_bytes) {
+      error_status_ = 431;
+      error_msg_ = "request line and headers exceed " +
+                   std::to_string(server_->limits_.max_header_bytes) + " bytes";
+      return false;
+    }
+    return true;
+  }
+
+  static int onUrl(http_parser* p, const char* at, size_t n) {
+    HttpConnection* c = self(p);
+    if (!c->countHeaderBytes(n)) return -1;
+    c->url_.append(at, n);
+    return 0;
+  }
+
+  static int onHeaderField(http_parser* p, const char* at, size_t n) {
+    HttpConnection* c = self(p);
+    if (!c->countHeaderBytes(n)) return -1;
+    if (c->last_was_value_ || c->req_.headers.empty()) {
+      c->req_.headers.emplace_back();
+      c->last_was_value_ = false;
+    }
+    c->req_.headers.back().first += lower(std::string_view(at, n));
+    return 0;
+  }
+
+  static int onHeaderValue(http_parser* p, const char* at, size_t n) {
+    HttpConnection* c = self(p);
+    if (!c->countHeaderBytes(n)) return -1;
+    c->req_.headers.back().second.append(at, n);
+    c->last_was_value_ = true;
+    return 0;
+  }
+
+  static int onHeadersComplete(http_parser* p) {
+    HttpConnection* c = self(p);
+    c->req_.method = http_method_str(static_cast<http_method>(p->method));
+    std::string_view url = c->url_;
+    size_t q = url.find('?');
+    c->req_.path = std::string(url.substr(0, q));
+    if (q != std::string_view::npos) c->req_.query = std::string(url.substr(q + 1));
+    // Decide on the size before reading the body (PRODUCT.md §2: 413 over 64 KiB).
+    if ((p->flags & F_CONTENTLENGTH) != 0 &&
+        p->content_length > c->server_->limitsBody()) {
+      c->error_status_ = 413;
+      c->error_msg_ = "request body exceeds " + std::to_string(c->server_->limitsBody()) + " bytes";
+      return -1;
+    }
+    return 0;
+  }
+
+  static int onBody(http_parser* p, const char* at, size_t n) {
+    HttpConnection* c = self(p);
+    if (c->req_.body.size() + n > c->server_->limitsBody()) {
+      c->error_status_ = 413;  // chunked bodies are counted as they arrive
+      c->error_msg_ =
+          "request body exceeds " + std::to_string(c->server_->limitsBody()) + " bytes";
+      return -1;
+    }
+    c->req_.body.append(at, n);
+    return 0;
+  }
+
+  static int onMessageComplete(http_parser* p) {
+    HttpConnection* c = self(p);
+    c->keep_alive_ = http_should_keep_alive(p) != 0;
+    c->awaiting_response_ = true;
+    uv_timer_stop(&c->timer_);
+    uv_read_stop(reinterpret_cast<uv_stream_t*>(&c->tcp_));
+    http_parser_pause(p, 1);
+    c->server_->handler_(std::move(c->req_), Responder(c->server_, c->id_));
+    return 0;
+  }
+
+  HttpServer* server_;
+  uint64_t id_;
+  uv_tcp_t tcp_;
+  uv_timer_t timer_;
+  http_parser parser_;
+  http_parser_settings settings_;
+  std::string in_;  // received bytes not yet parsed
+  HttpRequest req_;
+  std::string url_;
+  std::string current_request_id_;
+  size_t header_bytes_ = 0;
+  bool last_was_value_ = false;
+  bool keep_alive_ = true;
+  bool awaiting_response_ = false;
+  bool close_after_response_ = false;
+  bool shutdown_after_write_ = false;
+  bool closing_ = false;
+  bool in_feed_ = false;
+  int closed_handles_ = 0;
+  int writes_in_flight_ = 0;
+  int error_status_ = 0;
+  std::string error_msg_;
+};
+
+void Responder::send(HttpResponse response) const { server_->deliver(conn_id_, std::move(response)); }
+
+HttpServer::HttpServer(uv_loop_t* loop, Handler handler, HttpLimits limits)
+    : loop_(loop), handler_(std::move(handler)), limits_(limits) {
+  uv_tcp_init(loop_, &listener_);
+  listener_.data = this;
+}
+
+HttpServer::~HttpServer() = default;
+
+int HttpServer::listen(const std::string& host, int port) {
+  struct sockaddr_storage addr;
+  int rc = uv_ip4_addr(host.c_str(), port, reinterpret_cast<sockaddr_in*>(&addr));
+  if (rc != 0) rc = uv_ip6_addr(host.c_str(), port, reinterpret_cast<sockaddr_in6*>(&addr));
+  if (rc != 0) return rc;
+  if ((rc = uv_tcp_bind(&listener_, reinterpret_cast<sockaddr*>(&addr), 0)) != 0) return rc;
+  if ((rc = uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), 511, &onConnection)) != 0) {
+    return rc;
+  }
+  listening_ = true;
+  struct sockaddr_storage bound;
+  int len = sizeof bound;
+  uv_tcp_getsockname(&listener_, reinterpret_cast<sockaddr*>(&bound), &len);
+  port_ = bound.ss_family == AF_INET6
+              ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+              : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  return 0;
+}
+
+void HttpServer::onConnection(uv_stream_t* listener, int status) {
+  auto* self = static_cast<HttpServer*>(listener->data);
+  if (status < 0 || self->shutting_down_) return;
+  auto* conn = new HttpConnection(self, self->next_conn_id_++);
+  uv_tcp_init(self->loop_, conn->tcp());
+  if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(conn->tcp())) != 0) {
+    // Not yet registered: close the bare handle and free it in its callback.
+    uv_close(reinterpret_cast<uv_handle_t*>(conn->tcp()),
+             [](uv_handle_t* h) { delete static_cast<HttpConnection*>(h->data); });
+    return;
+  }
+  uv_tcp_nodelay(conn->tcp(), 1);
+  self->conns_.emplace(conn->id(), conn);
+  conn->start(self->loop_);
+}
+
+void HttpServer::deliver(uint64_t conn_id, HttpResponse response) {
+  auto it = conns_.find(conn_id);
+  if (it == conns_.end()) return;  // the client went away; nothing to answer
+  it->second->respond(std::move(response));
+}
+
+void HttpServer::forget(uint64_t conn_id) {
+  conns_.erase(conn_id);
+  maybeFinishShutdown();
+}
+
+void HttpServer::shutdown(std::function<void()> done) {
+  shutting_down_ = true;
+  on_shutdown_done_ = std::move(done);
+  if (listening_) {
+    listening_ = false;
+    uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
+  }
+  // closeWhenIdle may erase from conns_; iterate over a copy of the ids.
+  std::vector<HttpConnection*> all;
+  for (auto& [id, c] : conns_) all.push_back(c);
+  for (HttpConnection* c : all) c->closeWhenIdle();
+  maybeFinishShutdown();
+}
+
+void HttpServer::maybeFinishShutdown() {
+  if (shutting_down_ && conns_.empty() && on_shutdown_done_) {
+    auto done = std::move(on_shutdown_done_);
+    on_shutdown_done_ = nullptr;
+    done();
+  }
+}
+
+HttpResponse HttpServer::errorResponse(int status, std::string_view msg,
+                                       const std::string& request_id) {
+  HttpResponse r;
+  r.status = status;
+  r.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
+  r.headers.emplace_back("X-Request-Id", request_id);
+  r.body = json::envelope(status, "null", msg);
+  return r;
+}
+
+}  // namespace eq::api

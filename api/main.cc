@@ -1,0 +1,96 @@
+// eq-api: reads the configuration, opens the database, connects the broker
+// bridge, serves HTTP until SIGTERM/SIGINT, then drains and exits.
+#include <uv.h>
+
+#include <csignal>
+#include <cstdio>
+#include <memory>
+
+#include "api/broker_bridge.h"
+#include "api/handlers.h"
+#include "api/http_server.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "common/store.h"
+
+namespace {
+
+struct Process {
+  uv_loop_t* loop;
+  eq::api::HttpServer* server;
+  eq::api::BrokerBridge* broker;
+  uv_signal_t sigterm;
+  uv_signal_t sigint;
+  bool stopping = false;
+};
+
+// First signal: stop accepting, let in-flight requests finish (sync calls up
+// to their deadline), then stop the broker thread and leave the loop. A
+// second signal exits at once.
+void onSignal(uv_signal_t* handle, int signum) {
+  auto* p = static_cast<Process*>(handle->data);
+  if (p->stopping) {
+    eq::log::warn("second signal: exiting now", {{"signal", static_cast<long long>(signum)}});
+    std::_Exit(1);
+  }
+  p->stopping = true;
+  eq::log::info("shutting down", {{"signal", static_cast<long long>(signum)},
+                                  {"open_connections",
+                                   static_cast<long long>(p->server->connectionCount())}});
+  p->server->shutdown([p] {
+    p->broker->stop();
+    uv_close(reinterpret_cast<uv_handle_t*>(&p->sigterm), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&p->sigint), nullptr);
+  });
+}
+
+}  // namespace
+
+int main() {
+  eq::log::setComponent("api");
+  eq::Result<eq::Config> cfg = eq::Config::fromEnv();
+  if (!cfg.isOk()) {
+    eq::log::error("bad configuration", {{"error", cfg.status().msg()}});
+    return 2;
+  }
+  const eq::Config& config = cfg.value();
+  eq::log::setLevel(config.log_level);
+
+  eq::Result<std::unique_ptr<eq::Store>> store = eq::Store::open(config.db_path);
+  if (!store.isOk()) {
+    eq::log::error("cannot open database", {{"error", store.status().msg()}});
+    return 1;
+  }
+
+  std::signal(SIGPIPE, SIG_IGN);  // a client hanging up is an error value, not a signal
+  uv_loop_t* loop = uv_default_loop();
+  eq::api::BrokerBridge broker(loop, config.amqp_url, "eq-api");
+  eq::SystemClock clock;
+  eq::api::ApiService service({&config, store.value().get(), &broker, &clock});
+  eq::api::HttpServer server(
+      loop, [&service](eq::api::HttpRequest&& req, eq::api::Responder res) {
+        service.handle(std::move(req), res);
+      },
+      eq::api::HttpLimits{});
+
+  if (int rc = server.listen(config.http_host, config.http_port); rc != 0) {
+    eq::log::error("cannot listen", {{"port", static_cast<long long>(config.http_port)},
+                                     {"error", uv_strerror(rc)}});
+    return 1;
+  }
+  broker.start();
+
+  Process p{loop, &server, &broker, {}, {}};
+  uv_signal_init(loop, &p.sigterm);
+  uv_signal_init(loop, &p.sigint);
+  p.sigterm.data = p.sigint.data = &p;
+  uv_signal_start(&p.sigterm, onSignal, SIGTERM);
+  uv_signal_start(&p.sigint, onSignal, SIGINT);
+
+  // The port line is how scripts and tests learn a port picked with 0.
+  eq::log::info("listening", {{"port", static_cast<long long>(server.port())},
+                              {"env", config.env}});
+  uv_run(loop, UV_RUN_DEFAULT);
+  eq::log::info("stopped");
+  return 0;
+}

@@ -1,0 +1,212 @@
+#include "api/validation.h"
+
+#include <rapidjson/document.h>
+
+#include <array>
+#include <set>
+
+#include "common/defaults.h"
+#include "common/json.h"
+
+namespace eq::api {
+namespace {
+
+constexpr std::array<std::string_view, 9> kScenes = {
+    "chat", "ambiguous", "dating", "humor", "conflict", "social", "work", "breakup", "proposal"};
+
+// Decodes one code point at s[i] (valid UTF-8 is guaranteed by the parser)
+// and returns its length in bytes.
+size_t decodeAt(std::string_view s, size_t i, uint32_t* cp) {
+  unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+  if (i + len > s.size()) len = s.size() - i;
+  uint32_t v = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+  for (size_t k = 1; k < len; ++k) v = (v << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  *cp = v;
+  return len;
+}
+
+// White space as Unicode defines it (White_Space property), including the
+// ideographic space U+3000 that Chinese input methods produce.
+bool isSpace(uint32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
+         cp == 0x205F || cp == 0x3000 || cp == 0xFEFF;
+}
+
+Status badField(std::string_view field, std::string_view what) {
+  return Status(400, "field '" + std::string(field) + "' " + std::string(what));
+}
+
+Status parseObject(std::string_view body, rapidjson::Document* doc) {
+  if (Status s = json::parse(body, doc, defaults::kMaxJsonDepth); !s.isOk()) return s;
+  if (!doc->IsObject()) return Status(400, "request body must be a JSON object");
+  // A repeated member would be ambiguous (RapidJSON keeps both; other parsers
+  // keep the last): refuse it instead of guessing.
+  std::set<std::string_view> seen;
+  for (auto& m : doc->GetObject()) {
+    std::string_view name(m.name.GetString(), m.name.GetStringLength());
+    if (!seen.insert(name).second) return badField(name, "appears more than once");
+  }
+  return Status::ok();
+}
+
+// Reads an optional string member, trims it, and checks its length in code
+// points; `required` also rejects absence and emptiness.
+Status readText(const rapidjson::Value& obj, const char* name, bool required, size_t max_cp,
+                std::string* out) {
+  auto it = obj.FindMember(name);
+  if (it == obj.MemberEnd() || it->value.IsNull()) {
+    return required ? badField(name, "is required") : Status::ok();
+  }
+  if (!it->value.IsString()) return badField(name, "must be a string");
+  std::string text = trimUnicodeSpace(
+      std::string_view(it->value.GetString(), it->value.GetStringLength()));
+  if (text.find('\0') != std::string::npos) return badField(name, "must not contain NUL");
+  size_t n = codePoints(text);
+  if (required && n == 0) return badField(name, "must not be empty or only white space");
+  if (n > max_cp) {
+    return badField(name, "is " + std::to_string(n) + " characters long; at most " +
+                              std::to_string(max_cp) + " are allowed");
+  }
+  *out = std::move(text);
+  return Status::ok();
+}
+
+Status checkKnownFields(const rapidjson::Value& obj, std::initializer_list<std::string_view> known) {
+  for (auto& m : obj.GetObject()) {
+    std::string_view name(m.name.GetString(), m.name.GetStringLength());
+    bool ok = false;
+    for (std::string_view k : known) ok = ok || k == name;
+    if (!ok) {
+      std::string allowed;
+      for (std::string_view k : known) allowed += (allowed.empty() ? "" : ", ") + std::string(k);
+      return badField(name, "is not a known field (allowed: " + allowed + ")");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+std::string trimUnicodeSpace(std::string_view s) {
+  size_t begin = 0, end = s.size();
+  while (begin < end) {
+    uint32_t cp;
+    size_t len = decodeAt(s, begin, &cp);
+    if (!isSpace(cp)) break;
+    begin += len;
+  }
+  // Walk back to the start of the last code point each time.
+  while (end > begin) {
+    size_t start = end - 1;
+    while (start > begin && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+    uint32_t cp;
+    decodeAt(s, start, &cp);
+    if (!isSpace(cp)) break;
+    end = start;
+  }
+  return std::string(s.substr(begin, end - begin));
+}
+
+size_t codePoints(std::string_view utf8) {
+  size_t n = 0;
+  for (unsigned char c : utf8) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+Status checkWebhookUrl(std::string_view url) {
+  if (url.size() > defaults::kMaxWebhookUrlChars) {
+    return badField("webhook_url", "is longer than " +
+                                       std::to_string(defaults::kMaxWebhookUrlChars) + " chars");
+  }
+  std::string_view rest;
+  if (url.substr(0, 7) == "http://") rest = url.substr(7);
+  else if (url.substr(0, 8) == "https://") rest = url.substr(8);
+  else return badField("webhook_url", "must be an absolute http:// or https:// URL");
+  std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+  if (authority.empty() || authority.find('@') != std::string_view::npos) {
+    return badField("webhook_url", "must name a host (and no user info)");
+  }
+  for (unsigned char c : url) {
+    if (c <= 0x20 || c == 0x7F) return badField("webhook_url", "must not contain spaces or controls");
+  }
+  return Status::ok();
+}
+
+Result<ReplyRequest> parseReplyRequest(std::string_view body, bool async) {
+  rapidjson::Document doc;
+  if (Status s = parseObject(body, &doc); !s.isOk()) return s;
+  Status known = async ? checkKnownFields(doc, {"mode", "message", "context", "scene",
+                                                "reply_count", "webhook_url"})
+                       : checkKnownFields(doc, {"mode", "message", "context", "scene",
+                                                "reply_count"});
+  if (!known.isOk()) return known;
+
+  ReplyRequest r;
+  auto mode = doc.FindMember("mode");
+  if (mode == doc.MemberEnd() || mode->value.IsNull()) {
+    return badField("mode", "is required (one of fast, standard, perfect)");
+  }
+  if (!mode->value.IsString()) return badField("mode", "must be a string: fast, standard or perfect");
+  r.mode.assign(mode->value.GetString(), mode->value.GetStringLength());
+  if (r.mode != "fast" && r.mode != "standard" && r.mode != "perfect") {
+    return badField("mode", "must be one of fast, standard, perfect");
+  }
+  if (Status s = readText(doc, "message", true, defaults::kMaxMessageCodePoints, &r.message);
+      !s.isOk()) {
+    return s;
+  }
+  if (Status s = readText(doc, "context", false, defaults::kMaxContextCodePoints, &r.context);
+      !s.isOk()) {
+    return s;
+  }
+  auto scene = doc.FindMember("scene");
+  if (scene != doc.MemberEnd() && !scene->value.IsNull()) {
+    if (!scene->value.IsString()) return badField("scene", "must be a string");
+    r.scene.assign(scene->value.GetString(), scene->value.GetStringLength());
+    bool ok = false;
+    for (std::string_view s : kScenes) ok = ok || s == r.scene;
+    if (!ok) {
+      return badField("scene", "must be one of chat, ambiguous, dating, humor, conflict, social, "
+                               "work, breakup, proposal");
+    }
+  }
+  auto count = doc.FindMember("reply_count");
+  if (count != doc.MemberEnd() && !count->value.IsNull()) {
+    // IsInt is false for 2.5 and for 2.0 written with a decimal point, and
+    // for strings and booleans: only a JSON integer is an integer here.
+    if (!count->value.IsInt()) return badField("reply_count", "must be an integer from 1 to 5");
+    r.reply_count = count->value.GetInt();
+    if (r.reply_count < defaults::kMinReplyCount || r.reply_count > defaults::kMaxReplyCount) {
+      return badField("reply_count", "must be an integer from 1 to 5");
+    }
+  }
+  if (async) {
+    auto hook = doc.FindMember("webhook_url");
+    if (hook != doc.MemberEnd() && !hook->value.IsNull()) {
+      if (!hook->value.IsString()) return badField("webhook_url", "must be a string");
+      r.webhook_url.assign(hook->value.GetString(), hook->value.GetStringLength());
+      if (Status s = checkWebhookUrl(r.webhook_url); !s.isOk()) return s;
+    }
+  }
+  return r;
+}
+
+Result<AnalyzeRequest> parseAnalyzeRequest(std::string_view body) {
+  rapidjson::Document doc;
+  if (Status s = parseObject(body, &doc); !s.isOk()) return s;
+  if (Status s = checkKnownFields(doc, {"message", "context"}); !s.isOk()) return s;
+  AnalyzeRequest r;
+  if (Status s = readText(doc, "message", true, defaults::kMaxMessageCodePoints, &r.message);
+      !s.isOk()) {
+    return s;
+  }
+  if (Status s = readText(doc, "context", false, defaults::kMaxContextCodePoints, &r.context);
+      !s.isOk()) {
+    return s;
+  }
+  return r;
+}
+
+}  // namespace eq::api

@@ -1,0 +1,11 @@
+-- wrk script: GET /api/v1/quota (auth + rate limit + one SQLite read).
+wrk.method = "GET"
+wrk.headers["Authorization"] = "Bearer " .. os.getenv("EQ_BENCH_KEY")
+
+done = function(summary, latency, requests)
+  local non2xx = summary.errors.status or 0
+  io.write(string.format("BENCH requests=%d duration_s=%.2f rps=%.1f p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f non2xx=%d socket_errors=%d\n",
+    summary.requests, summary.duration / 1e6, summary.requests / (summary.duration / 1e6),
+    latency:percentile(50) / 1000, latency:percentile(90) / 1000, latency:percentile(99) / 1000,
+    non2xx, summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
+end

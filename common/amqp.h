@@ -1,0 +1,118 @@
+// One AMQP 0-9-1 connection to RabbitMQ through rabbitmq-c, with one channel.
+//
+// Ownership and threads: an AmqpConnection owns its amqp_connection_state_t
+// and socket and must be used by one thread only (rabbitmq-c is not
+// thread-safe per connection). Workers and the dispatcher use it from their
+// one consumer thread; eq-api gives it a thread of its own (api/broker_bridge.h)
+// because rabbitmq-c may block in publish and only services heartbeats inside
+// its own calls, which a libuv loop thread cannot afford.
+//
+// Errors are values. Any error that leaves the connection unusable sets
+// broken(); the owner then destroys the object and reconnects with backoff.
+// Destruction closes the channel and connection politely if still possible.
+#pragma once
+
+#include <amqp.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/status.h"
+
+namespace eq::amqp {
+
+struct PublishOptions {
+  std::string correlation_id;
+  std::string reply_to;
+  std::string message_id;
+  int64_t expiration_ms = 0;  // 0: never expires in the queue
+  bool persistent = false;
+};
+
+struct Delivery {
+  uint64_t tag = 0;
+  std::string queue_hint;  // routing key it was published with
+  std::string body;
+  std::string correlation_id;
+  std::string reply_to;
+  bool redelivered = false;
+  int64_t delivery_count = 0;  // quorum queues: x-delivery-count header
+  std::string death_reason;    // dead-lettered messages: x-first-death-reason
+};
+
+// The broker's answer to a publish once confirms are enabled.
+struct Confirm {
+  uint64_t tag = 0;
+  bool multiple = false;
+  bool ack = true;  // false: basic.nack, the broker did not take the message
+};
+
+struct Timeout {};
+using Event = std::variant<Timeout, Delivery, Confirm>;
+
+class Connection {
+ public:
+  // Connects, logs in and opens channel 1. conn_name shows in the RabbitMQ
+  // management UI's connection list.
+  static Result<std::unique_ptr<Connection>> open(const std::string& url,
+                                                  const std::string& conn_name,
+                                                  int heartbeat_seconds);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Declares every exchange and queue of messages.h; idempotent, so every
+  // process calls it on every (re)connect.
+  Status declareTopology();
+  // A server-named, exclusive, auto-delete queue for sync replies.
+  Result<std::string> declareReplyQueue();
+  Status qos(uint16_t prefetch);
+  Status consume(const std::string& queue);
+  // Stops every consumer of this connection (graceful shutdown); unacked
+  // deliveries stay ours until acked or rejected.
+  Status cancelAll();
+  Status enableConfirms();
+
+  // Publishes to the default exchange. With confirms on, returns the
+  // publish's sequence number, which a later Confirm event refers to.
+  Result<uint64_t> publish(const std::string& routing_key, const std::string& body,
+                           const PublishOptions& opts);
+  // Publishes and waits until the broker confirms it (or timeout). Deliveries
+  // that arrive meanwhile are kept and returned by later next() calls.
+  Status publishConfirmed(const std::string& routing_key, const std::string& body,
+                          const PublishOptions& opts, int timeout_ms);
+
+  // Waits up to timeout_ms for the next delivery or confirm (0: poll only).
+  // Also keeps heartbeats flowing, so call it at least every few seconds.
+  Result<Event> next(int timeout_ms);
+
+  Status ack(uint64_t tag);
+  // requeue=false dead-letters the message through eq.dlx.
+  Status reject(uint64_t tag, bool requeue);
+
+  int fd() const;
+  // True when rabbitmq-c holds bytes or frames already read from the socket,
+  // so polling the fd would miss them.
+  bool hasBuffered() const;
+  bool broken() const { return broken_; }
+
+ private:
+  explicit Connection(amqp_connection_state_t conn) : conn_(conn) {}
+  Status rpcStatus(const char* what);
+  Status libStatus(int rc, const char* what);
+  Result<Event> readOneFrame(int timeout_ms);
+
+  amqp_connection_state_t conn_;
+  bool broken_ = false;
+  bool confirms_ = false;
+  uint64_t next_publish_seq_ = 1;
+  std::deque<Event> pending_;  // events read while waiting for a confirm
+  std::vector<std::string> consumer_tags_;
+};
+
+}  // namespace eq::amqp

@@ -1,0 +1,31 @@
+// Process configuration read from the environment (EQ_* variables, listed in
+// the README's configuration table). Built once in main() and then passed by
+// const reference to whatever needs it; never mutated after start-up.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace eq {
+
+struct Config {
+  std::string env = "production";  // EQ_ENV: production | staging
+  int http_port = 0;               // EQ_HTTP_PORT (eq-api); 0 picks a free port
+  std::string http_host = "0.0.0.0";
+  std::string amqp_url;            // EQ_AMQP_URL
+  std::string db_path;             // EQ_DB_PATH
+  std::string engine = "builtin";  // EQ_ENGINE: builtin | llm
+  std::string log_level = "info";  // EQ_LOG_LEVEL: debug | info | warn | error
+  std::string webhook_allow_cidrs;  // EQ_WEBHOOK_ALLOW_CIDRS
+  int64_t sync_deadline_ms = 0;    // EQ_SYNC_DEADLINE_MS: 0 = per-mode default
+
+  // Key prefix of this environment: eq_live_ in production, eq_test_ in staging.
+  std::string keyPrefix() const { return env == "staging" ? "eq_test_" : "eq_live_"; }
+
+  // Reads the environment; a malformed value is an error naming the variable.
+  static Result<Config> fromEnv();
+};
+
+}  // namespace eq

@@ -1,0 +1,42 @@
+// Every tunable default in one place. Configuration (common/config.h) starts
+// from these and lets the environment override them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace eq::defaults {
+
+constexpr int kHttpPort = 8080;
+constexpr const char* kAmqpUrl = "amqp://eq:eq@127.0.0.1:5672/";
+constexpr const char* kDbPath = "var/eq.db";
+
+// Requests (PRODUCT.md §3).
+constexpr std::size_t kMaxBodyBytes = 64 * 1024;
+constexpr std::size_t kMaxMessageCodePoints = 2000;
+constexpr std::size_t kMaxContextCodePoints = 4000;
+constexpr std::size_t kMaxWebhookUrlChars = 2048;
+constexpr int kMinReplyCount = 1;
+constexpr int kMaxReplyCount = 5;
+constexpr int kMaxJsonDepth = 32;
+
+// Keys and quota (PRODUCT.md §4).
+constexpr int kDefaultRatePerMinute = 60;
+constexpr int kDefaultQuotaUnits = 100;
+constexpr int64_t kDefaultQuotaDays = 30;
+
+// How long a sync call waits for its worker before answering 504. The
+// interface says perfect mode "typically" takes 30-90 s with a model, so its
+// deadline is the longest; the built-in engine answers in milliseconds.
+constexpr int64_t kSyncDeadlineFastMs = 30'000;
+constexpr int64_t kSyncDeadlineStandardMs = 120'000;
+constexpr int64_t kSyncDeadlinePerfectMs = 180'000;
+constexpr int64_t kAnalyzeDeadlineMs = 30'000;
+
+// Webhooks (PRODUCT.md §6).
+constexpr long kWebhookTimeoutMs = 10'000;
+
+// Broker.
+constexpr int kAmqpHeartbeatSeconds = 30;
+
+}  // namespace eq::defaults

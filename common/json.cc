@@ -1,0 +1,148 @@
+#include "common/json.h"
+
+#include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+namespace eq::json {
+namespace {
+
+// Forwards SAX events to a Document and refuses to open a container past the
+// depth limit; returning false from a handler stops the reader before it
+// recurses further, which is what bounds the stack.
+class DepthLimitedHandler {
+ public:
+  DepthLimitedHandler(rapidjson::Document& doc, int max_depth)
+      : doc_(doc), max_depth_(max_depth) {}
+
+  bool Null() { return doc_.Null(); }
+  bool Bool(bool b) { return doc_.Bool(b); }
+  bool Int(int i) { return doc_.Int(i); }
+  bool Uint(unsigned u) { return doc_.Uint(u); }
+  bool Int64(int64_t i) { return doc_.Int64(i); }
+  bool Uint64(uint64_t u) { return doc_.Uint64(u); }
+  bool Double(double d) { return doc_.Double(d); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) {
+    return doc_.RawNumber(s, n, copy);
+  }
+  bool String(const char* s, rapidjson::SizeType n, bool copy) { return doc_.String(s, n, copy); }
+  bool Key(const char* s, rapidjson::SizeType n, bool copy) { return doc_.Key(s, n, copy); }
+  bool StartObject() { return enter() && doc_.StartObject(); }
+  bool EndObject(rapidjson::SizeType n) {
+    --depth_;
+    return doc_.EndObject(n);
+  }
+  bool StartArray() { return enter() && doc_.StartArray(); }
+  bool EndArray(rapidjson::SizeType n) {
+    --depth_;
+    return doc_.EndArray(n);
+  }
+
+  bool tooDeep() const { return too_deep_; }
+
+ private:
+  bool enter() {
+    if (++depth_ > max_depth_) {
+      too_deep_ = true;
+      return false;
+    }
+    return true;
+  }
+
+  rapidjson::Document& doc_;
+  int max_depth_;
+  int depth_ = 0;
+  bool too_deep_ = false;
+};
+
+constexpr unsigned kParseFlags =
+    rapidjson::kParseValidateEncodingFlag | rapidjson::kParseFullPrecisionFlag;
+
+}  // namespace
+
+Status parse(std::string_view text, rapidjson::Document* doc, int max_depth) {
+  rapidjson::MemoryStream ms(text.data(), text.size());
+  rapidjson::Reader reader;
+  DepthLimitedHandler handler(*doc, max_depth);
+  rapidjson::ParseResult result;
+  auto generator = [&](rapidjson::Document& d) {
+    (void)d;
+    result = reader.Parse<kParseFlags>(ms, handler);
+    return !result.IsError();
+  };
+  doc->Populate(generator);
+  if (handler.tooDeep()) {
+    return Status(400, "request body nests deeper than " + std::to_string(max_depth) + " levels");
+  }
+  if (result.IsError()) {
+    if (result.Code() == rapidjson::kParseErrorStringInvalidEncoding) {
+      return Status(400, "request body is not valid UTF-8 (at byte " +
+                             std::to_string(result.Offset()) + ")");
+    }
+    return Status(400, std::string("request body is not valid JSON: ") +
+                           rapidjson::GetParseError_En(result.Code()) + " (at byte " +
+                           std::to_string(result.Offset()) + ")");
+  }
+  return Status::ok();
+}
+
+void appendQuoted(std::string& out, std::string_view s) {
+  static const char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out += kHex[c >> 4];
+          out += kHex[c & 0xf];
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+std::string toString(const rapidjson::Value& v) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  v.Accept(w);
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+std::string envelope(int code, std::string_view data_json, std::string_view msg) {
+  std::string out;
+  out.reserve(data_json.size() + msg.size() + 40);
+  out += "{\"code\":";
+  out += std::to_string(code);
+  out += ",\"data\":";
+  out += data_json;
+  out += ",\"msg\":";
+  appendQuoted(out, msg);
+  out += '}';
+  return out;
+}
+
+std::string getString(const rapidjson::Value& obj, const char* name, std::string_view fallback) {
+  if (!obj.IsObject()) return std::string(fallback);
+  auto it = obj.FindMember(name);
+  if (it == obj.MemberEnd() || !it->value.IsString()) return std::string(fallback);
+  return std::string(it->value.GetString(), it->value.GetStringLength());
+}
+
+int64_t getInt(const rapidjson::Value& obj, const char* name, int64_t fallback) {
+  if (!obj.IsObject()) return fallback;
+  auto it = obj.FindMember(name);
+  if (it == obj.MemberEnd() || !it->value.IsInt64()) return fallback;
+  return it->value.GetInt64();
+}
+
+}  // namespace eq::json

@@ -1,0 +1,36 @@
+// JSON helpers over RapidJSON: a depth-limited, UTF-8-validating parser for
+// untrusted input, string escaping for hand-built lines (logs), and the
+// {code, data, msg} envelope every response uses. Stateless functions.
+#pragma once
+
+#include <rapidjson/document.h>
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace eq::json {
+
+// Parses untrusted text into doc. Rejects invalid UTF-8 (RapidJSON validates
+// encoding only when asked), nesting deeper than max_depth (RapidJSON's
+// reader recurses and has no limit of its own) and trailing garbage. The
+// error message says what is wrong and at which byte offset.
+Status parse(std::string_view text, rapidjson::Document* doc, int max_depth);
+
+// Appends s as a JSON string literal, quotes included.
+void appendQuoted(std::string& out, std::string_view s);
+
+std::string toString(const rapidjson::Value& v);
+
+// {"code":code,"data":<data_json>,"msg":"..."}; data_json is raw JSON text
+// (use "null" on errors).
+std::string envelope(int code, std::string_view data_json, std::string_view msg);
+
+// Small typed readers for documents we produced ourselves (broker messages).
+// They return the fallback when the member is absent or has another type.
+std::string getString(const rapidjson::Value& obj, const char* name,
+                      std::string_view fallback = "");
+int64_t getInt(const rapidjson::Value& obj, const char* name, int64_t fallback = 0);
+
+}  // namespace eq::json

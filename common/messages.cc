@@ -1,0 +1,182 @@
+#include "common/messages.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "common/json.h"
+
+namespace eq::msg {
+namespace {
+
+using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+
+void put(Writer& w, const char* key, std::string_view v) {
+  w.Key(key);
+  w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
+}
+
+void putRaw(Writer& w, const char* key, std::string_view raw_json) {
+  w.Key(key);
+  w.RawValue(raw_json.data(), raw_json.size(), rapidjson::kObjectType);
+}
+
+// Broker messages are ours, but a queue is an input like any other: a body
+// that is not what we produce is rejected with a reason, never trusted.
+constexpr int kMaxDepth = 16;
+
+Status parseObject(std::string_view body, rapidjson::Document* doc) {
+  if (Status s = json::parse(body, doc, kMaxDepth); !s.isOk()) return s;
+  if (!doc->IsObject()) return Status(400, "message is not a JSON object");
+  return Status::ok();
+}
+
+std::string member(const rapidjson::Value& obj, const char* name) {
+  auto it = obj.FindMember(name);
+  if (it == obj.MemberEnd() || it->value.IsNull()) return "";
+  if (it->value.IsString()) return std::string(it->value.GetString(), it->value.GetStringLength());
+  return json::toString(it->value);  // embedded JSON objects come back as text
+}
+
+}  // namespace
+
+bool isMode(std::string_view mode) {
+  return mode == "fast" || mode == "standard" || mode == "perfect";
+}
+
+std::string queueForMode(std::string_view mode) {
+  if (mode == "fast") return kQueueFast;
+  if (mode == "standard") return kQueueStandard;
+  if (mode == "perfect") return kQueuePerfect;
+  return kQueueAnalyze;
+}
+
+std::string encodeJob(const Job& job) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  w.Key("v");
+  w.Int(1);
+  put(w, "kind", job.kind);
+  put(w, "request_id", job.request_id);
+  if (!job.task_id.empty()) put(w, "task_id", job.task_id);
+  if (!job.mode.empty()) put(w, "mode", job.mode);
+  put(w, "message", job.message);
+  put(w, "context", job.context);
+  put(w, "scene", job.scene);
+  w.Key("reply_count");
+  w.Int(job.reply_count);
+  w.Key("deadline_ms");
+  w.Int64(job.deadline_ms);
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+Result<Job> decodeJob(std::string_view body) {
+  rapidjson::Document doc;
+  if (Status s = parseObject(body, &doc); !s.isOk()) return s;
+  Job job;
+  job.kind = json::getString(doc, "kind");
+  job.request_id = json::getString(doc, "request_id");
+  job.task_id = json::getString(doc, "task_id");
+  job.mode = json::getString(doc, "mode");
+  job.message = json::getString(doc, "message");
+  job.context = json::getString(doc, "context");
+  job.scene = json::getString(doc, "scene");
+  job.reply_count = static_cast<int>(json::getInt(doc, "reply_count", 1));
+  job.deadline_ms = json::getInt(doc, "deadline_ms", 0);
+  if (json::getInt(doc, "v", 0) != 1) return Status(400, "job: unsupported version");
+  if (job.kind != "reply" && job.kind != "analyze") return Status(400, "job: bad kind");
+  if (job.request_id.empty()) return Status(400, "job: no request_id");
+  if (job.message.empty()) return Status(400, "job: empty message");
+  if (job.kind == "reply" && !isMode(job.mode)) return Status(400, "job: bad mode");
+  if (job.reply_count < 1 || job.reply_count > 5) return Status(400, "job: bad reply_count");
+  return job;
+}
+
+std::string encodeSyncResult(const SyncResult& r) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  w.Key("ok");
+  w.Bool(r.ok);
+  if (r.ok) {
+    putRaw(w, "data", r.data_json);
+  } else {
+    w.Key("code");
+    w.Int(r.code);
+    put(w, "msg", r.msg);
+  }
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+Result<SyncResult> decodeSyncResult(std::string_view body) {
+  rapidjson::Document doc;
+  if (Status s = parseObject(body, &doc); !s.isOk()) return s;
+  auto ok = doc.FindMember("ok");
+  if (ok == doc.MemberEnd() || !ok->value.IsBool()) return Status(400, "result: no ok flag");
+  SyncResult r;
+  r.ok = ok->value.GetBool();
+  if (r.ok) {
+    auto data = doc.FindMember("data");
+    if (data == doc.MemberEnd() || !data->value.IsObject()) {
+      return Status(400, "result: no data object");
+    }
+    r.data_json = json::toString(data->value);
+  } else {
+    r.code = static_cast<int>(json::getInt(doc, "code", 500));
+    r.msg = json::getString(doc, "msg", "generation failed");
+  }
+  return r;
+}
+
+std::string encodeTaskEvent(const TaskEvent& e) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  put(w, "event", e.event);
+  put(w, "task_id", e.task_id);
+  put(w, "request_id", e.request_id);
+  put(w, "mode", e.mode);
+  w.Key("at_ms");
+  w.Int64(e.at_ms);
+  if (!e.result_json.empty()) putRaw(w, "result", e.result_json);
+  if (e.event == "task.failed") {
+    w.Key("error");
+    w.StartObject();
+    w.Key("code");
+    w.Int(e.error_code);
+    put(w, "msg", e.error_msg);
+    w.EndObject();
+  }
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+Result<TaskEvent> decodeTaskEvent(std::string_view body) {
+  rapidjson::Document doc;
+  if (Status s = parseObject(body, &doc); !s.isOk()) return s;
+  TaskEvent e;
+  e.event = json::getString(doc, "event");
+  e.task_id = json::getString(doc, "task_id");
+  e.request_id = json::getString(doc, "request_id");
+  e.mode = json::getString(doc, "mode");
+  e.at_ms = json::getInt(doc, "at_ms", 0);
+  e.result_json = member(doc, "result");
+  auto err = doc.FindMember("error");
+  if (err != doc.MemberEnd() && err->value.IsObject()) {
+    e.error_code = static_cast<int>(json::getInt(err->value, "code", 500));
+    e.error_msg = json::getString(err->value, "msg");
+  }
+  if (e.event != "task.running" && e.event != "task.succeeded" && e.event != "task.failed") {
+    return Status(400, "event: unknown kind '" + e.event + "'");
+  }
+  if (e.task_id.empty()) return Status(400, "event: no task_id");
+  if (e.event == "task.succeeded" && e.result_json.empty()) {
+    return Status(400, "event: succeeded without result");
+  }
+  return e;
+}
+
+}  // namespace eq::msg

@@ -1,0 +1,75 @@
+// The messages that cross the broker, and the names of the queues they use.
+// Their JSON Schemas live in schema/messages/; this header is the one place
+// in C++ that builds and reads them, so producer and consumer cannot drift.
+//
+//   eq-api ──Job──> eq.jobs.<mode> | eq.jobs.analyze ──> eq-worker
+//   eq-worker ──SyncResult──> the api's reply queue (reply_to, correlation_id = request_id)
+//   eq-worker ──TaskEvent──> eq.task-events ──> eq-dispatcher
+//   work queues ──(rejected, or delivered too often)──> eq.dlx ──> eq.dead ──> eq-dispatcher
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace eq::msg {
+
+constexpr const char* kQueueFast = "eq.jobs.fast";
+constexpr const char* kQueueStandard = "eq.jobs.standard";
+constexpr const char* kQueuePerfect = "eq.jobs.perfect";
+constexpr const char* kQueueAnalyze = "eq.jobs.analyze";
+constexpr const char* kQueueTaskEvents = "eq.task-events";
+constexpr const char* kExchangeDead = "eq.dlx";
+constexpr const char* kQueueDead = "eq.dead";
+
+// Mode names of the interface; queueForMode("") is the analyze queue.
+bool isMode(std::string_view mode);
+std::string queueForMode(std::string_view mode);
+
+struct Job {
+  std::string kind;  // "reply" or "analyze"
+  std::string request_id;
+  std::string task_id;  // async reply only
+  std::string mode;     // reply only
+  std::string message;
+  std::string context;
+  std::string scene;
+  int reply_count = 1;
+  int64_t deadline_ms = 0;  // sync: the caller gives up then (unix ms); async: 0
+};
+
+std::string encodeJob(const Job& job);
+// Rejects anything that is not a job we would have produced.
+Result<Job> decodeJob(std::string_view body);
+
+// The reply a worker sends back for a sync job: either data (the `data` of
+// the HTTP response, as JSON text) or an error code and message.
+struct SyncResult {
+  bool ok = false;
+  std::string data_json;
+  int code = 0;
+  std::string msg;
+};
+
+std::string encodeSyncResult(const SyncResult& r);
+Result<SyncResult> decodeSyncResult(std::string_view body);
+
+// One transition of an async task, reported by the worker that made it.
+struct TaskEvent {
+  std::string event;  // task.running | task.succeeded | task.failed
+  std::string task_id;
+  std::string request_id;
+  std::string mode;
+  int64_t at_ms = 0;
+  std::string result_json;  // task.succeeded: ReplyResponse data
+  int error_code = 0;       // task.failed
+  std::string error_msg;
+};
+
+std::string encodeTaskEvent(const TaskEvent& e);
+Result<TaskEvent> decodeTaskEvent(std::string_view body);
+
+}  // namespace eq::msg

@@ -1,0 +1,541 @@
+#include "common/store.h"
+
+#include <string_view>
+
+#include "common/crypto.h"
+#include "common/embedded.h"
+#include "common/ids.h"
+#include "common/log.h"
+#include "common/timefmt.h"
+
+namespace eq {
+namespace {
+
+// The migrations compiled into the binary, in order. A new migration is a new
+// file here and in CMakeLists.txt's eq_embed list; applied ones never change.
+constexpr const char* kMigrations[] = {"schema/migrations/001_init.sql"};
+
+constexpr int kBusyTimeoutMs = 5000;
+
+// A cached prepared statement in use: binds by position, steps, reads columns
+// and resets itself when it goes out of scope so the cache can reuse it.
+class Query {
+ public:
+  explicit Query(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  ~Query() {
+    if (stmt_ != nullptr) {
+      sqlite3_reset(stmt_);
+      sqlite3_clear_bindings(stmt_);
+    }
+  }
+  Query(const Query&) = delete;
+  Query& operator=(const Query&) = delete;
+
+  bool valid() const { return stmt_ != nullptr; }
+
+  Query& bind(int i, std::string_view v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Query& bindBlob(int i, std::string_view v) {
+    sqlite3_bind_blob(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Query& bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Query& bindNull(int i) {
+    sqlite3_bind_null(stmt_, i);
+    return *this;
+  }
+  Query& bindOptText(int i, const std::string& v) { return v.empty() ? bindNull(i) : bind(i, v); }
+
+  int step() { return sqlite3_step(stmt_); }
+
+  std::string text(int col) const {
+    const unsigned char* p = sqlite3_column_text(stmt_, col);
+    return p == nullptr ? std::string()
+                        : std::string(reinterpret_cast<const char*>(p),
+                                      static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)));
+  }
+  std::string blob(int col) const {
+    const void* p = sqlite3_column_blob(stmt_, col);
+    return p == nullptr ? std::string()
+                        : std::string(static_cast<const char*>(p),
+                                      static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)));
+  }
+  int64_t int64(int col) const { return sqlite3_column_int64(stmt_, col); }
+
+ private:
+  sqlite3_stmt* stmt_;
+};
+
+bool validMode(std::string_view mode) {
+  return mode == "fast" || mode == "standard" || mode == "perfect";
+}
+
+}  // namespace
+
+const char* taskStatusName(TaskStatus s) {
+  switch (s) {
+    case TaskStatus::kQueued: return "queued";
+    case TaskStatus::kRunning: return "running";
+    case TaskStatus::kSucceeded: return "succeeded";
+    case TaskStatus::kFailed: return "failed";
+  }
+  return "queued";
+}
+
+Result<std::unique_ptr<Store>> Store::open(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return Status(503, "cannot open database " + path + ": " + msg);
+  }
+  std::unique_ptr<Store> store(new Store(db));
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  // WAL lets readers run beside one writer across processes; NORMAL sync in
+  // WAL mode is durable against process crashes (a power cut may lose the
+  // last commits, which the broker's redelivery then repeats).
+  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
+                             "PRAGMA foreign_keys=ON"}) {
+    if (Status s = store->exec(pragma); !s.isOk()) return s;
+  }
+  if (Status s = store->migrate(); !s.isOk()) return s;
+  return store;
+}
+
+Store::~Store() {
+  for (auto& [sql, stmt] : stmts_) sqlite3_finalize(stmt);
+  sqlite3_close(db_);
+}
+
+Status Store::error(const char* what) const {
+  return Status(503, std::string(what) + ": " + sqlite3_errmsg(db_));
+}
+
+Status Store::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err != nullptr ? err : "unknown error";
+    sqlite3_free(err);
+    return Status(503, std::string("sqlite: ") + msg);
+  }
+  return Status::ok();
+}
+
+sqlite3_stmt* Store::prepare(const char* sql) {
+  // Keyed by the literal's address: every caller passes a string literal.
+  auto it = stmts_.find(sql);
+  if (it != stmts_.end()) return it->second;
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) {
+    log::error("sqlite prepare failed", {{"error", sqlite3_errmsg(db_)}, {"sql", sql}});
+    return nullptr;
+  }
+  stmts_.emplace(sql, stmt);
+  return stmt;
+}
+
+Status Store::migrate() {
+  // IMMEDIATE takes the write lock first, so two processes starting together
+  // do not both apply the same migration.
+  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  Status s = exec(
+      "CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, "
+      "applied_at INTEGER NOT NULL)");
+  for (const char* name : kMigrations) {
+    if (!s.isOk()) break;
+    Query check(prepare("SELECT 1 FROM schema_migrations WHERE version = ?"));
+    if (!check.valid()) {
+      s = error("prepare");
+      break;
+    }
+    check.bind(1, std::string_view(name));
+    if (check.step() == SQLITE_ROW) continue;
+    std::string_view sql = embedded::file(name);
+    if (sql.empty()) {
+      s = Status(500, std::string("migration not embedded: ") + name);
+      break;
+    }
+    s = exec(std::string(sql).c_str());
+    if (!s.isOk()) break;
+    Query record(prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)"));
+    record.bind(1, std::string_view(name)).bind(2, nowMs());
+    if (record.step() != SQLITE_DONE) s = error("record migration");
+  }
+  if (!s.isOk()) {
+    exec("ROLLBACK");
+    return s;
+  }
+  return exec("COMMIT");
+}
+
+Status Store::ping() {
+  Query q(prepare("SELECT count(*) FROM schema_migrations"));
+  if (!q.valid() || q.step() != SQLITE_ROW) return error("ping");
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------- keys
+
+Result<CreatedKey> Store::createKey(const NewKeyRequest& req) {
+  CreatedKey out;
+  out.account_id = ids::newAccountId();
+  out.key_id = ids::newKeyId();
+  std::string secret_part = crypto::base64url(crypto::randomBytes(32));  // 43 chars
+  out.api_key = (req.env == "staging" ? "eq_test_" : "eq_live_") + secret_part;
+  out.display_prefix = out.api_key.substr(0, 16);  // eq_live_ + 8 chars
+  out.webhook_secret = "whsec_" + crypto::base64(crypto::randomBytes(32));
+  out.tier = req.tier;
+  int64_t now = nowMs();
+
+  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  Query acc(prepare(
+      "INSERT INTO accounts (id, name, tier, quota_fast, quota_standard, quota_perfect, "
+      "quota_expire_at, rate_limit_per_min, webhook_secret, created_at) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  acc.bind(1, out.account_id).bind(2, req.name).bind(3, req.tier).bind(4, req.quota.fast);
+  acc.bind(5, req.quota.standard).bind(6, req.quota.perfect).bind(7, req.expire_at_ms);
+  acc.bind(8, int64_t{req.rate_limit_per_min}).bind(9, out.webhook_secret).bind(10, now);
+  Status s = acc.step() == SQLITE_DONE ? Status::ok() : error("insert account");
+  if (s.isOk()) {
+    Query key(prepare(
+        "INSERT INTO api_keys (id, account_id, env, display_prefix, key_hash, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)"));
+    key.bind(1, out.key_id).bind(2, out.account_id).bind(3, req.env);
+    key.bind(4, out.display_prefix).bindBlob(5, crypto::sha256(out.api_key)).bind(6, now);
+    if (key.step() != SQLITE_DONE) s = error("insert key");
+  }
+  if (!s.isOk()) {
+    exec("ROLLBACK");
+    return s;
+  }
+  if (Status c = exec("COMMIT"); !c.isOk()) return c;
+  return out;
+}
+
+Result<std::optional<AuthContext>> Store::authenticate(const std::string& api_key,
+                                                       const std::string& env) {
+  // The lookup goes through the hash's unique index. Indexing on the digest
+  // leaks nothing useful through timing (an attacker cannot steer the digest
+  // of a guess), and the constant-time comparison of the fixed-length digests
+  // below makes the final decision independent of where they differ.
+  std::string digest = crypto::sha256(api_key);
+  Query q(prepare(
+      "SELECT k.id, k.account_id, k.display_prefix, k.key_hash, a.rate_limit_per_min "
+      "FROM api_keys k JOIN accounts a ON a.id = k.account_id "
+      "WHERE k.key_hash = ? AND k.status = 'active' AND k.env = ?"));
+  if (!q.valid()) return error("prepare authenticate");
+  q.bindBlob(1, digest).bind(2, env);
+  int rc = q.step();
+  if (rc == SQLITE_DONE) return std::optional<AuthContext>();
+  if (rc != SQLITE_ROW) return error("authenticate");
+  if (!crypto::constantTimeEqual(q.blob(3), digest)) return std::optional<AuthContext>();
+  AuthContext ctx;
+  ctx.key_id = q.text(0);
+  ctx.account_id = q.text(1);
+  ctx.display_prefix = q.text(2);
+  ctx.rate_limit_per_min = static_cast<int>(q.int64(4));
+  return std::optional<AuthContext>(std::move(ctx));
+}
+
+Result<std::vector<KeyInfo>> Store::listKeys() {
+  Query q(prepare(
+      "SELECT k.id, k.account_id, a.name, k.env, k.display_prefix, k.status, a.tier, "
+      "k.created_at FROM api_keys k JOIN accounts a ON a.id = k.account_id ORDER BY k.id"));
+  if (!q.valid()) return error("prepare list keys");
+  std::vector<KeyInfo> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) {
+    out.push_back(KeyInfo{q.text(0), q.text(1), q.text(2), q.text(3), q.text(4), q.text(5),
+                          q.text(6), q.int64(7)});
+  }
+  if (rc != SQLITE_DONE) return error("list keys");
+  return out;
+}
+
+Status Store::revokeKey(const std::string& key_id) {
+  Query q(prepare(
+      "UPDATE api_keys SET status = 'revoked', revoked_at = ? WHERE id = ? AND status = 'active'"));
+  q.bind(1, nowMs()).bind(2, key_id);
+  if (q.step() != SQLITE_DONE) return error("revoke key");
+  if (sqlite3_changes(db_) == 0) return Status(404, "no active key with id " + key_id);
+  return Status::ok();
+}
+
+Result<std::string> Store::accountOfKey(const std::string& key_id) {
+  Query q(prepare("SELECT account_id FROM api_keys WHERE id = ?"));
+  q.bind(1, key_id);
+  int rc = q.step();
+  if (rc == SQLITE_ROW) return q.text(0);
+  if (rc == SQLITE_DONE) return Status(404, "no key with id " + key_id);
+  return error("account of key");
+}
+
+// ---------------------------------------------------------------- quota
+
+Result<ChargeOutcome> Store::chargeQuota(const std::string& account_id, const std::string& mode,
+                                         int64_t now_ms) {
+  if (!validMode(mode)) return Status(500, "charge: bad mode " + mode);
+  // One statement per mode: column names cannot be bound parameters.
+  const char* sql =
+      mode == "fast"
+          ? "UPDATE accounts SET quota_fast = quota_fast - 1 "
+            "WHERE id = ? AND quota_fast > 0 AND quota_expire_at > ?"
+      : mode == "standard"
+          ? "UPDATE accounts SET quota_standard = quota_standard - 1 "
+            "WHERE id = ? AND quota_standard > 0 AND quota_expire_at > ?"
+          : "UPDATE accounts SET quota_perfect = quota_perfect - 1 "
+            "WHERE id = ? AND quota_perfect > 0 AND quota_expire_at > ?";
+  {
+    Query q(prepare(sql));
+    if (!q.valid()) return error("prepare charge");
+    q.bind(1, account_id).bind(2, now_ms);
+    if (q.step() != SQLITE_DONE) return error("charge quota");
+    if (sqlite3_changes(db_) == 1) return ChargeOutcome::kCharged;
+  }
+  // Not charged: tell the caller whether it was expiry or exhaustion.
+  Result<AccountQuota> q = quota(account_id);
+  if (!q.isOk()) return q.status();
+  return q.value().expire_at_ms <= now_ms ? ChargeOutcome::kExpired : ChargeOutcome::kExhausted;
+}
+
+Status Store::refundQuota(const std::string& account_id, const std::string& mode) {
+  if (!validMode(mode)) return Status(500, "refund: bad mode " + mode);
+  const char* sql = mode == "fast"
+                        ? "UPDATE accounts SET quota_fast = quota_fast + 1 WHERE id = ?"
+                    : mode == "standard"
+                        ? "UPDATE accounts SET quota_standard = quota_standard + 1 WHERE id = ?"
+                        : "UPDATE accounts SET quota_perfect = quota_perfect + 1 WHERE id = ?";
+  Query q(prepare(sql));
+  q.bind(1, account_id);
+  if (q.step() != SQLITE_DONE) return error("refund quota");
+  return Status::ok();
+}
+
+Result<AccountQuota> Store::quota(const std::string& account_id) {
+  Query q(prepare(
+      "SELECT quota_fast, quota_standard, quota_perfect, quota_expire_at, tier "
+      "FROM accounts WHERE id = ?"));
+  if (!q.valid()) return error("prepare quota");
+  q.bind(1, account_id);
+  int rc = q.step();
+  if (rc == SQLITE_DONE) return Status(404, "no account " + account_id);
+  if (rc != SQLITE_ROW) return error("read quota");
+  AccountQuota out;
+  out.remaining = QuotaUnits{q.int64(0), q.int64(1), q.int64(2)};
+  out.expire_at_ms = q.int64(3);
+  out.tier = q.text(4);
+  return out;
+}
+
+Status Store::setQuota(const std::string& account_id, const QuotaUnits& units,
+                       std::optional<int64_t> expire_at_ms, std::optional<std::string> tier) {
+  Query q(prepare(
+      "UPDATE accounts SET quota_fast = ?, quota_standard = ?, quota_perfect = ?, "
+      "quota_expire_at = coalesce(?, quota_expire_at), tier = coalesce(?, tier) WHERE id = ?"));
+  q.bind(1, units.fast).bind(2, units.standard).bind(3, units.perfect);
+  if (expire_at_ms) q.bind(4, *expire_at_ms); else q.bindNull(4);
+  if (tier) q.bind(5, *tier); else q.bindNull(5);
+  q.bind(6, account_id);
+  if (q.step() != SQLITE_DONE) return error("set quota");
+  if (sqlite3_changes(db_) == 0) return Status(404, "no account " + account_id);
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------- rate limit
+
+Result<RateDecision> Store::countRequest(const AuthContext& auth, int64_t now_ms) {
+  // Fixed one-minute windows: simple, exact across processes (the increment
+  // is one UPSERT), and the reset time a client sees is the window's end.
+  int64_t window = now_ms - now_ms % 60'000;
+  Query q(prepare(
+      "INSERT INTO rate_counters (key_id, window_start, count) VALUES (?, ?, 1) "
+      "ON CONFLICT (key_id, window_start) DO UPDATE SET count = count + 1 RETURNING count"));
+  if (!q.valid()) return error("prepare rate");
+  q.bind(1, auth.key_id).bind(2, window);
+  if (q.step() != SQLITE_ROW) return error("count request");
+  int64_t count = q.int64(0);
+  RateDecision d;
+  d.limit = auth.rate_limit_per_min;
+  d.allowed = count <= d.limit;
+  d.remaining = static_cast<int>(count >= d.limit ? 0 : d.limit - count);
+  d.reset_seconds = static_cast<int>((window + 60'000 - now_ms + 999) / 1000);
+  return d;
+}
+
+// ---------------------------------------------------------------- tasks
+
+Status Store::createTask(const TaskRecord& t) {
+  Query q(prepare(
+      "INSERT INTO tasks (id, account_id, key_id, request_id, mode, status, webhook_url, "
+      "created_at) VALUES (?1, ?2, ?3, ?4, ?5, 'queued', "
+      "coalesce(?6, (SELECT default_webhook_url FROM accounts WHERE id = ?2)), ?7)"));
+  if (!q.valid()) return error("prepare create task");
+  q.bind(1, t.task_id).bind(2, t.account_id).bind(3, t.key_id).bind(4, t.request_id);
+  q.bind(5, t.mode).bindOptText(6, t.webhook_url).bind(7, t.created_at);
+  if (q.step() != SQLITE_DONE) return error("create task");
+  return Status::ok();
+}
+
+Result<std::optional<TaskRecord>> Store::task(const std::string& task_id) {
+  Query q(prepare(
+      "SELECT id, account_id, key_id, request_id, mode, status, coalesce(webhook_url, ''), "
+      "coalesce(result_json, ''), coalesce(error_code, 0), coalesce(error_msg, ''), created_at, "
+      "coalesce(started_at, 0), coalesce(finished_at, 0) FROM tasks WHERE id = ?"));
+  if (!q.valid()) return error("prepare task");
+  q.bind(1, task_id);
+  int rc = q.step();
+  if (rc == SQLITE_DONE) return std::optional<TaskRecord>();
+  if (rc != SQLITE_ROW) return error("read task");
+  TaskRecord t;
+  t.task_id = q.text(0);
+  t.account_id = q.text(1);
+  t.key_id = q.text(2);
+  t.request_id = q.text(3);
+  t.mode = q.text(4);
+  t.status = q.text(5);
+  t.webhook_url = q.text(6);
+  t.result_json = q.text(7);
+  t.error_code = static_cast<int>(q.int64(8));
+  t.error_msg = q.text(9);
+  t.created_at = q.int64(10);
+  t.started_at = q.int64(11);
+  t.finished_at = q.int64(12);
+  return std::optional<TaskRecord>(std::move(t));
+}
+
+Result<bool> Store::markTaskRunning(const std::string& task_id, int64_t at_ms) {
+  // queued -> running; a redelivered task that was already running keeps its
+  // first started_at.
+  Query q(prepare(
+      "UPDATE tasks SET status = 'running', started_at = coalesce(started_at, ?) "
+      "WHERE id = ? AND status = 'queued'"));
+  q.bind(1, at_ms).bind(2, task_id);
+  if (q.step() != SQLITE_DONE) return error("mark running");
+  return sqlite3_changes(db_) == 1;
+}
+
+Result<bool> Store::markTaskSucceeded(const std::string& task_id, const std::string& result_json,
+                                      int64_t at_ms) {
+  Query q(prepare(
+      "UPDATE tasks SET status = 'succeeded', result_json = ?, finished_at = ?, "
+      "started_at = coalesce(started_at, ?) WHERE id = ? AND status IN ('queued', 'running')"));
+  q.bind(1, result_json).bind(2, at_ms).bind(3, at_ms).bind(4, task_id);
+  if (q.step() != SQLITE_DONE) return error("mark succeeded");
+  return sqlite3_changes(db_) == 1;
+}
+
+Result<bool> Store::markTaskFailed(const std::string& task_id, int code, const std::string& msg,
+                                   int64_t at_ms) {
+  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  bool changed = false;
+  Status s;
+  {
+    Query q(prepare(
+        "UPDATE tasks SET status = 'failed', error_code = ?, error_msg = ?, finished_at = ?, "
+        "charged = 0 WHERE id = ? AND status IN ('queued', 'running') "
+        "RETURNING account_id, mode"));
+    q.bind(1, int64_t{code}).bind(2, msg).bind(3, at_ms).bind(4, task_id);
+    int rc = q.step();
+    if (rc == SQLITE_ROW) {
+      changed = true;
+      // Tasks are created charged and only this transition uncharges them, so
+      // the status guard alone says the unit is still held: refund it.
+      std::string account = q.text(0), mode = q.text(1);
+      while (q.step() == SQLITE_ROW) {
+      }
+      s = refundQuota(account, mode);
+    } else if (rc != SQLITE_DONE) {
+      s = error("mark failed");
+    }
+  }
+  if (!s.isOk()) {
+    exec("ROLLBACK");
+    return s;
+  }
+  if (Status c = exec("COMMIT"); !c.isOk()) return c;
+  return changed;
+}
+
+Result<std::string> Store::webhookSecret(const std::string& account_id) {
+  Query q(prepare("SELECT webhook_secret FROM accounts WHERE id = ?"));
+  q.bind(1, account_id);
+  int rc = q.step();
+  if (rc == SQLITE_ROW) return q.text(0);
+  if (rc == SQLITE_DONE) return Status(404, "no account " + account_id);
+  return error("webhook secret");
+}
+
+// ---------------------------------------------------------------- deliveries
+
+Result<DeliveryRecord> Store::createDelivery(const std::string& task_id, const std::string& url,
+                                             const std::string& event, int64_t now_ms) {
+  // The task id is unique in deliveries: a second event for the same task
+  // (a redelivered message) finds the existing row instead.
+  Query q(prepare(
+      "INSERT INTO deliveries (id, task_id, url, event, status, created_at, next_attempt_at) "
+      "VALUES (?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (task_id) DO NOTHING"));
+  q.bind(1, ids::newDeliveryId()).bind(2, task_id).bind(3, url).bind(4, event);
+  q.bind(5, now_ms).bind(6, now_ms);
+  if (q.step() != SQLITE_DONE) return error("create delivery");
+  Result<std::optional<DeliveryRecord>> d = deliveryForTask(task_id);
+  if (!d.isOk()) return d.status();
+  if (!d.value()) return Status(500, "delivery vanished for task " + task_id);
+  return *d.value();
+}
+
+Result<std::optional<DeliveryRecord>> Store::deliveryForTask(const std::string& task_id) {
+  Query q(prepare(
+      "SELECT id, task_id, url, event, status, attempts, coalesce(last_attempt_at, 0), "
+      "coalesce(last_status, 0) FROM deliveries WHERE task_id = ?"));
+  if (!q.valid()) return error("prepare delivery");
+  q.bind(1, task_id);
+  int rc = q.step();
+  if (rc == SQLITE_DONE) return std::optional<DeliveryRecord>();
+  if (rc != SQLITE_ROW) return error("read delivery");
+  DeliveryRecord d{q.text(0),  q.text(1), q.text(2), q.text(3), q.text(4),
+                   static_cast<int>(q.int64(5)), q.int64(6), static_cast<int>(q.int64(7))};
+  return std::optional<DeliveryRecord>(std::move(d));
+}
+
+Status Store::recordAttempt(const std::string& delivery_id, const DeliveryAttempt& a,
+                            const std::string& new_status) {
+  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  Status s;
+  {
+    Query up(prepare(
+        "UPDATE deliveries SET attempts = attempts + 1, last_attempt_at = ?, last_status = ?, "
+        "status = ? WHERE id = ? RETURNING attempts"));
+    up.bind(1, a.at);
+    if (a.http_status > 0) up.bind(2, int64_t{a.http_status}); else up.bindNull(2);
+    up.bind(3, new_status).bind(4, delivery_id);
+    if (up.step() != SQLITE_ROW) {
+      s = error("update delivery");
+    } else {
+      int64_t attempt = up.int64(0);
+      while (up.step() == SQLITE_ROW) {
+      }
+      Query log(prepare(
+          "INSERT INTO delivery_attempts (delivery_id, attempt, at, http_status, latency_ms, "
+          "error) VALUES (?, ?, ?, ?, ?, ?)"));
+      log.bind(1, delivery_id).bind(2, attempt).bind(3, a.at);
+      if (a.http_status > 0) log.bind(4, int64_t{a.http_status}); else log.bindNull(4);
+      log.bind(5, a.latency_ms).bindOptText(6, a.error);
+      if (log.step() != SQLITE_DONE) s = error("log attempt");
+    }
+  }
+  if (!s.isOk()) {
+    exec("ROLLBACK");
+    return s;
+  }
+  return exec("COMMIT");
+}
+
+}  // namespace eq

@@ -1,0 +1,188 @@
+// The SQLite store: keys, accounts and quota, rate counters, tasks and webhook
+// deliveries. Every SQL statement of the project lives in store.cc.
+//
+// A Store owns one sqlite3 connection and its prepared statements. It is not
+// thread-safe: each thread (in practice, each process's loop thread) opens
+// its own. Several processes may share one database file: WAL mode and a
+// busy timeout let eq-api instances, eq-dispatcher and eqctl write
+// concurrently, and every read-modify-write is one statement or one
+// IMMEDIATE transaction, so quota and rate counts stay exact across processes.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace eq {
+
+struct QuotaUnits {
+  int64_t fast = 0;
+  int64_t standard = 0;
+  int64_t perfect = 0;
+};
+
+struct NewKeyRequest {
+  std::string name;
+  std::string env = "production";
+  std::string tier = "free";
+  QuotaUnits quota;
+  int64_t expire_at_ms = 0;
+  int rate_limit_per_min = 60;
+};
+
+// What eqctl prints once: the full key and secret are never stored.
+struct CreatedKey {
+  std::string key_id;
+  std::string account_id;
+  std::string api_key;
+  std::string webhook_secret;
+  std::string tier;
+  std::string display_prefix;
+};
+
+// The identity of an authenticated request.
+struct AuthContext {
+  std::string key_id;
+  std::string account_id;
+  std::string display_prefix;
+  int rate_limit_per_min = 60;
+};
+
+struct KeyInfo {
+  std::string key_id;
+  std::string account_id;
+  std::string name;
+  std::string env;
+  std::string display_prefix;
+  std::string status;
+  std::string tier;
+  int64_t created_at = 0;
+};
+
+struct AccountQuota {
+  QuotaUnits remaining;
+  int64_t expire_at_ms = 0;
+  std::string tier;
+};
+
+enum class ChargeOutcome { kCharged, kExhausted, kExpired };
+
+struct RateDecision {
+  bool allowed = true;
+  int limit = 0;
+  int remaining = 0;
+  int reset_seconds = 0;  // until the current window ends
+};
+
+enum class TaskStatus { kQueued, kRunning, kSucceeded, kFailed };
+const char* taskStatusName(TaskStatus s);
+
+struct TaskRecord {
+  std::string task_id;
+  std::string account_id;
+  std::string key_id;
+  std::string request_id;
+  std::string mode;
+  std::string status;
+  std::string webhook_url;  // empty: none
+  std::string result_json;  // ReplyResponse data once succeeded
+  int error_code = 0;
+  std::string error_msg;
+  int64_t created_at = 0;
+  int64_t started_at = 0;  // 0: not yet
+  int64_t finished_at = 0;
+};
+
+struct DeliveryRecord {
+  std::string delivery_id;
+  std::string task_id;
+  std::string url;
+  std::string event;
+  std::string status;  // pending | delivered | failed
+  int attempts = 0;
+  int64_t last_attempt_at = 0;
+  int last_status = 0;  // HTTP status of the last attempt; 0 when none came back
+};
+
+struct DeliveryAttempt {
+  int64_t at = 0;
+  int http_status = 0;
+  int64_t latency_ms = 0;
+  std::string error;
+};
+
+class Store {
+ public:
+  // Opens (creating if needed) the database and applies pending migrations.
+  static Result<std::unique_ptr<Store>> open(const std::string& path);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Cheap liveness probe for /readyz.
+  Status ping();
+
+  // Keys and accounts.
+  Result<CreatedKey> createKey(const NewKeyRequest& req);
+  // Looks a presented key up by its hash. nullopt: unknown, revoked, or a key
+  // of the other environment.
+  Result<std::optional<AuthContext>> authenticate(const std::string& api_key,
+                                                  const std::string& env);
+  Result<std::vector<KeyInfo>> listKeys();
+  Status revokeKey(const std::string& key_id);
+  // The account behind a key id, for eqctl commands that take a key id.
+  Result<std::string> accountOfKey(const std::string& key_id);
+
+  // Quota. charge/refund are single statements, so two concurrent callers
+  // never both take the last unit.
+  Result<ChargeOutcome> chargeQuota(const std::string& account_id, const std::string& mode,
+                                    int64_t now_ms);
+  Status refundQuota(const std::string& account_id, const std::string& mode);
+  Result<AccountQuota> quota(const std::string& account_id);
+  Status setQuota(const std::string& account_id, const QuotaUnits& units,
+                  std::optional<int64_t> expire_at_ms, std::optional<std::string> tier);
+
+  // Counts one request against the key's current one-minute window.
+  Result<RateDecision> countRequest(const AuthContext& auth, int64_t now_ms);
+
+  // Tasks: creation and one function per transition of PRODUCT.md §5. A
+  // transition from a state that does not allow it changes nothing and
+  // returns false (events may arrive twice or late; handlers are idempotent).
+  // Without a webhook_url the account's default one (eqctl) is used, if any.
+  Status createTask(const TaskRecord& task);
+  Result<std::optional<TaskRecord>> task(const std::string& task_id);
+  Result<bool> markTaskRunning(const std::string& task_id, int64_t at_ms);
+  Result<bool> markTaskSucceeded(const std::string& task_id, const std::string& result_json,
+                                 int64_t at_ms);
+  // Also refunds the task's quota unit, in the same transaction.
+  Result<bool> markTaskFailed(const std::string& task_id, int code, const std::string& msg,
+                              int64_t at_ms);
+  // Account's webhook secret (for signing).
+  Result<std::string> webhookSecret(const std::string& account_id);
+
+  // Deliveries.
+  Result<DeliveryRecord> createDelivery(const std::string& task_id, const std::string& url,
+                                        const std::string& event, int64_t now_ms);
+  Result<std::optional<DeliveryRecord>> deliveryForTask(const std::string& task_id);
+  Status recordAttempt(const std::string& delivery_id, const DeliveryAttempt& attempt,
+                       const std::string& new_status);
+
+ private:
+  explicit Store(sqlite3* db) : db_(db) {}
+  Status migrate();
+  Status exec(const char* sql);
+  sqlite3_stmt* prepare(const char* sql);  // cached; nullptr on error (logged)
+  Status error(const char* what) const;
+
+  sqlite3* db_;
+  std::map<const char*, sqlite3_stmt*> stmts_;
+};
+
+}  // namespace eq

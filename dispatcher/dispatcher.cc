@@ -1,0 +1,153 @@
+#include "dispatcher/dispatcher.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "common/defaults.h"
+#include "common/log.h"
+#include "common/timefmt.h"
+
+namespace eq::dispatch {
+namespace {
+
+constexpr int kMaxBackoffMs = 5000;
+constexpr uint16_t kPrefetch = 16;
+
+}  // namespace
+
+int Dispatcher::run() {
+  int backoff_ms = 100;
+  while (!stop_.load()) {
+    Result<std::unique_ptr<amqp::Connection>> c =
+        amqp::Connection::open(amqp_url_, "eq-dispatcher", defaults::kAmqpHeartbeatSeconds);
+    if (!c.isOk()) {
+      log::warn("broker connect failed; retrying",
+                {{"error", c.status().msg()}, {"backoff_ms", static_cast<long long>(backoff_ms)}});
+      for (int slept = 0; slept < backoff_ms && !stop_.load(); slept += 50) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      backoff_ms = std::min(backoff_ms * 2, kMaxBackoffMs);
+      continue;
+    }
+    backoff_ms = 100;
+    Status s = serve(*c.value());
+    if (!s.isOk()) log::warn("broker connection lost; reconnecting", {{"error", s.msg()}});
+  }
+  log::info("dispatcher stopped");
+  return 0;
+}
+
+Status Dispatcher::serve(amqp::Connection& conn) {
+  if (Status s = conn.declareTopology(); !s.isOk()) return s;
+  if (Status s = conn.qos(kPrefetch); !s.isOk()) return s;
+  if (Status s = conn.consume(msg::kQueueTaskEvents); !s.isOk()) return s;
+  if (Status s = conn.consume(msg::kQueueDead); !s.isOk()) return s;
+  log::info("dispatcher consuming");
+  while (!stop_.load()) {
+    Result<amqp::Event> ev = conn.next(1000);
+    if (!ev.isOk()) return ev.status();
+    auto* d = std::get_if<amqp::Delivery>(&ev.value());
+    if (d == nullptr) continue;
+    if (d->queue_hint != msg::kQueueTaskEvents) {
+      // Dead-lettered messages keep their original routing key, so anything
+      // not routed as a task event came through eq.dlx.
+      Status s = applyDeadLetter(*d);
+      if (!s.isOk()) return s;
+      if (Status a = conn.ack(d->tag); !a.isOk()) return a;
+      continue;
+    }
+    Result<msg::TaskEvent> e = msg::decodeTaskEvent(d->body);
+    if (!e.isOk()) {
+      log::error("malformed task event dropped", {{"error", e.status().msg()}});
+      if (Status r = conn.reject(d->tag, false); !r.isOk()) return r;
+      continue;
+    }
+    if (Status s = apply(e.value()); !s.isOk()) {
+      // The database is unavailable: put the event back and retry later.
+      log::error("task event not applied; requeued",
+                 {{"task_id", e.value().task_id}, {"error", s.msg()}});
+      if (Status r = conn.reject(d->tag, true); !r.isOk()) return r;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      continue;
+    }
+    if (Status a = conn.ack(d->tag); !a.isOk()) return a;
+  }
+  return Status::ok();
+}
+
+Status Dispatcher::apply(const msg::TaskEvent& e) {
+  int64_t at = e.at_ms > 0 ? e.at_ms : nowMs();
+  Result<bool> changed = false;
+  if (e.event == "task.running") {
+    changed = store_.markTaskRunning(e.task_id, at);
+  } else if (e.event == "task.succeeded") {
+    changed = store_.markTaskSucceeded(e.task_id, e.result_json, at);
+  } else {
+    changed = store_.markTaskFailed(e.task_id, e.error_code > 0 ? e.error_code : 500,
+                                    e.error_msg.empty() ? "generation failed" : e.error_msg, at);
+  }
+  if (!changed.isOk()) return changed.status();
+  log::info("task transition", {{"task_id", e.task_id},
+                                {"event", e.event},
+                                {"applied", static_cast<long long>(changed.value())}});
+  if (e.event == "task.running") return Status::ok();
+  return deliverIfDue(e.task_id);
+}
+
+Status Dispatcher::applyDeadLetter(const amqp::Delivery& d) {
+  Result<msg::Job> job = msg::decodeJob(d.body);
+  if (!job.isOk() || job.value().task_id.empty()) {
+    log::warn("dead letter dropped", {{"reason", d.death_reason}, {"queue", d.queue_hint}});
+    return Status::ok();
+  }
+  const std::string& task_id = job.value().task_id;
+  log::error("task failed after repeated delivery failures",
+             {{"task_id", task_id}, {"reason", d.death_reason}});
+  Result<bool> changed =
+      store_.markTaskFailed(task_id, 500, "task failed: workers could not process it", nowMs());
+  if (!changed.isOk()) return changed.status();
+  return deliverIfDue(task_id);
+}
+
+Status Dispatcher::deliverIfDue(const std::string& task_id) {
+  Result<std::optional<TaskRecord>> t = store_.task(task_id);
+  if (!t.isOk()) return t.status();
+  if (!t.value()) {
+    log::warn("event for unknown task", {{"task_id", task_id}});
+    return Status::ok();
+  }
+  const TaskRecord& task = *t.value();
+  if (task.webhook_url.empty() || (task.status != "succeeded" && task.status != "failed")) {
+    return Status::ok();
+  }
+  std::string event = task.status == "succeeded" ? "task.succeeded" : "task.failed";
+  Result<DeliveryRecord> d = store_.createDelivery(task_id, task.webhook_url, event, nowMs());
+  if (!d.isOk()) return d.status();
+  if (d.value().status != "pending") return Status::ok();  // already delivered or given up
+  Result<std::string> secret = store_.webhookSecret(task.account_id);
+  if (!secret.isOk()) return secret.status();
+
+  WebhookRequest req;
+  req.url = task.webhook_url;
+  req.timestamp = nowMs() / 1000;
+  req.body = webhookBody(task, event, req.timestamp);
+  req.secret = secret.value();
+  req.delivery_id = d.value().delivery_id;
+  req.event = event;
+  WebhookResult r = sender_.send(req);
+  // TODO(issue 4): retries on the PRODUCT.md §6 schedule. For now one
+  // attempt decides the delivery's fate.
+  std::string new_status = r.delivered ? "delivered" : "failed";
+  log::info("webhook attempt", {{"task_id", task_id},
+                                {"delivery_id", req.delivery_id},
+                                {"http_status", static_cast<long long>(r.http_status)},
+                                {"latency_ms", static_cast<long long>(r.latency_ms)},
+                                {"outcome", new_status},
+                                {"error", r.error}});
+  return store_.recordAttempt(req.delivery_id,
+                              DeliveryAttempt{nowMs(), r.http_status, r.latency_ms, r.error},
+                              new_status);
+}
+
+}  // namespace eq::dispatch

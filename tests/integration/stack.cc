@@ -1,0 +1,381 @@
+#include "tests/integration/stack.h"
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+extern char** environ;
+
+namespace eq::it {
+namespace {
+
+std::string requireEnv(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') {
+    BOOST_FAIL(std::string(name) + " is not set: run the integration tests through scripts/test, "
+                                   "which starts RabbitMQ and sets it");
+  }
+  return v;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+size_t onBody(char* p, size_t size, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(p, size * n);
+  return size * n;
+}
+
+size_t onHeader(char* p, size_t size, size_t n, void* out) {
+  std::string line(p, size * n);
+  size_t colon = line.find(':');
+  if (colon != std::string::npos) {
+    std::string value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ')) value.erase(0, 1);
+    while (!value.empty() && (value.back() == '\r' || value.back() == '\n')) value.pop_back();
+    (*static_cast<std::map<std::string, std::string>*>(out))[lower(line.substr(0, colon))] = value;
+  }
+  return size * n;
+}
+
+int64_t nowMs() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+HttpResult httpRequest(const std::string& method, const std::string& url,
+                       const std::vector<std::string>& headers, const std::string& body) {
+  HttpResult r;
+  CURL* c = curl_easy_init();
+  struct curl_slist* hs = nullptr;
+  for (const std::string& h : headers) hs = curl_slist_append(hs, h.c_str());
+  hs = curl_slist_append(hs, "Expect:");
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+  if (method == "POST" || !body.empty()) {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  }
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, onBody);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, onHeader);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &r.headers);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 60000L);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+  curl_slist_free_all(hs);
+  curl_easy_cleanup(c);
+  return r;
+}
+
+// ------------------------------------------------------------------ Process
+
+Process::Process(const std::string& name, const std::vector<std::string>& argv,
+                 const std::map<std::string, std::string>& env, const std::string& log_path)
+    : name_(name), log_path_(log_path) {
+  std::map<std::string, std::string> merged;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) merged[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : env) merged[k] = v;
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : merged) env_strings.push_back(k + "=" + v);
+
+  pid_ = fork();
+  BOOST_REQUIRE(pid_ >= 0);
+  if (pid_ == 0) {
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> args, envp;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    execve(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+}
+
+Process::~Process() {
+  if (pid_ > 0) terminate(5000);
+}
+
+int Process::terminate(int timeout_ms) {
+  if (pid_ <= 0) return 0;
+  ::kill(pid_, SIGTERM);
+  int64_t until = nowMs() + timeout_ms;
+  int status = 0;
+  while (nowMs() < until) {
+    pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    usleep(20000);
+  }
+  BOOST_TEST_MESSAGE(name_ << " did not stop within " << timeout_ms << " ms; killing");
+  kill9();
+  return -1;
+}
+
+int Process::wait(int timeout_ms) {
+  int64_t until = nowMs() + timeout_ms;
+  int status = 0;
+  while (pid_ > 0 && nowMs() < until) {
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    usleep(10000);
+  }
+  kill9();
+  return -1;
+}
+
+void Process::kill9() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+std::string Process::waitForLog(const std::string& needle, int timeout_ms) {
+  int64_t until = nowMs() + timeout_ms;
+  while (nowMs() < until) {
+    std::ifstream in(log_path_);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find(needle) != std::string::npos) return line;
+    }
+    usleep(50000);
+  }
+  std::ifstream in(log_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  BOOST_FAIL(name_ << " never logged '" << needle << "'; its log:\n" << ss.str());
+  return "";
+}
+
+// ------------------------------------------------------------ WebhookReceiver
+
+WebhookReceiver::WebhookReceiver() {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  BOOST_REQUIRE(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  BOOST_REQUIRE(::listen(listen_fd_, 64) == 0);
+  socklen_t len = sizeof addr;
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  thread_ = std::thread([this] { run(); });
+}
+
+WebhookReceiver::~WebhookReceiver() {
+  stop_ = true;
+  thread_.join();
+  ::close(listen_fd_);
+}
+
+void WebhookReceiver::run() {
+  while (!stop_) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    int fd = ::accept(listen_fd_, nullptr, nullptr);
+    if (fd < 0) continue;
+    // Read one request: headers, then Content-Length bytes of body.
+    std::string in;
+    char buf[4096];
+    size_t header_end = std::string::npos;
+    size_t need = 0;
+    int64_t until = nowMs() + 5000;
+    while (nowMs() < until) {
+      pollfd q{fd, POLLIN, 0};
+      if (::poll(&q, 1, 100) <= 0) continue;
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n <= 0) break;
+      in.append(buf, static_cast<size_t>(n));
+      if (header_end == std::string::npos) {
+        header_end = in.find("\r\n\r\n");
+        if (header_end != std::string::npos) {
+          std::string lowered = lower(in.substr(0, header_end));
+          size_t cl = lowered.find("content-length:");
+          need = cl == std::string::npos ? 0 : std::stoul(lowered.substr(cl + 15));
+        }
+      }
+      if (header_end != std::string::npos && in.size() >= header_end + 4 + need) break;
+    }
+    ReceivedWebhook w;
+    if (header_end != std::string::npos) {
+      std::istringstream lines(in.substr(0, header_end));
+      std::string line;
+      std::getline(lines, line);  // request line
+      while (std::getline(lines, line)) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        size_t colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        std::string v = line.substr(colon + 1);
+        while (!v.empty() && v.front() == ' ') v.erase(0, 1);
+        w.headers[lower(line.substr(0, colon))] = v;
+      }
+      w.body = in.substr(header_end + 4, need);
+    }
+    const char reply[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    ssize_t ignored = ::write(fd, reply, sizeof reply - 1);
+    (void)ignored;
+    ::close(fd);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      got_.push_back(std::move(w));
+    }
+    cv_.notify_all();
+  }
+}
+
+bool WebhookReceiver::waitFor(size_t n, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return got_.size() >= n; });
+}
+
+std::vector<ReceivedWebhook> WebhookReceiver::received() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return got_;
+}
+
+// ------------------------------------------------------------------ Stack
+
+Stack::Stack() {
+  std::string amqp_port = requireEnv("EQ_TEST_AMQP_PORT");
+  std::string mgmt_port = requireEnv("EQ_TEST_MGMT_PORT");
+  std::string user = std::getenv("EQ_TEST_AMQP_USER") ? std::getenv("EQ_TEST_AMQP_USER") : "eq";
+  std::string pass =
+      std::getenv("EQ_TEST_AMQP_PASSWORD") ? std::getenv("EQ_TEST_AMQP_PASSWORD") : "eq";
+  bin_ = requireEnv("EQ_BIN_DIR");
+
+  char tmpl[] = "/tmp/eq-it-XXXXXX";
+  dir_ = mkdtemp(tmpl);
+  // A vhost of our own: queues of other test runs on the same broker never
+  // mix with ours, and deleting it at the end removes everything we made.
+  vhost_ = "eq-it-" + std::to_string(getpid()) + "-" + dir_.substr(dir_.size() - 6);
+  mgmt_ = "http://127.0.0.1:" + mgmt_port;
+  std::string auth = "Authorization: Basic ";
+  {
+    // Basic auth header by hand keeps the helper free of curl options.
+    std::string raw = user + ":" + pass;
+    static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string b64;
+    int val = 0, bits = -6;
+    for (unsigned char c : raw) {
+      val = (val << 8) + c;
+      bits += 8;
+      while (bits >= 0) {
+        b64.push_back(k[(val >> bits) & 0x3F]);
+        bits -= 6;
+      }
+    }
+    if (bits > -6) b64.push_back(k[((val << 8) >> (bits + 8)) & 0x3F]);
+    while (b64.size() % 4) b64.push_back('=');
+    auth += b64;
+  }
+  env_["EQ_MGMT_AUTH"] = auth;  // kept for the destructor
+  HttpResult v = httpRequest("PUT", mgmt_ + "/api/vhosts/" + vhost_,
+                             {auth, "Content-Type: application/json"}, "{}");
+  BOOST_REQUIRE_MESSAGE(v.status == 201 || v.status == 204, "create vhost: " << v.status << v.body);
+  HttpResult p = httpRequest("PUT", mgmt_ + "/api/permissions/" + vhost_ + "/" + user,
+                             {auth, "Content-Type: application/json"},
+                             R"({"configure":".*","write":".*","read":".*"})");
+  BOOST_REQUIRE_MESSAGE(p.status == 201 || p.status == 204, "permissions: " << p.status);
+
+  env_["EQ_AMQP_URL"] = "amqp://" + user + ":" + pass + "@127.0.0.1:" + amqp_port + "/" + vhost_;
+  env_["EQ_DB_PATH"] = dir_ + "/eq.db";
+  env_["EQ_HTTP_PORT"] = "0";
+  env_["EQ_HTTP_HOST"] = "127.0.0.1";
+  env_["EQ_ENV"] = "production";
+  env_["EQ_WEBHOOK_ALLOW_CIDRS"] = "127.0.0.1/32";
+  env_["EQ_LOG_LEVEL"] = "info";
+
+  auto start = [&](const std::string& name, std::vector<std::string> argv) {
+    procs_.push_back(std::make_unique<Process>(name, argv, env_, dir_ + "/" + name + ".log"));
+    return procs_.back().get();
+  };
+  Process* api = start("api", {bin_ + "/eq-api"});
+  std::string line = api->waitForLog("\"msg\":\"listening\"", 10000);
+  size_t at = line.find("\"port\":");
+  api_port_ = std::stoi(line.substr(at + 7));
+  start("worker-fast", {bin_ + "/eq-worker", "--mode", "fast", "--analyze"});
+  start("worker-standard", {bin_ + "/eq-worker", "--mode", "standard"});
+  start("worker-perfect", {bin_ + "/eq-worker", "--mode", "perfect"});
+  start("dispatcher", {bin_ + "/eq-dispatcher"});
+  for (size_t i = 1; i < procs_.size(); ++i) procs_[i]->waitForLog("consuming", 20000);
+
+  int64_t until = nowMs() + 20000;
+  while (nowMs() < until && httpRequest("GET", url("/readyz")).status != 200) usleep(100000);
+  BOOST_REQUIRE_MESSAGE(httpRequest("GET", url("/readyz")).status == 200, "api never got ready");
+}
+
+Stack::~Stack() {
+  stopAll();
+  httpRequest("DELETE", mgmt_ + "/api/vhosts/" + vhost_, {env_["EQ_MGMT_AUTH"]});
+  if (std::getenv("EQ_TEST_KEEP") == nullptr) {
+    std::string cmd = "rm -rf '" + dir_ + "'";
+    int ignored = std::system(cmd.c_str());
+    (void)ignored;
+  }
+}
+
+std::string Stack::url(const std::string& path) const {
+  return "http://127.0.0.1:" + std::to_string(api_port_) + path;
+}
+
+std::string Stack::eqctl(const std::vector<std::string>& args, int* exit_code) {
+  std::string out_path = dir_ + "/eqctl.out";
+  std::vector<std::string> argv = {bin_ + "/eqctl"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  {
+    Process p("eqctl", argv, env_, out_path + ".log");
+    int rc = p.wait(10000);
+    if (exit_code != nullptr) *exit_code = rc;
+  }
+  std::ifstream in(out_path + ".log");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::remove((out_path + ".log").c_str());
+  return ss.str();
+}
+
+bool Stack::stopAll() {
+  bool clean = true;
+  // Api first (stop accepting), then workers and dispatcher.
+  for (auto& p : procs_) {
+    int rc = p->terminate();
+    if (rc != 0) {
+      BOOST_TEST_MESSAGE("process exited with " << rc << "; log: " << p->logPath());
+      clean = false;
+    }
+  }
+  procs_.clear();
+  return clean;
+}
+
+}  // namespace eq::it

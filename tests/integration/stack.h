@@ -1,0 +1,107 @@
+// Test harness for the integration tests: runs the real binaries against the
+// RabbitMQ that scripts/test started, on a private vhost per test run and a
+// fresh SQLite file, with eq-api on a free port. Also an HTTP client
+// (libcurl) and a webhook receiver on 127.0.0.1 with a free port.
+//
+// Everything here is test-only and single-threaded from the test's point of
+// view; the receiver runs its own thread and hands requests over under a
+// mutex.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace eq::it {
+
+struct HttpResult {
+  long status = 0;
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;
+};
+
+HttpResult httpRequest(const std::string& method, const std::string& url,
+                       const std::vector<std::string>& headers = {},
+                       const std::string& body = "");
+
+// A child process with its stderr and stdout in a log file.
+class Process {
+ public:
+  Process(const std::string& name, const std::vector<std::string>& argv,
+          const std::map<std::string, std::string>& env, const std::string& log_path);
+  ~Process();
+  // Sends SIGTERM and waits; returns the exit status (-1 on timeout, after
+  // which the process is killed).
+  int terminate(int timeout_ms = 15000);
+  void kill9();
+  // Waits for the process to exit by itself; returns its exit status, or -1
+  // on timeout (the process is then killed).
+  int wait(int timeout_ms);
+  pid_t pid() const { return pid_; }
+  const std::string& logPath() const { return log_path_; }
+  // Waits until the log contains `needle`; returns the matching line.
+  std::string waitForLog(const std::string& needle, int timeout_ms);
+
+ private:
+  std::string name_;
+  std::string log_path_;
+  pid_t pid_ = -1;
+};
+
+struct ReceivedWebhook {
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;
+};
+
+class WebhookReceiver {
+ public:
+  WebhookReceiver();
+  ~WebhookReceiver();
+  int port() const { return port_; }
+  // Waits for the n-th request (1-based) to arrive.
+  bool waitFor(size_t n, int timeout_ms);
+  std::vector<ReceivedWebhook> received();
+
+ private:
+  void run();
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<ReceivedWebhook> got_;
+};
+
+// The whole stack: vhost, database, eq-api, one worker per mode, dispatcher.
+class Stack {
+ public:
+  Stack();
+  ~Stack();
+
+  std::string url(const std::string& path) const;
+  // Runs eqctl with the stack's environment; returns stdout.
+  std::string eqctl(const std::vector<std::string>& args, int* exit_code = nullptr);
+  // Stops every process with SIGTERM; returns true if all exited with 0.
+  bool stopAll();
+  const std::string& dir() const { return dir_; }
+
+  WebhookReceiver receiver;
+
+ private:
+  std::map<std::string, std::string> env_;
+  std::string dir_;
+  std::string vhost_;
+  std::string mgmt_;
+  std::string bin_;
+  int api_port_ = 0;
+  std::vector<std::unique_ptr<Process>> procs_;
+};
+
+}  // namespace eq::it

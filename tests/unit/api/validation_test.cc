@@ -1,0 +1,121 @@
+#include "api/validation.h"
+
+#include <boost/test/unit_test.hpp>
+#include <string>
+
+using eq::api::parseAnalyzeRequest;
+using eq::api::parseReplyRequest;
+
+namespace {
+
+// The message of a rejection, or "" when the body was accepted.
+std::string rejection(const std::string& body, bool async = false) {
+  auto r = parseReplyRequest(body, async);
+  if (r.isOk()) return "";
+  BOOST_TEST(r.status().code() == 400);
+  return r.status().msg();
+}
+
+bool mentions(const std::string& msg, const std::string& what) {
+  return msg.find(what) != std::string::npos;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(validation)
+
+BOOST_AUTO_TEST_CASE(accepts_a_full_request_and_trims) {
+  auto r = parseReplyRequest(
+      R"({"mode":"fast","message":"  你好呀\u3000","context":" 刚认识 ","scene":"dating","reply_count":3})",
+      false);
+  BOOST_REQUIRE(r.isOk());
+  BOOST_TEST(r.value().mode == "fast");
+  BOOST_TEST(r.value().message == "你好呀");
+  BOOST_TEST(r.value().context == "刚认识");
+  BOOST_TEST(r.value().scene == "dating");
+  BOOST_TEST(r.value().reply_count == 3);
+}
+
+BOOST_AUTO_TEST_CASE(reply_count_defaults_to_one) {
+  auto r = parseReplyRequest(R"({"mode":"perfect","message":"hi"})", false);
+  BOOST_REQUIRE(r.isOk());
+  BOOST_TEST(r.value().reply_count == 1);
+}
+
+BOOST_AUTO_TEST_CASE(rejects_bad_json_and_non_objects) {
+  BOOST_TEST(mentions(rejection("{"), "not valid JSON"));
+  BOOST_TEST(mentions(rejection("[1]"), "JSON object"));
+  BOOST_TEST(mentions(rejection(""), "not valid JSON"));
+}
+
+BOOST_AUTO_TEST_CASE(rejects_invalid_utf8) {
+  std::string body = "{\"mode\":\"fast\",\"message\":\"\xff\xfe\"}";
+  BOOST_TEST(mentions(rejection(body), "UTF-8"));
+}
+
+BOOST_AUTO_TEST_CASE(rejects_deep_nesting) {
+  std::string body = std::string(100, '[') + std::string(100, ']');
+  BOOST_TEST(mentions(rejection(body), "deeper"));
+}
+
+BOOST_AUTO_TEST_CASE(mode_is_required_and_enumerated) {
+  BOOST_TEST(mentions(rejection(R"({"message":"hi"})"), "'mode' is required"));
+  BOOST_TEST(mentions(rejection(R"({"mode":"slow","message":"hi"})"), "fast, standard, perfect"));
+  BOOST_TEST(mentions(rejection(R"({"mode":1,"message":"hi"})"), "'mode' must be a string"));
+}
+
+BOOST_AUTO_TEST_CASE(message_is_required_non_blank_and_bounded) {
+  BOOST_TEST(mentions(rejection(R"({"mode":"fast"})"), "'message' is required"));
+  BOOST_TEST(mentions(rejection(R"({"mode":"fast","message":"  \u3000 "})"), "empty"));
+  BOOST_TEST(mentions(rejection(R"({"mode":"fast","message":5})"), "must be a string"));
+  // 2000 CJK characters (6000 bytes) are fine: the bound is in code points.
+  std::string ok;
+  for (int i = 0; i < 2000; ++i) ok += "好";
+  BOOST_TEST(rejection(R"({"mode":"fast","message":")" + ok + "\"}") == "");
+  BOOST_TEST(mentions(rejection(R"({"mode":"fast","message":")" + ok + "好\"}"), "at most 2000"));
+}
+
+BOOST_AUTO_TEST_CASE(context_is_bounded_at_4000) {
+  std::string ctx(4001, 'a');
+  BOOST_TEST(mentions(rejection(R"({"mode":"fast","message":"hi","context":")" + ctx + "\"}"),
+                      "'context'"));
+}
+
+BOOST_AUTO_TEST_CASE(reply_count_must_be_an_integer_in_range) {
+  for (const char* bad : {"0", "6", "-1", "2.5", "2.0", "\"2\"", "true", "[]"}) {
+    std::string body = std::string(R"({"mode":"fast","message":"hi","reply_count":)") + bad + "}";
+    BOOST_TEST(mentions(rejection(body), "'reply_count'"), bad);
+  }
+  BOOST_TEST(rejection(R"({"mode":"fast","message":"hi","reply_count":5})") == "");
+}
+
+BOOST_AUTO_TEST_CASE(scene_is_enumerated) {
+  BOOST_TEST(mentions(rejection(R"({"mode":"fast","message":"hi","scene":"party"})"), "'scene'"));
+  BOOST_TEST(rejection(R"({"mode":"fast","message":"hi","scene":"breakup"})") == "");
+}
+
+BOOST_AUTO_TEST_CASE(unknown_and_duplicate_fields_are_named) {
+  BOOST_TEST(mentions(rejection(R"({"mode":"fast","message":"hi","reply_cnt":2})"),
+                      "'reply_cnt' is not a known field"));
+  BOOST_TEST(mentions(rejection(R"({"mode":"fast","mode":"perfect","message":"hi"})"),
+                      "more than once"));
+}
+
+BOOST_AUTO_TEST_CASE(webhook_url_only_on_async_and_must_be_http) {
+  std::string with_hook = R"({"mode":"fast","message":"hi","webhook_url":"https://example.com/h"})";
+  BOOST_TEST(mentions(rejection(with_hook, false), "'webhook_url' is not a known field"));
+  BOOST_TEST(rejection(with_hook, true) == "");
+  BOOST_TEST(mentions(
+      rejection(R"({"mode":"fast","message":"hi","webhook_url":"ftp://x/y"})", true), "http"));
+  BOOST_TEST(mentions(
+      rejection(R"({"mode":"fast","message":"hi","webhook_url":"https://u:p@x/"})", true),
+      "user info"));
+}
+
+BOOST_AUTO_TEST_CASE(analyze_takes_message_and_context_only) {
+  BOOST_TEST(parseAnalyzeRequest(R"({"message":"我好开心"})").isOk());
+  BOOST_TEST(!parseAnalyzeRequest(R"({"message":"hi","mode":"fast"})").isOk());
+  BOOST_TEST(!parseAnalyzeRequest(R"({"context":"x"})").isOk());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

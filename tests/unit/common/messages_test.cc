@@ -1,0 +1,55 @@
+#include "common/messages.h"
+
+#include <boost/test/unit_test.hpp>
+
+using namespace eq;
+
+BOOST_AUTO_TEST_SUITE(message_formats)
+
+BOOST_AUTO_TEST_CASE(job_round_trips) {
+  msg::Job j;
+  j.kind = "reply";
+  j.request_id = "req_1";
+  j.task_id = "tsk_1";
+  j.mode = "perfect";
+  j.message = "他说\"晚安\"\n";
+  j.scene = "dating";
+  j.reply_count = 4;
+  j.deadline_ms = 123;
+  auto back = msg::decodeJob(msg::encodeJob(j));
+  BOOST_REQUIRE(back.isOk());
+  BOOST_TEST(back.value().message == j.message);
+  BOOST_TEST(back.value().task_id == "tsk_1");
+  BOOST_TEST(back.value().reply_count == 4);
+  BOOST_TEST(back.value().deadline_ms == 123);
+}
+
+BOOST_AUTO_TEST_CASE(malformed_jobs_are_rejected) {
+  BOOST_TEST(!msg::decodeJob("not json").isOk());
+  BOOST_TEST(!msg::decodeJob(R"({"v":1,"kind":"reply","request_id":"r","message":"x"})").isOk());
+  BOOST_TEST(!msg::decodeJob(R"({"v":2,"kind":"analyze","request_id":"r","message":"x"})").isOk());
+}
+
+BOOST_AUTO_TEST_CASE(task_event_carries_result_and_error) {
+  msg::TaskEvent e{"task.succeeded", "tsk_1", "req_1", "fast", 5, R"({"replies":[]})", 0, ""};
+  auto back = msg::decodeTaskEvent(msg::encodeTaskEvent(e));
+  BOOST_REQUIRE(back.isOk());
+  BOOST_TEST(back.value().result_json == R"({"replies":[]})");
+  msg::TaskEvent f{"task.failed", "tsk_2", "req_2", "fast", 5, "", 500, "generation failed"};
+  auto fb = msg::decodeTaskEvent(msg::encodeTaskEvent(f));
+  BOOST_REQUIRE(fb.isOk());
+  BOOST_TEST(fb.value().error_code == 500);
+  BOOST_TEST(!msg::decodeTaskEvent(R"({"event":"task.exploded","task_id":"x"})").isOk());
+}
+
+BOOST_AUTO_TEST_CASE(sync_result_round_trips) {
+  auto ok = msg::decodeSyncResult(msg::encodeSyncResult({true, R"({"a":1})", 0, ""}));
+  BOOST_REQUIRE(ok.isOk());
+  BOOST_TEST(ok.value().data_json == R"({"a":1})");
+  auto bad = msg::decodeSyncResult(msg::encodeSyncResult({false, "", 500, "x"}));
+  BOOST_REQUIRE(bad.isOk());
+  BOOST_TEST(!bad.value().ok);
+  BOOST_TEST(bad.value().code == 500);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,87 @@
+#include "dispatcher/webhook.h"
+
+#include <arpa/inet.h>
+
+#include <boost/test/unit_test.hpp>
+
+#include "common/crypto.h"
+
+using namespace eq;
+using namespace eq::dispatch;
+
+namespace {
+
+bool nonPublic(const char* ip) {
+  sockaddr_storage ss{};
+  if (inet_pton(AF_INET, ip, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr) == 1) {
+    ss.ss_family = AF_INET;
+  } else {
+    BOOST_REQUIRE(inet_pton(AF_INET6, ip, &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr) == 1);
+    ss.ss_family = AF_INET6;
+  }
+  return isNonPublicAddress(reinterpret_cast<sockaddr*>(&ss));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(webhook)
+
+BOOST_AUTO_TEST_CASE(service_signature_keys_with_the_printed_secret) {
+  std::string secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  std::string body = R"({"task_id":"tsk_1"})";
+  BOOST_TEST(serviceSignature(secret, body) ==
+             "sha256=" + crypto::hex(crypto::hmacSha256(secret, body)));
+}
+
+// The example of the Standard Webhooks specification's reference libraries.
+BOOST_AUTO_TEST_CASE(standard_signature_matches_the_spec_example) {
+  std::string sig = standardSignature("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek",
+                                      1614265330, R"({"test": 2432232314})");
+  BOOST_TEST(sig == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+  BOOST_TEST(standardSignature("not-a-secret", "id", 1, "x") == "");
+}
+
+BOOST_AUTO_TEST_CASE(body_has_every_field_of_product_6) {
+  TaskRecord t;
+  t.task_id = "tsk_1";
+  t.request_id = "req_1";
+  t.mode = "fast";
+  t.status = "succeeded";
+  t.result_json = R"({"replies":[{"text":"hi","score":0.9,"eq_analysis":"x"}],"tokens_used":7})";
+  t.created_at = 1000;
+  t.finished_at = 2000;
+  std::string body = webhookBody(t, "task.succeeded", 42);
+  for (const char* field : {"\"event\":\"task.succeeded\"", "\"task_id\":\"tsk_1\"",
+                            "\"status\":\"succeeded\"", "\"mode\":\"fast\"",
+                            "\"request_id\":\"req_1\"", "\"replies\":[{\"text\":\"hi\"",
+                            "\"tokens_used\":7", "\"error\":null", "\"created_at\":",
+                            "\"finished_at\":", "\"timestamp\":42"}) {
+    BOOST_TEST(body.find(field) != std::string::npos, field);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(non_public_addresses_are_recognised) {
+  for (const char* ip : {"127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254",
+                         "100.64.0.1", "0.0.0.0", "224.0.0.1", "::1", "::", "fe80::1", "fd00::1",
+                         "::ffff:127.0.0.1", "ff02::1"}) {
+    BOOST_TEST(nonPublic(ip), ip);
+  }
+  for (const char* ip : {"93.184.216.34", "8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8"}) {
+    BOOST_TEST(!nonPublic(ip), ip);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(cidr_allow_list) {
+  auto set = CidrSet::parse("127.0.0.1/32, ::1/128");
+  BOOST_REQUIRE(set.isOk());
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  BOOST_TEST(set.value().contains(reinterpret_cast<sockaddr*>(&a)));
+  inet_pton(AF_INET, "127.0.0.2", &a.sin_addr);
+  BOOST_TEST(!set.value().contains(reinterpret_cast<sockaddr*>(&a)));
+  BOOST_TEST(!CidrSet::parse("10.0.0.0/33").isOk());
+  BOOST_TEST(!CidrSet::parse("nonsense").isOk());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,498 @@
+// Unit tests of the built-in engine (workers/engine/builtin). The data files
+// are read from the directory named by EQ_ENGINE_DATA_DIR (default
+// "workers/engine/builtin/data", relative to the working directory), so the
+// tests exercise the real lexicon and phrase bank, not a test double.
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "workers/engine/builtin/builtin_engine.h"
+
+namespace {
+
+using eq::engine::AnalyzeInput;
+using eq::engine::Analysis;
+using eq::engine::Mode;
+using eq::engine::ReplyInput;
+using eq::engine::ReplyOutput;
+using eq::engine::builtin::BuiltinEngine;
+
+std::string dataDir() {
+  const char* dir = std::getenv("EQ_ENGINE_DATA_DIR");
+  return (dir != nullptr && *dir != '\0') ? dir : "workers/engine/builtin/data";
+}
+
+std::string readFile(const std::string& name) {
+  const std::string path = dataDir() + "/" + name;
+  std::ifstream in(path, std::ios::binary);
+  BOOST_TEST_REQUIRE(in.good(), "cannot open " << path << " (set EQ_ENGINE_DATA_DIR)");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const std::string& lexicon() {
+  static const std::string text = readFile("lexicon.tsv");
+  return text;
+}
+
+const std::string& phrases() {
+  static const std::string text = readFile("phrases.tsv");
+  return text;
+}
+
+// One engine for the whole suite: building it is deterministic and the engine
+// is immutable, so sharing it cannot couple tests.
+const BuiltinEngine& engine() {
+  static const std::unique_ptr<BuiltinEngine> e = [] {
+    auto r = BuiltinEngine::create(lexicon(), phrases());
+    BOOST_TEST_REQUIRE(r.isOk(), "create failed: " << r.status().msg());
+    return std::move(r).value();
+  }();
+  return *e;
+}
+
+Analysis analyze(const std::string& message, const std::string& context = "") {
+  AnalyzeInput in;
+  in.message = message;
+  in.context = context;
+  auto r = engine().analyze(in);
+  BOOST_TEST_REQUIRE(r.isOk(), "analyze failed: " << r.status().msg());
+  return r.value();
+}
+
+ReplyOutput reply(const std::string& message, Mode mode, int count, const std::string& context = "",
+                  const std::string& scene = "") {
+  ReplyInput in;
+  in.mode = mode;
+  in.message = message;
+  in.context = context;
+  in.scene = scene;
+  in.reply_count = count;
+  auto r = engine().reply(in);
+  BOOST_TEST_REQUIRE(r.isOk(), "reply failed: " << r.status().msg());
+  return r.value();
+}
+
+bool isNegativeEmotion(const std::string& e) {
+  return e == "anger" || e == "sadness" || e == "anxiety" || e == "disgust";
+}
+
+// True if the UTF-8 text contains a CJK ideograph.
+bool hasCjk(const std::string& s) {
+  for (size_t i = 0; i + 2 < s.size(); ++i) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if (b >= 0xE4 && b <= 0xE9) return true;  // U+4E00..U+9FFF lead bytes
+  }
+  return false;
+}
+
+// The code points of a UTF-8 string, each as its own string.
+std::vector<std::string> codePoints(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    size_t len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : 4;
+    out.push_back(s.substr(i, len));
+    i += len;
+  }
+  return out;
+}
+
+// True if `text` contains some run of two consecutive CJK characters of
+// `message`: the reply echoes something the sender actually wrote.
+bool echoesChinese(const std::string& text, const std::string& message) {
+  const std::vector<std::string> cps = codePoints(message);
+  for (size_t i = 0; i + 1 < cps.size(); ++i) {
+    if (cps[i].size() != 3 || cps[i + 1].size() != 3) continue;
+    if (text.find(cps[i] + cps[i + 1]) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// True if `text` contains a word (4+ letters) of `message`, ignoring case.
+bool echoesEnglish(const std::string& text, const std::string& message) {
+  auto lower = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  const std::string t = lower(text);
+  std::istringstream words(lower(message));
+  std::string w;
+  while (words >> w) {
+    while (!w.empty() && !std::isalpha(static_cast<unsigned char>(w.back()))) w.pop_back();
+    if (w.size() >= 4 && t.find(w) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// The documented token estimate, recomputed independently: one per CJK
+// character (3-byte UTF-8 sequences in the BMP ideograph/punctuation ranges),
+// one per whitespace-separated run of anything else.
+int64_t estimateTokens(const std::string& s) {
+  int64_t tokens = 0;
+  bool inWord = false;
+  for (const std::string& cp : codePoints(s)) {
+    const auto b = static_cast<unsigned char>(cp[0]);
+    const bool wide = cp.size() == 3 && ((b >= 0xE3 && b <= 0xE9) || b == 0xEF);
+    if (wide) {
+      ++tokens;
+      inWord = false;
+    } else if (cp == " " || cp == "\n" || cp == "\t") {
+      inWord = false;
+    } else if (!inWord) {
+      ++tokens;
+      inWord = true;
+    }
+  }
+  return tokens;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(builtin_engine)
+
+BOOST_AUTO_TEST_CASE(chinese_messages_get_the_right_emotion) {
+  BOOST_TEST(analyze("今天升职加薪了，太开心了！").emotion == "joy");
+  BOOST_TEST(analyze("你怎么又迟到了，我真的很生气").emotion == "anger");
+  BOOST_TEST(analyze("最近好难过，什么都不想做").emotion == "sadness");
+  BOOST_TEST(analyze("明天就要面试了，好紧张，怕搞砸").emotion == "anxiety");
+  BOOST_TEST(analyze("他那种油腻的样子真恶心").emotion == "disgust");
+  BOOST_TEST(analyze("真的假的？你居然要结婚了").emotion == "surprise");
+  BOOST_TEST(analyze("好想你啊，宝贝").emotion == "affection");
+  BOOST_TEST(analyze("明天下午三点开会").emotion == "neutral");
+}
+
+BOOST_AUTO_TEST_CASE(english_messages_get_the_right_emotion) {
+  BOOST_TEST(analyze("I got the job, I'm so happy!").emotion == "joy");
+  BOOST_TEST(analyze("I'm really angry at you right now").emotion == "anger");
+  BOOST_TEST(analyze("I feel so sad and lonely tonight").emotion == "sadness");
+  BOOST_TEST(analyze("I'm so nervous about tomorrow's exam").emotion == "anxiety");
+  BOOST_TEST(analyze("I MISS YOU SOOO MUCH").emotion == "affection");
+  BOOST_TEST(analyze("See you at 3 tomorrow").emotion == "neutral");
+}
+
+BOOST_AUTO_TEST_CASE(double_negation_is_not_negative) {
+  const Analysis a = analyze("我不是不喜欢你");
+  BOOST_TEST(!isNegativeEmotion(a.emotion), "got " << a.emotion);
+  BOOST_TEST(a.emotion == "affection");
+  // A single negation of a liking is negative, which is what makes the double
+  // negation case meaningful.
+  BOOST_TEST(isNegativeEmotion(analyze("我不喜欢你").emotion));
+}
+
+BOOST_AUTO_TEST_CASE(negated_anger_is_not_anger) {
+  BOOST_TEST(analyze("一点也不生气").emotion != "anger");
+  BOOST_TEST(analyze("我一点都不生气，真的").emotion != "anger");
+  BOOST_TEST(analyze("I'm not angry at all").emotion != "anger");
+  BOOST_TEST(analyze("我很生气").emotion == "anger");
+}
+
+BOOST_AUTO_TEST_CASE(negated_joy_turns_sad) {
+  BOOST_TEST(analyze("今天不太开心").emotion == "sadness");
+  BOOST_TEST(analyze("I'm not happy with this").emotion == "sadness");
+}
+
+BOOST_AUTO_TEST_CASE(the_clause_after_a_contrast_weighs_more) {
+  BOOST_TEST(analyze("虽然很累，但是很开心").emotion == "joy");
+  BOOST_TEST(analyze("本来挺开心的，但是现在有点难过").emotion == "sadness");
+  BOOST_TEST(analyze("It was fun, but now I'm sad").emotion == "sadness");
+}
+
+BOOST_AUTO_TEST_CASE(intensity_rises_with_degree_words_and_exclamations) {
+  const double plain = analyze("我生气").intensity;
+  const double very = analyze("我非常生气").intensity;
+  const double veryBang = analyze("我非常生气！！！").intensity;
+  const double aBit = analyze("我有点生气").intensity;
+  BOOST_TEST(aBit < plain);
+  BOOST_TEST(plain < very);
+  BOOST_TEST(very < veryBang);
+  BOOST_TEST(analyze("I'm angry").intensity < analyze("I'm angry!!!").intensity);
+  BOOST_TEST(analyze("I'm angry").intensity < analyze("I'm very angry").intensity);
+  BOOST_TEST(analyze("好烦").intensity < analyze("好烦烦烦烦").intensity);
+  for (const char* m : {"我非常非常非常生气！！！！！！", "好的", "气死我了啊啊啊啊！！！"}) {
+    const double i = analyze(m).intensity;
+    BOOST_TEST((i >= 0.0 && i <= 1.0), m << " -> " << i);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(reply_count_gives_exactly_that_many_distinct_sorted_replies) {
+  for (Mode mode : {Mode::kFast, Mode::kStandard, Mode::kPerfect}) {
+    for (const char* message : {"今天被老板骂了，好生气", "I just got promoted!!", "嗯", "?"}) {
+      for (int count = 1; count <= 5; ++count) {
+        const ReplyOutput out = reply(message, mode, count);
+        BOOST_TEST_REQUIRE(out.replies.size() == static_cast<size_t>(count));
+        std::set<std::string> texts;
+        for (size_t i = 0; i < out.replies.size(); ++i) {
+          const auto& r = out.replies[i];
+          texts.insert(r.text);
+          BOOST_TEST((r.score >= 0.0 && r.score <= 1.0));
+          BOOST_TEST(!r.text.empty());
+          BOOST_TEST(!r.eq_analysis.empty());
+          if (i > 0) BOOST_TEST(out.replies[i - 1].score >= r.score);
+        }
+        BOOST_TEST(texts.size() == static_cast<size_t>(count), message << " count " << count);
+        BOOST_TEST(out.tokens_used > 0);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(replies_depend_on_the_message_and_echo_it) {
+  const std::string a = "今天被老板骂了，好生气";
+  const std::string b = "明天要面试了，好紧张";
+  const ReplyOutput ra = reply(a, Mode::kStandard, 3);
+  const ReplyOutput rb = reply(b, Mode::kStandard, 3);
+  std::set<std::string> ta;
+  std::set<std::string> tb;
+  for (const auto& r : ra.replies) {
+    ta.insert(r.text);
+    BOOST_TEST(echoesChinese(r.text, a), r.text);
+  }
+  for (const auto& r : rb.replies) {
+    tb.insert(r.text);
+    BOOST_TEST(echoesChinese(r.text, b), r.text);
+  }
+  for (const std::string& t : ta) BOOST_TEST(tb.count(t) == 0u, t);
+
+  const std::string c = "My boss yelled at me again today, I'm furious";
+  const std::string d = "My sister is getting married next month!";
+  for (const auto& r : reply(c, Mode::kFast, 3).replies) BOOST_TEST(echoesEnglish(r.text, c), r.text);
+  for (const auto& r : reply(d, Mode::kFast, 3).replies) BOOST_TEST(echoesEnglish(r.text, d), r.text);
+  BOOST_TEST(reply(c, Mode::kFast, 1).replies[0].text != reply(d, Mode::kFast, 1).replies[0].text);
+}
+
+BOOST_AUTO_TEST_CASE(same_input_gives_identical_output) {
+  ReplyInput in;
+  in.mode = Mode::kPerfect;
+  in.message = "你为什么总是不回我消息？我真的很失望";
+  in.context = "我们在一起两年了";
+  in.scene = "conflict";
+  in.reply_count = 5;
+  const auto first = engine().reply(in);
+  // A second, independently built engine must agree too: nothing depends on
+  // addresses, time or process state.
+  auto other = BuiltinEngine::create(lexicon(), phrases());
+  BOOST_TEST_REQUIRE(other.isOk());
+  const auto second = other.value()->reply(in);
+  BOOST_TEST_REQUIRE(first.isOk());
+  BOOST_TEST_REQUIRE(second.isOk());
+  const auto& x = first.value();
+  const auto& y = second.value();
+  BOOST_TEST(x.tokens_used == y.tokens_used);
+  BOOST_TEST_REQUIRE(x.replies.size() == y.replies.size());
+  for (size_t i = 0; i < x.replies.size(); ++i) {
+    BOOST_TEST(x.replies[i].text == y.replies[i].text);
+    BOOST_TEST(x.replies[i].score == y.replies[i].score);
+    BOOST_TEST(x.replies[i].eq_analysis == y.replies[i].eq_analysis);
+  }
+  const Analysis a1 = analyze(in.message, in.context);
+  const Analysis a2 = analyze(in.message, in.context);
+  BOOST_TEST(a1.emotion == a2.emotion);
+  BOOST_TEST(a1.intensity == a2.intensity);
+  BOOST_TEST(a1.underlying_need == a2.underlying_need);
+  BOOST_TEST(a1.suggested_strategy == a2.suggested_strategy);
+}
+
+BOOST_AUTO_TEST_CASE(replies_and_analysis_follow_the_message_language) {
+  for (Mode mode : {Mode::kFast, Mode::kStandard, Mode::kPerfect}) {
+    for (const auto& r : reply("我今天好累啊", mode, 5).replies) {
+      BOOST_TEST(hasCjk(r.text), r.text);
+      BOOST_TEST(hasCjk(r.eq_analysis), r.eq_analysis);
+    }
+    for (const auto& r : reply("I'm so tired today", mode, 5).replies) {
+      BOOST_TEST(!hasCjk(r.text), r.text);
+      BOOST_TEST(!hasCjk(r.eq_analysis), r.eq_analysis);
+    }
+  }
+  const Analysis zh = analyze("我今天好累啊");
+  BOOST_TEST(hasCjk(zh.underlying_need));
+  BOOST_TEST(hasCjk(zh.suggested_strategy));
+  const Analysis en = analyze("I'm so tired today", "我们是同事");
+  BOOST_TEST(!hasCjk(en.underlying_need));
+  BOOST_TEST(!hasCjk(en.suggested_strategy));
+  BOOST_TEST(en.relationship_stage == "colleague");
+}
+
+BOOST_AUTO_TEST_CASE(modes_differ) {
+  const std::string m = "你怎么又迟到了，我真的很生气";
+  const ReplyOutput fast = reply(m, Mode::kFast, 3, "男朋友");
+  const ReplyOutput standard = reply(m, Mode::kStandard, 3, "男朋友");
+  const ReplyOutput perfect = reply(m, Mode::kPerfect, 3, "男朋友");
+  // Perfect explains the comparison; the other modes do not.
+  BOOST_TEST(perfect.replies[0].eq_analysis.find("比起") != std::string::npos,
+             perfect.replies[0].eq_analysis);
+  for (const auto& r : fast.replies) BOOST_TEST(r.eq_analysis.find("比起") == std::string::npos);
+  for (const auto& r : standard.replies) {
+    BOOST_TEST(r.eq_analysis.find("比起") == std::string::npos);
+  }
+  // Standard leads with the analysis of the sender's feeling; fast does not.
+  BOOST_TEST(standard.replies[0].eq_analysis.find("对方") == 0u);
+  BOOST_TEST(fast.replies[0].eq_analysis.find("对方挺") == std::string::npos);
+  // Fast stays with one strategy: its eq_analysis core is the same sentence.
+  std::set<std::string> fastWhys;
+  for (const auto& r : fast.replies) fastWhys.insert(r.eq_analysis);
+  BOOST_TEST(fastWhys.size() == 1u);
+  // Standard and perfect draw from more than one strategy.
+  std::set<std::string> standardWhys;
+  for (const auto& r : standard.replies) standardWhys.insert(r.eq_analysis);
+  BOOST_TEST(standardWhys.size() > 1u);
+
+  const ReplyOutput en = reply("Why are you late again? I'm really mad at you", Mode::kPerfect, 2);
+  BOOST_TEST(en.replies[0].eq_analysis.find("beats") != std::string::npos, en.replies[0].eq_analysis);
+}
+
+BOOST_AUTO_TEST_CASE(relationship_stage_comes_from_context_then_scene) {
+  BOOST_TEST(analyze("在干嘛", "他是我男朋友").relationship_stage == "dating");
+  BOOST_TEST(analyze("在干嘛", "我老婆发来的").relationship_stage == "committed");
+  BOOST_TEST(analyze("在干嘛", "我们最近在暧昧").relationship_stage == "ambiguous");
+  BOOST_TEST(analyze("在干嘛", "公司同事").relationship_stage == "colleague");
+  BOOST_TEST(analyze("在干嘛", "我妈").relationship_stage == "family");
+  BOOST_TEST(analyze("在干嘛", "前任突然找我").relationship_stage == "post_breakup");
+  BOOST_TEST(analyze("在干嘛", "昨天和老公吵架了").relationship_stage == "strained");
+  BOOST_TEST(analyze("在干嘛", "刚认识的人").relationship_stage == "acquaintance");
+  BOOST_TEST(analyze("what's up", "my boss").relationship_stage == "colleague");
+  BOOST_TEST(analyze("what's up", "my crush texted me").relationship_stage == "ambiguous");
+  BOOST_TEST(analyze("what's up", "my ex").relationship_stage == "post_breakup");
+  BOOST_TEST(analyze("在干嘛").relationship_stage == "unknown");
+  AnalyzeInput in;
+  in.message = "在干嘛";
+  in.scene = "work";
+  BOOST_TEST(engine().analyze(in).value().relationship_stage == "colleague");
+  in.scene = "breakup";
+  BOOST_TEST(engine().analyze(in).value().relationship_stage == "post_breakup");
+  in.context = "男朋友";  // the context wins over the scene
+  BOOST_TEST(engine().analyze(in).value().relationship_stage == "dating");
+}
+
+BOOST_AUTO_TEST_CASE(scene_and_stage_change_the_strategy) {
+  const std::string m = "今天好无聊啊";
+  const Analysis plain = analyze(m);
+  const Analysis work = analyze(m, "老板");
+  BOOST_TEST(!plain.suggested_strategy.empty());
+  // Flirting is ruled out with a colleague, so a neutral message never gets a
+  // flirty top reply there.
+  ReplyInput in;
+  in.mode = Mode::kPerfect;
+  in.message = "在吗";
+  in.context = "我的老板";
+  in.reply_count = 5;
+  const auto out = engine().reply(in).value();
+  for (const auto& r : out.replies) BOOST_TEST(r.text.find("想见你") == std::string::npos, r.text);
+  BOOST_TEST(work.relationship_stage == "colleague");
+}
+
+BOOST_AUTO_TEST_CASE(tokens_used_counts_message_context_and_output) {
+  const std::string message = "今天被老板骂了，好生气";
+  const std::string context = "my boss at work";
+  const ReplyOutput out = reply(message, Mode::kStandard, 2, context);
+  int64_t expected = estimateTokens(message) + estimateTokens(context);
+  for (const auto& r : out.replies) expected += estimateTokens(r.text) + estimateTokens(r.eq_analysis);
+  BOOST_TEST(out.tokens_used == expected);
+  BOOST_TEST(estimateTokens("hello world 你好") == 4);
+}
+
+BOOST_AUTO_TEST_CASE(invalid_input_is_an_error_not_a_crash) {
+  ReplyInput in;
+  in.message = "你好";
+  in.reply_count = 0;
+  BOOST_TEST(engine().reply(in).status().code() == 400);
+  in.reply_count = 6;
+  BOOST_TEST(engine().reply(in).status().code() == 400);
+  in.reply_count = 1;
+  in.message = "";
+  BOOST_TEST(!engine().reply(in).isOk());
+  // Broken UTF-8 is repaired, never echoed raw.
+  in.message = "\xff\xfe好开心\xc3";
+  const auto r = engine().reply(in);
+  BOOST_TEST_REQUIRE(r.isOk());
+  BOOST_TEST(r.value().replies[0].text.find('\xff') == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(malformed_lexicon_line_is_reported_with_its_number) {
+  const std::string good = "开心\temotion\tjoy\t5\n";
+  struct Case {
+    std::string text;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {"# header\n" + good + "生气\temotion\tanger\t4\n", "line 3"},
+      {good + "\n生气\temotoin\tanger\t5\n", "line 3"},
+      {good + "生气\temotion\trage\t5\n", "line 2"},
+      {good + "非常\tdegree\tlots\n", "line 2"},
+      {good + "不\tnegation\textra\n", "line 2"},
+      {good + "开心\temotion\tjoy\t5\n", "line 2"},
+      {good + "男朋友\tstage\tlover\n", "line 2"},
+      {good + "生气\temotion\tanger\n", "line 2"},
+  };
+  for (const Case& c : cases) {
+    const auto r = BuiltinEngine::create(c.text, phrases());
+    BOOST_TEST_REQUIRE(!r.isOk(), c.text);
+    BOOST_TEST(r.status().code() == 500);
+    BOOST_TEST(r.status().msg().find("lexicon.tsv " + c.expect) != std::string::npos,
+               r.status().msg());
+  }
+  BOOST_TEST(BuiltinEngine::create(good, phrases()).isOk());
+}
+
+BOOST_AUTO_TEST_CASE(malformed_phrase_line_is_reported_with_its_number) {
+  const std::string base = phrases();
+  const int lines = static_cast<int>(std::count(base.begin(), base.end(), '\n'));
+  const std::vector<std::string> bad = {
+      "reply\tzh\tempathize\t*\t你说的「{ehco}」\n",
+      "reply\tzh\tsulk\t*\t「{echo}」\n",
+      "reply\tfr\tempathize\t*\t«{echo}»\n",
+      "reply\tzh\tempathize\tjoy,rage\t「{echo}」\n",
+      "reply\tzh\tempathize\t*\n",
+      "reply\tzh\tempathize\t*\t「{echo」\n",
+  };
+  for (const std::string& line : bad) {
+    const auto r = BuiltinEngine::create(lexicon(), base + line);
+    BOOST_TEST_REQUIRE(!r.isOk(), line);
+    BOOST_TEST(r.status().code() == 500);
+    BOOST_TEST(r.status().msg().find("phrases.tsv line " + std::to_string(lines + 1)) !=
+                   std::string::npos,
+               r.status().msg());
+  }
+  // A bank missing a whole strategy is refused too.
+  const auto r = BuiltinEngine::create(lexicon(), "name\tzh\tstrategy.empathize\t*\t共情\n");
+  BOOST_TEST(!r.isOk());
+  BOOST_TEST(r.status().code() == 500);
+}
+
+BOOST_AUTO_TEST_CASE(analyze_and_fast_reply_are_well_under_a_millisecond) {
+  std::string message;
+  while (message.size() < 600) message += "今天被老板当着全组的面骂了，真的非常生气，但是又不敢说什么，";
+  message.resize(600);  // 200 CJK characters of 3 bytes
+  AnalyzeInput ai;
+  ai.message = message;
+  ai.context = "公司同事";
+  ReplyInput ri;
+  ri.mode = Mode::kFast;
+  ri.message = message;
+  ri.context = "公司同事";
+  ri.reply_count = 1;
+  BOOST_TEST_REQUIRE(engine().reply(ri).isOk());  // warm up
+  constexpr int kRuns = 200;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRuns; ++i) {
+    BOOST_TEST_REQUIRE(engine().analyze(ai).isOk());
+    BOOST_TEST_REQUIRE(engine().reply(ri).isOk());
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  const double perCallMs =
+      std::chrono::duration<double, std::milli>(elapsed).count() / static_cast<double>(kRuns);
+  BOOST_TEST_MESSAGE("analyze + fast reply of 200 characters: " << perCallMs << " ms");
+  BOOST_TEST(perCallMs < 1.0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,3 @@
+// The one translation unit that defines the unit-test module (and main).
+#define BOOST_TEST_MODULE eq_unit
+#include <boost/test/unit_test.hpp>

@@ -1,0 +1,25 @@
+// eqctl: the operator's CLI (keys and quota). Opens EQ_DB_PATH and runs one
+// command; see tools/eqctl_commands.h.
+#include <iostream>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "common/store.h"
+#include "tools/eqctl_commands.h"
+
+int main(int argc, char** argv) {
+  eq::log::setComponent("eqctl");
+  eq::log::setLevel("warn");
+  eq::Result<eq::Config> cfg = eq::Config::fromEnv();
+  if (!cfg.isOk()) {
+    std::cerr << "eqctl: " << cfg.status().msg() << "\n";
+    return 2;
+  }
+  auto store = eq::Store::open(cfg.value().db_path);
+  if (!store.isOk()) {
+    std::cerr << "eqctl: " << store.status().msg() << "\n";
+    return 1;
+  }
+  std::vector<std::string> args(argv + 1, argv + argc);
+  return eq::tools::runEqctl(*store.value(), cfg.value().env, args, std::cout, std::cerr);
+}

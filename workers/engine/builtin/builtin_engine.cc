@@ -1,0 +1,2296 @@
+// The built-in engine. The file reads top to bottom in the order a request
+// flows: vocabulary and UTF-8 helpers, the lexicon trie, parsing of the two
+// data files, reading a message into Signals (emotion, intensity, stage, echo
+// terms), fitting strategies to those signals, and composing replies.
+//
+// Everything here is a pure function of the parsed tables and the input: no
+// clock, no randomness, no mutable state after create(). Where the output needs
+// variety between messages, it comes from a hash of the input.
+#include "workers/engine/builtin/builtin_engine.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace eq::engine::builtin {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Vocabulary. The enum orders match the name tables, which are the wire names
+// of PRODUCT.md §3 and the names used in the data files.
+
+enum class Emotion : uint8_t { kJoy, kAffection, kAnger, kSadness, kAnxiety, kDisgust, kSurprise, kNeutral };
+constexpr size_t kEmotionCount = 8;
+constexpr std::array<std::string_view, kEmotionCount> kEmotionNames = {
+    "joy", "affection", "anger", "sadness", "anxiety", "disgust", "surprise", "neutral"};
+
+enum class Stage : uint8_t {
+  kStranger, kAcquaintance, kAmbiguous, kDating, kCommitted,
+  kStrained, kPostBreakup, kColleague, kFamily, kUnknown
+};
+constexpr size_t kStageCount = 10;
+constexpr std::array<std::string_view, kStageCount> kStageNames = {
+    "stranger", "acquaintance", "ambiguous",  "dating", "committed",
+    "strained", "post_breakup", "colleague", "family", "unknown"};
+// When the context names several relationships ("我和男朋友吵架了"), the one that
+// says most about the current state of things wins: a fight or a breakup
+// colours the reply more than the label of the relationship does.
+constexpr std::array<int, kStageCount> kStagePriority = {1, 2, 7, 5, 6, 8, 9, 3, 4, 0};
+
+enum class Strategy : uint8_t {
+  kEmpathize, kReassure, kHumor, kApologize, kBoundary, kFlirt, kCongratulate, kSpace, kCurious
+};
+constexpr size_t kStrategyCount = 9;
+constexpr std::array<std::string_view, kStrategyCount> kStrategyNames = {
+    "empathize", "reassure", "humor", "apologize", "boundary",
+    "flirt",     "congratulate", "space", "curious"};
+
+enum class Scene : uint8_t {
+  kNone, kChat, kAmbiguous, kDating, kHumor, kConflict, kSocial, kWork, kBreakup, kProposal
+};
+constexpr size_t kSceneCount = 10;
+constexpr std::array<std::string_view, kSceneCount> kSceneNames = {
+    "", "chat", "ambiguous", "dating", "humor", "conflict", "social", "work", "breakup", "proposal"};
+
+enum class Lang : uint8_t { kZh, kEn };
+constexpr size_t kLangCount = 2;
+constexpr std::array<std::string_view, kLangCount> kLangNames = {"zh", "en"};
+
+template <size_t N>
+int indexOf(const std::array<std::string_view, N>& names, std::string_view name) {
+  for (size_t i = 0; i < N; ++i) {
+    if (names[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+template <typename E>
+size_t idx(E e) {
+  return static_cast<size_t>(e);
+}
+
+bool isNegative(Emotion e) {
+  return e == Emotion::kAnger || e == Emotion::kSadness || e == Emotion::kAnxiety ||
+         e == Emotion::kDisgust;
+}
+
+bool isPositive(Emotion e) { return e == Emotion::kJoy || e == Emotion::kAffection; }
+
+// ---------------------------------------------------------------------------
+// UTF-8 and character classes.
+
+// Decodes the code point at s[pos] and returns its length in bytes (at least
+// 1, so a scan always advances). A malformed sequence reads as U+FFFD of one
+// byte; callers that emit text sanitize the input first (sanitizeUtf8).
+size_t decodeUtf8(std::string_view s, size_t pos, char32_t* cp) {
+  const auto b0 = static_cast<unsigned char>(s[pos]);
+  if (b0 < 0x80) {
+    *cp = b0;
+    return 1;
+  }
+  size_t len = 0;
+  char32_t v = 0;
+  if ((b0 & 0xE0) == 0xC0) {
+    len = 2;
+    v = b0 & 0x1F;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    len = 3;
+    v = b0 & 0x0F;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    len = 4;
+    v = b0 & 0x07;
+  } else {
+    *cp = 0xFFFD;
+    return 1;
+  }
+  if (pos + len > s.size()) {
+    *cp = 0xFFFD;
+    return 1;
+  }
+  for (size_t i = 1; i < len; ++i) {
+    const auto b = static_cast<unsigned char>(s[pos + i]);
+    if ((b & 0xC0) != 0x80) {
+      *cp = 0xFFFD;
+      return 1;
+    }
+    v = (v << 6) | (b & 0x3F);
+  }
+  // Overlong forms and surrogates are malformed too.
+  if ((len == 2 && v < 0x80) || (len == 3 && v < 0x800) || (len == 4 && v < 0x10000) ||
+      v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
+    *cp = 0xFFFD;
+    return 1;
+  }
+  *cp = v;
+  return len;
+}
+
+void appendUtf8(std::string& out, char32_t cp) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// eq-api rejects invalid UTF-8, but the engine is also linked by tools and
+// tests; echoing a stray byte into a reply would make invalid JSON downstream,
+// so malformed input is repaired (each bad byte becomes U+FFFD) before use.
+std::optional<std::string> sanitizeUtf8(std::string_view s) {
+  bool valid = true;
+  for (size_t pos = 0; pos < s.size();) {
+    char32_t cp = 0;
+    const size_t len = decodeUtf8(s, pos, &cp);
+    if (cp == 0xFFFD && len == 1 && static_cast<unsigned char>(s[pos]) >= 0x80) {
+      valid = false;
+      break;
+    }
+    pos += len;
+  }
+  if (valid) return std::nullopt;
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (size_t pos = 0; pos < s.size();) {
+    char32_t cp = 0;
+    const size_t len = decodeUtf8(s, pos, &cp);
+    appendUtf8(out, cp);
+    pos += len;
+  }
+  return out;
+}
+
+bool isCjkIdeograph(char32_t cp) {
+  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
+         (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x20000 && cp <= 0x2FA1F);
+}
+
+// Characters that a tokenizer for CJK text would count one by one: ideographs
+// plus CJK punctuation, kana and full-width forms.
+bool isWideChar(char32_t cp) {
+  return isCjkIdeograph(cp) || (cp >= 0x3000 && cp <= 0x30FF) || (cp >= 0xFF00 && cp <= 0xFFEF);
+}
+
+bool isSpace(char32_t cp) {
+  return cp == ' ' || cp == '\t' || cp == '\n' || cp == '\r' || cp == 0x3000 || cp == 0xA0;
+}
+
+bool isAsciiAlpha(unsigned char b) { return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z'); }
+bool isAsciiAlnum(unsigned char b) { return isAsciiAlpha(b) || (b >= '0' && b <= '9'); }
+char lowerAscii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// Bytes that make up an English word. The apostrophe belongs to the word so
+// that "don't" is one lexicon term and "won't" never matches "won".
+bool isWordByte(unsigned char b) { return isAsciiAlnum(b) || b == '\''; }
+
+// Characters that end a clause. Negation and degree words never reach across
+// them, and the echo chunk is cut at them. Works on normalized text, where
+// full-width ASCII punctuation has already been folded.
+bool isClauseBreak(char32_t cp) {
+  switch (cp) {
+    case ',': case '.': case '!': case '?': case ';': case ':': case '(': case ')':
+    case '~': case '\n': case '\r': case '"':
+    case 0x3002: case 0x3001: case 0x2026: case 0xFF5E: case 0x2014: case 0x300C:
+    case 0x300D: case 0x300E: case 0x300F: case 0x3010: case 0x3011: case 0x300A:
+    case 0x300B: case 0x201C: case 0x201D:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Normalization. Lexicon terms and messages go through the same function, so
+// matching is a plain byte comparison. origin maps every byte of the
+// normalized text back to the original, which is where echoed terms are cut
+// from (the reply quotes the sender's own spelling, not our folded one).
+
+struct Normalized {
+  std::string text;
+  std::vector<uint32_t> origin;  // origin[i]: byte offset in the original; back() = its size
+};
+
+Normalized normalize(std::string_view s) {
+  Normalized out;
+  out.text.reserve(s.size());
+  out.origin.reserve(s.size() + 1);
+  auto push = [&](char c, size_t at) {
+    out.text.push_back(c);
+    out.origin.push_back(static_cast<uint32_t>(at));
+  };
+  size_t pos = 0;
+  while (pos < s.size()) {
+    const auto b = static_cast<unsigned char>(s[pos]);
+    if (isAsciiAlpha(b)) {
+      // Stretched letters ("sooo", "ewww", "loooove") collapse to one so that
+      // the word matches the lexicon; the stretch itself is still seen as
+      // emphasis on the original text.
+      const char lower = lowerAscii(static_cast<char>(b));
+      size_t run = 1;
+      while (pos + run < s.size() && lowerAscii(s[pos + run]) == lower) ++run;
+      if (run >= 3) {
+        push(lower, pos);
+        pos += run;
+      } else {
+        for (size_t i = 0; i < run; ++i) push(lower, pos + i);
+        pos += run;
+      }
+      continue;
+    }
+    char32_t cp = 0;
+    const size_t len = decodeUtf8(s, pos, &cp);
+    char mapped = 0;
+    if (cp == 0x2018 || cp == 0x2019) {
+      mapped = '\'';
+    } else if (cp >= 0xFF01 && cp <= 0xFF5E) {
+      mapped = lowerAscii(static_cast<char>(cp - 0xFEE0));  // full-width ASCII
+    }
+    if (mapped != 0) {
+      push(mapped, pos);
+    } else {
+      for (size_t i = 0; i < len; ++i) push(s[pos + i], pos + i);
+    }
+    pos += len;
+  }
+  out.origin.push_back(static_cast<uint32_t>(s.size()));
+  return out;
+}
+
+// Counts "units" in text[a, b): one per CJK or other non-ASCII character and
+// one per ASCII word, skipping spaces and clause breaks. Windows of negation
+// and degree words and the echo length limits are measured in these units, so
+// "不觉得你烦" and "don't really feel that" count alike.
+size_t countUnits(std::string_view t, size_t a, size_t b) {
+  size_t units = 0;
+  bool inWord = false;
+  size_t pos = a;
+  while (pos < b) {
+    const auto c = static_cast<unsigned char>(t[pos]);
+    if (c < 0x80) {
+      if (isWordByte(c)) {
+        if (!inWord) ++units;
+        inWord = true;
+      } else {
+        inWord = false;
+      }
+      ++pos;
+      continue;
+    }
+    inWord = false;
+    char32_t cp = 0;
+    const size_t len = decodeUtf8(t, pos, &cp);
+    if (!isSpace(cp) && !isClauseBreak(cp)) ++units;
+    pos += len;
+  }
+  return units;
+}
+
+// The token estimate of PRODUCT.md §3: one token per CJK character and one
+// per whitespace-separated word otherwise. It is an estimate, not what a model
+// tokenizer would say; it only has to be stable and roughly proportional.
+int64_t countTokens(std::string_view s) {
+  int64_t tokens = 0;
+  bool inWord = false;
+  for (size_t pos = 0; pos < s.size();) {
+    char32_t cp = 0;
+    const size_t len = decodeUtf8(s, pos, &cp);
+    if (isWideChar(cp)) {
+      ++tokens;
+      inWord = false;
+    } else if (isSpace(cp)) {
+      inWord = false;
+    } else if (!inWord) {
+      ++tokens;
+      inWord = true;
+    }
+    pos += len;
+  }
+  return tokens;
+}
+
+uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ULL) {
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+// ---------------------------------------------------------------------------
+// The trie. One byte per edge, so Chinese, English and emoji terms share one
+// structure and a longest match costs one walk from each start position.
+
+class Trie {
+ public:
+  Trie() : nodes_(1) { root_.fill(-1); }
+
+  // Returns false when the key is already present.
+  bool insert(std::string_view key, int32_t value) {
+    int32_t node = 0;
+    for (size_t i = 0; i < key.size(); ++i) {
+      const auto b = static_cast<unsigned char>(key[i]);
+      int32_t next = child(node, b);
+      if (next < 0) {
+        next = static_cast<int32_t>(nodes_.size());
+        nodes_.emplace_back();
+        if (node == 0) {
+          root_[b] = next;
+        } else {
+          nodes_[static_cast<size_t>(node)].next.emplace_back(b, next);
+        }
+      }
+      node = next;
+    }
+    Node& n = nodes_[static_cast<size_t>(node)];
+    if (n.value >= 0) return false;
+    n.value = value;
+    return true;
+  }
+
+  // The longest key starting at text[pos] whose end satisfies accept(end);
+  // returns {length, value}, or {0, -1} when none does.
+  template <typename Accept>
+  std::pair<size_t, int32_t> longest(std::string_view text, size_t pos, Accept accept) const {
+    std::pair<size_t, int32_t> best{0, -1};
+    int32_t node = 0;
+    for (size_t i = pos; i < text.size(); ++i) {
+      node = child(node, static_cast<unsigned char>(text[i]));
+      if (node < 0) break;
+      const Node& n = nodes_[static_cast<size_t>(node)];
+      if (n.value >= 0 && accept(i + 1)) best = {i + 1 - pos, n.value};
+    }
+    return best;
+  }
+
+ private:
+  struct Node {
+    std::vector<std::pair<unsigned char, int32_t>> next;
+    int32_t value = -1;
+  };
+
+  int32_t child(int32_t node, unsigned char b) const {
+    if (node == 0) return root_[b];
+    for (const auto& [key, to] : nodes_[static_cast<size_t>(node)].next) {
+      if (key == b) return to;
+    }
+    return -1;
+  }
+
+  std::vector<Node> nodes_;
+  std::array<int32_t, 256> root_;  // the root fans out widely; index it directly
+};
+
+// ---------------------------------------------------------------------------
+// Parsed data.
+
+enum class TermKind : uint8_t { kEmotion, kDegree, kPostDegree, kNegation, kContrast, kSkip };
+constexpr std::array<std::string_view, 7> kTermKindNames = {
+    "emotion", "degree", "postdegree", "negation", "contrast", "skip", "stage"};
+
+// Optional tags of an emotion term (fifth field). "news" marks a joy that
+// reports an event (升职, got the job) rather than a mood (哈哈): only news
+// calls for congratulations.
+enum TermTag : uint8_t { kTagNews = 1 };
+constexpr std::array<std::string_view, 1> kTermTagNames = {"news"};
+
+struct Term {
+  TermKind kind = TermKind::kSkip;
+  Emotion emotion = Emotion::kNeutral;
+  double value = 1.0;  // emotion: base strength in (0, 1]; degree: multiplier
+  uint8_t tags = 0;    // TermTag bits
+};
+
+// Placeholders a phrase may use. Each is filled from the message; a phrase
+// whose placeholder has no value for this message is not used.
+enum Slot : uint8_t { kSlotEcho = 1, kSlotFeel = 2, kSlotTopic = 4, kSlotMood = 8, kSlotStage = 16 };
+constexpr std::array<std::string_view, 5> kSlotNames = {"echo", "feel", "topic", "mood", "stage"};
+constexpr uint8_t kEchoSlots = kSlotEcho | kSlotFeel | kSlotTopic;
+
+enum class PhraseKind : uint8_t { kReply, kWhy, kAdvice, kNeed, kName };
+constexpr std::array<std::string_view, 5> kPhraseKindNames = {"reply", "why", "advice", "need",
+                                                              "name"};
+
+// Conditions a phrase can require or exclude besides the emotion, written in
+// the emotions field ("anger,!addressed"): whether the message speaks to the
+// reader ("你怎么又迟到了"), asks something, invites ("周末一起去看电影吧"), or
+// reports good news (a "news" lexicon term).
+enum Condition : uint8_t { kCondAddressed = 1, kCondQuestion = 2, kCondInvite = 4, kCondNews = 8 };
+constexpr std::array<std::string_view, 4> kConditionNames = {"addressed", "question", "invite",
+                                                             "news"};
+
+constexpr uint32_t kAllEmotions = (1u << kEmotionCount) - 1;
+constexpr uint32_t kAllStages = (1u << kStageCount) - 1;
+
+struct Phrase {
+  std::string text;
+  uint32_t emotions = kAllEmotions;  // bit per Emotion
+  uint32_t stages = kAllStages;      // bit per Stage (need lines only)
+  uint8_t slots = 0;
+  uint8_t require = 0;  // Condition bits that must hold
+  uint8_t forbid = 0;   // Condition bits that must not hold
+  int line = 0;         // stable id, also seeds the per-message jitter
+
+  bool fitsEmotion(Emotion e) const { return (emotions >> idx(e)) & 1u; }
+  bool fitsConditions(uint8_t conditions) const {
+    return (require & ~conditions) == 0 && (forbid & conditions) == 0;
+  }
+  bool unconditional() const { return require == 0 && forbid == 0; }
+  bool specific() const { return !anyEmotion() || require != 0; }
+  bool anyEmotion() const { return emotions == kAllEmotions; }
+  bool fitsStage(Stage s) const { return (stages >> idx(s)) & 1u; }
+  bool anyStage() const { return stages == kAllStages; }
+};
+
+struct LangTables {
+  std::array<std::vector<Phrase>, kStrategyCount> replies;
+  std::array<std::vector<Phrase>, kStrategyCount> whys;
+  std::array<std::vector<Phrase>, kStrategyCount> advice;
+  std::vector<Phrase> needs;
+  std::array<std::string, kStrategyCount> strategy_names;
+  std::array<std::string, kStageCount> stage_names;
+  std::array<std::string, kSceneCount> scene_names;  // [0] (no scene) stays empty
+  std::array<std::string, kEmotionCount> emotion_names;
+};
+
+// Everything create() parses. BuiltinEngine::Tables (declared in the header)
+// derives from it so the file-local helpers can name it.
+struct Data {
+  Trie terms;
+  std::vector<Term> term_info;
+  Trie stages;  // value: Stage index, or kStageCount for a shield entry ("none")
+  std::array<LangTables, kLangCount> lang;
+};
+
+}  // namespace
+
+struct BuiltinEngine::Tables : Data {};
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Parsing helpers. Both files are line-oriented TSV; errors name the file and
+// the 1-based line.
+
+std::string_view trimBlank(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> splitOn(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (true) {
+    const size_t at = s.find(sep, start);
+    if (at == std::string_view::npos) {
+      out.push_back(trimBlank(s.substr(start)));
+      return out;
+    }
+    out.push_back(trimBlank(s.substr(start, at - start)));
+    start = at + 1;
+  }
+}
+
+Status lineError(std::string_view file, int line, std::string_view what) {
+  std::string msg(file);
+  msg += " line ";
+  msg += std::to_string(line);
+  msg += ": ";
+  msg += what;
+  return Status(500, std::move(msg));
+}
+
+// Calls f(lineNumber, fields) for every line that is not blank or a comment;
+// stops at the first error f returns.
+template <typename F>
+Status forEachRecord(std::string_view text, F f) {
+  int lineNo = 0;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    ++lineNo;
+    const std::string_view line = trimBlank(text.substr(start, end - start));
+    start = end + 1;
+    if (line.empty() || line.front() == '#') continue;
+    Status st = f(lineNo, splitOn(line, '\t'));
+    if (!st.isOk()) return st;
+  }
+  return Status::ok();
+}
+
+std::optional<double> parseNumber(std::string_view s) {
+  double v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::string quoted(std::string_view s) {
+  std::string out = "'";
+  out += s;
+  out += "'";
+  return out;
+}
+
+Status parseLexicon(std::string_view text, Data* tables) {
+  constexpr std::string_view kFile = "lexicon.tsv";
+  size_t emotionTerms = 0;
+  Status st = forEachRecord(text, [&](int line, const std::vector<std::string_view>& f) {
+    if (f.size() < 2) return lineError(kFile, line, "expected term<TAB>kind[<TAB>value...]");
+    if (f[0].empty()) return lineError(kFile, line, "empty term");
+    const int kind = indexOf(kTermKindNames, f[1]);
+    if (kind < 0) {
+      return lineError(kFile, line,
+                       "unknown kind " + quoted(f[1]) +
+                           " (emotion, degree, postdegree, negation, contrast, skip, stage)");
+    }
+    const std::string key = normalize(f[0]).text;
+    if (f[1] == "stage") {
+      if (f.size() != 3) return lineError(kFile, line, "stage needs term<TAB>stage<TAB>name");
+      int stage = indexOf(kStageNames, f[2]);
+      if (f[2] == "none") stage = static_cast<int>(kStageCount);
+      if (stage < 0 || stage == static_cast<int>(Stage::kUnknown)) {
+        return lineError(kFile, line, "unknown relationship stage " + quoted(f[2]));
+      }
+      if (!tables->stages.insert(key, stage)) {
+        return lineError(kFile, line, "duplicate stage term " + quoted(f[0]));
+      }
+      return Status::ok();
+    }
+    Term term;
+    term.kind = static_cast<TermKind>(kind);
+    switch (term.kind) {
+      case TermKind::kEmotion: {
+        if (f.size() != 4 && f.size() != 5) {
+          return lineError(kFile, line,
+                           "emotion needs term<TAB>emotion<TAB>category<TAB>intensity[<TAB>tags]");
+        }
+        if (f.size() == 5) {
+          for (std::string_view tag : splitOn(f[4], ',')) {
+            const int t = indexOf(kTermTagNames, tag);
+            if (t < 0) return lineError(kFile, line, "unknown tag " + quoted(tag) + " (news)");
+            term.tags |= static_cast<uint8_t>(1u << t);
+          }
+        }
+        const int emotion = indexOf(kEmotionNames, f[2]);
+        if (emotion < 0 || emotion == static_cast<int>(Emotion::kNeutral)) {
+          return lineError(kFile, line, "unknown emotion category " + quoted(f[2]));
+        }
+        const std::optional<double> level = parseNumber(f[3]);
+        if (!level || (*level != 1 && *level != 3 && *level != 5 && *level != 7 && *level != 9)) {
+          return lineError(kFile, line,
+                           "emotion intensity must be 1, 3, 5, 7 or 9, got " + quoted(f[3]));
+        }
+        term.emotion = static_cast<Emotion>(emotion);
+        // Levels 1..9 map to strengths 0.2..1.0: even the mildest term counts.
+        term.value = (*level + 1.0) / 10.0;
+        ++emotionTerms;
+        break;
+      }
+      case TermKind::kDegree:
+      case TermKind::kPostDegree: {
+        if (f.size() != 3) return lineError(kFile, line, "degree needs term<TAB>kind<TAB>multiplier");
+        const std::optional<double> m = parseNumber(f[2]);
+        if (!m || *m <= 0.0 || *m > 5.0) {
+          return lineError(kFile, line, "multiplier must be a number in (0, 5], got " + quoted(f[2]));
+        }
+        term.value = *m;
+        break;
+      }
+      case TermKind::kNegation:
+      case TermKind::kContrast:
+      case TermKind::kSkip:
+        if (f.size() != 2) {
+          return lineError(kFile, line, std::string(f[1]) + " takes no value (term<TAB>kind)");
+        }
+        break;
+    }
+    if (!tables->terms.insert(key, static_cast<int32_t>(tables->term_info.size()))) {
+      return lineError(kFile, line, "duplicate term " + quoted(f[0]));
+    }
+    tables->term_info.push_back(term);
+    return Status::ok();
+  });
+  if (!st.isOk()) return st;
+  if (emotionTerms == 0) return Status(500, "lexicon.tsv: no emotion terms");
+  return Status::ok();
+}
+
+// Parses the emotions field: "*" or a comma list of emotion names and
+// conditions ("addressed", "!question"). Without any emotion name the phrase
+// fits every emotion.
+bool parseEmotionField(std::string_view field, Phrase* p, std::string* bad) {
+  uint32_t emotions = 0;
+  for (std::string_view item : splitOn(field, ',')) {
+    if (item == "*") {
+      emotions = kAllEmotions;
+      continue;
+    }
+    const bool negated = !item.empty() && item.front() == '!';
+    const int cond = indexOf(kConditionNames, negated ? item.substr(1) : item);
+    if (cond >= 0) {
+      (negated ? p->forbid : p->require) |= static_cast<uint8_t>(1u << cond);
+      continue;
+    }
+    const int e = indexOf(kEmotionNames, item);
+    if (e < 0) {
+      *bad = std::string(item);
+      return false;
+    }
+    emotions |= 1u << e;
+  }
+  p->emotions = emotions == 0 ? kAllEmotions : emotions;
+  return true;
+}
+
+// Parses a comma list of names (or "*") into a bit mask.
+template <size_t N>
+std::optional<uint32_t> parseMask(const std::array<std::string_view, N>& names,
+                                  std::string_view list, std::string* bad) {
+  if (list == "*") return (1u << N) - 1;
+  uint32_t mask = 0;
+  for (std::string_view item : splitOn(list, ',')) {
+    const int i = indexOf(names, item);
+    if (i < 0) {
+      *bad = std::string(item);
+      return std::nullopt;
+    }
+    mask |= 1u << i;
+  }
+  return mask;
+}
+
+// Checks the {placeholders} of a phrase and returns the slots it uses.
+std::optional<uint8_t> parseSlots(std::string_view text, std::string* bad) {
+  uint8_t slots = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t open = text.find_first_of("{}", pos);
+    if (open == std::string_view::npos) break;
+    if (text[open] == '}') {
+      *bad = "unbalanced '}'";
+      return std::nullopt;
+    }
+    const size_t close = text.find('}', open);
+    if (close == std::string_view::npos) {
+      *bad = "unbalanced '{'";
+      return std::nullopt;
+    }
+    const std::string_view name = text.substr(open + 1, close - open - 1);
+    const int slot = indexOf(kSlotNames, name);
+    if (slot < 0) {
+      *bad = "unknown placeholder {" + std::string(name) + "}";
+      return std::nullopt;
+    }
+    slots |= static_cast<uint8_t>(1u << slot);
+    pos = close + 1;
+  }
+  return slots;
+}
+
+Status parsePhrases(std::string_view text, Data* tables) {
+  constexpr std::string_view kFile = "phrases.tsv";
+  Status st = forEachRecord(text, [&](int line, const std::vector<std::string_view>& f) {
+    if (f.size() != 5) {
+      return lineError(kFile, line,
+                       "expected 5 fields kind<TAB>lang<TAB>key<TAB>emotions<TAB>text, got " +
+                           std::to_string(f.size()));
+    }
+    const int kind = indexOf(kPhraseKindNames, f[0]);
+    if (kind < 0) return lineError(kFile, line, "unknown kind " + quoted(f[0]));
+    const int lang = indexOf(kLangNames, f[1]);
+    if (lang < 0) return lineError(kFile, line, "unknown language " + quoted(f[1]) + " (zh, en)");
+    if (f[4].empty()) return lineError(kFile, line, "empty text");
+    LangTables& lt = tables->lang[static_cast<size_t>(lang)];
+
+    if (static_cast<PhraseKind>(kind) == PhraseKind::kName) {
+      const size_t dot = f[2].find('.');
+      const std::string_view group = f[2].substr(0, dot);
+      const std::string_view name = dot == std::string_view::npos ? "" : f[2].substr(dot + 1);
+      std::string* slot = nullptr;
+      if (group == "strategy" && indexOf(kStrategyNames, name) >= 0) {
+        slot = &lt.strategy_names[static_cast<size_t>(indexOf(kStrategyNames, name))];
+      } else if (group == "stage" && indexOf(kStageNames, name) >= 0) {
+        slot = &lt.stage_names[static_cast<size_t>(indexOf(kStageNames, name))];
+      } else if (group == "scene" && !name.empty() && indexOf(kSceneNames, name) > 0) {
+        slot = &lt.scene_names[static_cast<size_t>(indexOf(kSceneNames, name))];
+      } else if (group == "emotion" && indexOf(kEmotionNames, name) >= 0) {
+        slot = &lt.emotion_names[static_cast<size_t>(indexOf(kEmotionNames, name))];
+      }
+      if (slot == nullptr) {
+        return lineError(kFile, line,
+                         "unknown name key " + quoted(f[2]) +
+                             " (strategy.X, stage.X, scene.X or emotion.X)");
+      }
+      if (!slot->empty()) return lineError(kFile, line, "duplicate name " + quoted(f[2]));
+      *slot = std::string(f[4]);
+      return Status::ok();
+    }
+
+    Phrase p;
+    p.line = line;
+    p.text = std::string(f[4]);
+    std::string bad;
+    if (!parseEmotionField(f[3], &p, &bad)) {
+      return lineError(kFile, line, "unknown emotion or condition " + quoted(bad));
+    }
+    const std::optional<uint8_t> slots = parseSlots(p.text, &bad);
+    if (!slots) return lineError(kFile, line, bad);
+    p.slots = *slots;
+
+    if (static_cast<PhraseKind>(kind) == PhraseKind::kNeed) {
+      const std::optional<uint32_t> stages = parseMask(kStageNames, f[2], &bad);
+      if (!stages) return lineError(kFile, line, "unknown relationship stage " + quoted(bad));
+      p.stages = *stages;
+      lt.needs.push_back(std::move(p));
+      return Status::ok();
+    }
+    const int strategy = indexOf(kStrategyNames, f[2]);
+    if (strategy < 0) return lineError(kFile, line, "unknown strategy " + quoted(f[2]));
+    const auto s = static_cast<size_t>(strategy);
+    switch (static_cast<PhraseKind>(kind)) {
+      case PhraseKind::kReply:
+        for (const auto& list : lt.replies) {
+          for (const Phrase& other : list) {
+            if (other.text == p.text) {
+              return lineError(kFile, line, "duplicate reply (same text on line " +
+                                                std::to_string(other.line) + ")");
+            }
+          }
+        }
+        lt.replies[s].push_back(std::move(p));
+        break;
+      case PhraseKind::kWhy:
+        lt.whys[s].push_back(std::move(p));
+        break;
+      case PhraseKind::kAdvice:
+        lt.advice[s].push_back(std::move(p));
+        break;
+      case PhraseKind::kNeed:
+      case PhraseKind::kName:
+        break;  // handled above
+    }
+    return Status::ok();
+  });
+  if (!st.isOk()) return st;
+
+  // Every message must find something to say in either language. A phrase
+  // that needs only {echo} and {stage} can always be filled, so each list
+  // needs one such phrase that fits every emotion.
+  auto hasFallback = [](const std::vector<Phrase>& list, bool needAnyStage) {
+    for (const Phrase& p : list) {
+      if (p.anyEmotion() && p.unconditional() && (!needAnyStage || p.anyStage()) &&
+          (p.slots & ~(kSlotEcho | kSlotStage)) == 0) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (size_t l = 0; l < kLangCount; ++l) {
+    const LangTables& lt = tables->lang[l];
+    const std::string lang(kLangNames[l]);
+    auto missing = [&](std::string_view what) {
+      return Status(500, "phrases.tsv: missing " + std::string(what) + " for " + lang);
+    };
+    for (size_t s = 0; s < kStrategyCount; ++s) {
+      const std::string name(kStrategyNames[s]);
+      if (lt.strategy_names[s].empty()) return missing("name strategy." + name);
+      if (!hasFallback(lt.replies[s], false)) {
+        return missing("a reply for every emotion with only {echo} (strategy " + name + ")");
+      }
+      if (!hasFallback(lt.whys[s], false)) return missing("a fallback why (strategy " + name + ")");
+      if (!hasFallback(lt.advice[s], false)) {
+        return missing("a fallback advice (strategy " + name + ")");
+      }
+    }
+    for (size_t s = 0; s < kStageCount; ++s) {
+      if (lt.stage_names[s].empty()) return missing("name stage." + std::string(kStageNames[s]));
+    }
+    for (size_t s = 1; s < kSceneCount; ++s) {
+      if (lt.scene_names[s].empty()) return missing("name scene." + std::string(kSceneNames[s]));
+    }
+    for (size_t e = 0; e < kEmotionCount; ++e) {
+      if (lt.emotion_names[e].empty()) {
+        return missing("name emotion." + std::string(kEmotionNames[e]));
+      }
+    }
+    if (!hasFallback(lt.needs, true)) return missing("a need line for * stages and * emotions");
+  }
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------------------
+// Scanning. The message (normalized) becomes a list of hits in text order:
+// lexicon terms, clause breaks, and bursts of "?!" that read as surprise.
+
+constexpr int32_t kBreakHit = -1;
+constexpr int32_t kBurstHit = -2;
+
+struct Hit {
+  size_t begin = 0;
+  size_t end = 0;
+  int32_t term = kBreakHit;  // >= 0: index into the trie's value space
+};
+
+// A term that ends inside an English word ("happy" in "happyish") does not
+// count; a term that ends on a CJK character needs no boundary.
+auto wordEndAcceptor(std::string_view text) {
+  return [text](size_t end) {
+    if (end >= text.size()) return true;
+    return !isWordByte(static_cast<unsigned char>(text[end - 1])) ||
+           !isWordByte(static_cast<unsigned char>(text[end]));
+  };
+}
+
+std::vector<Hit> scan(const Trie& trie, std::string_view text) {
+  std::vector<Hit> hits;
+  const auto accept = wordEndAcceptor(text);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const auto b = static_cast<unsigned char>(text[pos]);
+    const auto [len, value] = trie.longest(text, pos, accept);
+    if (len > 0) {
+      hits.push_back({pos, pos + len, value});
+      pos += len;
+      continue;
+    }
+    if (isWordByte(b)) {
+      while (pos < text.size() && isWordByte(static_cast<unsigned char>(text[pos]))) ++pos;
+      continue;
+    }
+    char32_t cp = 0;
+    const size_t cpLen = decodeUtf8(text, pos, &cp);
+    if (cp == '?' || cp == '!') {
+      // A run like "??" or "?!" is a clause break that also reads as surprise.
+      size_t end = pos;
+      int questions = 0;
+      int bangs = 0;
+      while (end < text.size() && (text[end] == '?' || text[end] == '!')) {
+        (text[end] == '?' ? questions : bangs) += 1;
+        ++end;
+      }
+      const bool burst = questions >= 2 || (questions >= 1 && bangs >= 1);
+      hits.push_back({pos, end, burst ? kBurstHit : kBreakHit});
+      pos = end;
+      continue;
+    }
+    if (isClauseBreak(cp)) hits.push_back({pos, pos + cpLen, kBreakHit});
+    pos += cpLen;
+  }
+  return hits;
+}
+
+// ---------------------------------------------------------------------------
+// Reading a message.
+
+// How far (in units) a modifier reaches forward to the emotion term it
+// modifies: "不觉得你烦" has three units between 不 and 烦.
+constexpr size_t kNegationWindow = 3;
+constexpr size_t kDegreeWindow = 2;
+constexpr size_t kPostDegreeWindow = 1;
+// "A, but B": what came before the contrast word counts less, what follows
+// counts more.
+constexpr double kBeforeContrast = 0.4;
+constexpr double kAfterContrast = 1.5;
+// "不太开心" is milder than "开心" is strong: a degree word inside a negation
+// softens instead of amplifying.
+constexpr double kNegatedDegree = 0.6;
+// "不是不喜欢" affirms, but more weakly than "喜欢".
+constexpr double kDoubleNegation = 0.7;
+constexpr double kBurstStrength = 0.4;
+// Below this total score a category is noise and the message is neutral.
+constexpr double kMinEmotionScore = 0.05;
+
+// What a single negation does to a term: positive feelings turn into their
+// opposite (weaker), negative ones and surprise are simply cancelled ("一点也
+// 不生气" is not anger, and not joy either).
+std::optional<std::pair<Emotion, double>> negationFlip(Emotion e) {
+  switch (e) {
+    case Emotion::kJoy:
+      return std::make_pair(Emotion::kSadness, 0.7);
+    case Emotion::kAffection:
+      return std::make_pair(Emotion::kDisgust, 0.5);
+    default:
+      return std::nullopt;
+  }
+}
+
+struct EmotionHit {
+  Emotion emotion = Emotion::kNeutral;
+  double strength = 0;  // base strength times degree, negation and post-degree
+  double weight = 1;    // contrast weighting
+  size_t feel_begin = 0;  // the words to echo back ("不开心" when negated)
+  size_t feel_end = 0;
+  size_t chain_begin = 0;  // including modifiers ("好生气", "开心死了")
+  size_t chain_end = 0;
+  size_t clause = 0;  // index into the clause list
+  bool echoable = true;
+  bool news = false;
+};
+
+struct Signals {
+  Lang lang = Lang::kEn;
+  Emotion emotion = Emotion::kNeutral;
+  double intensity = 0;
+  Stage stage = Stage::kUnknown;
+  Scene scene = Scene::kNone;
+  uint8_t conditions = 0;  // Condition bits
+  std::string feel;        // the emotion words as the sender wrote them
+  std::string topic;       // the most salient clause or chunk
+  std::string echo;        // feel, else topic, else a cut of the message
+  size_t message_units = 0;
+  uint64_t hash = 0;
+};
+
+bool spanHasLetters(std::string_view t, size_t a, size_t b) {
+  for (size_t pos = a; pos < b;) {
+    char32_t cp = 0;
+    const size_t len = decodeUtf8(t, pos, &cp);
+    if (isCjkIdeograph(cp) || (cp < 0x80 && isAsciiAlpha(static_cast<unsigned char>(cp)))) {
+      return true;
+    }
+    pos += len;
+  }
+  return false;
+}
+
+// Emphasis read from the original text: "!!!", stretched characters
+// ("啊啊啊", "sooo") and shouted words ("I HATE this").
+double emphasisOf(std::string_view original, std::string_view normalized) {
+  const auto bangs = static_cast<double>(std::count(normalized.begin(), normalized.end(), '!'));
+  bool repeated = false;
+  bool shouted = false;
+  char32_t prev = 0;
+  int run = 0;
+  int capsRun = 0;
+  bool capsWord = true;
+  for (size_t pos = 0; pos <= original.size();) {
+    char32_t cp = 0;
+    size_t len = 1;
+    if (pos < original.size()) len = decodeUtf8(original, pos, &cp);
+    // Shouting: a word of 3+ letters, all upper case.
+    if (cp < 0x80 && isAsciiAlpha(static_cast<unsigned char>(cp))) {
+      if (cp < 'A' || cp > 'Z') capsWord = false;
+      ++capsRun;
+    } else {
+      if (capsWord && capsRun >= 3) shouted = true;
+      capsRun = 0;
+      capsWord = true;
+    }
+    const char32_t folded = (cp >= 'A' && cp <= 'Z') ? cp - 'A' + 'a' : cp;
+    const bool countable = !isSpace(cp) && !(cp >= '0' && cp <= '9') && cp != '.' &&
+                           cp != '!' && cp != 0xFF01 && cp != 0x3002 && cp != '-' && cp != '=';
+    run = (folded == prev && countable) ? run + 1 : 1;
+    if (run >= 3) repeated = true;
+    prev = folded;
+    pos += len;
+  }
+  return 1.0 + 0.1 * std::min(bangs, 5.0) + (repeated ? 0.15 : 0.0) + (shouted ? 0.1 : 0.0);
+}
+
+// Function characters and fillers that never make a good echo chunk on their
+// own; used to trim the echoed clause and to cut over-long clauses.
+// Question particles (吗, 么, 嘛) and 吧 stay: dropping them changes the
+// meaning ("你爱我吗", "我们分手吧", "在干嘛").
+constexpr std::array<std::string_view, 9> kZhEdgeParticles = {
+    "啊", "呀", "呢", "哦", "噢", "啦", "呗", "咯", "喔"};
+constexpr std::array<std::string_view, 10> kZhLeadFillers = {
+    "然后", "而且", "所以", "就是", "其实", "反正", "因为", "那个", "话说", "嗯"};
+constexpr std::array<std::string_view, 12> kEnLeadFillers = {
+    "and", "so", "but", "because", "well", "um", "uh", "oh", "like", "just", "also", "anyway"};
+constexpr std::string_view kZhChunkBreakers =
+    "的了在和跟与把被给是我你他她它们吧呢吗啊就都也还又很太这那个要会说着过得地";
+constexpr std::array<std::string_view, 40> kEnStopwords = {
+    "i",     "me",   "my",   "you",  "your", "he",   "she",  "it",    "we",    "they",
+    "the",   "a",    "an",   "and",  "or",   "but",  "so",   "to",    "of",    "in",
+    "on",    "at",   "for",  "with", "is",   "am",   "are",  "was",   "were",  "be",
+    "i'm",   "it's", "that", "this", "just", "really", "have", "has", "had", "again"};
+
+bool startsWithAt(std::string_view t, size_t pos, std::string_view word) {
+  return t.substr(pos, word.size()) == word;
+}
+
+// Cuts [s, e) of the normalized text down to its content: spaces, quotes,
+// leading fillers, sentence-final particles and the feeling chain itself (so
+// that "今天被老板骂了好生气" echoes "今天被老板骂了").
+// The feeling chain is only cut off when at least minRemainder units are
+// left: "最近心好累" stays whole instead of shrinking to "最近心".
+std::pair<size_t, size_t> trimChunk(std::string_view t, size_t s, size_t e, size_t chainBegin,
+                                    size_t chainEnd, size_t minRemainder) {
+  bool changed = true;
+  while (changed && s < e) {
+    changed = false;
+    char32_t cp = 0;
+    const size_t len = decodeUtf8(t, s, &cp);
+    if (isSpace(cp) || cp == '\'' || cp == '"') {
+      s += len;
+      changed = true;
+      continue;
+    }
+    // The trailing side: walk back to the start of the last code point.
+    size_t last = e - 1;
+    while (last > s && (static_cast<unsigned char>(t[last]) & 0xC0) == 0x80) --last;
+    char32_t lastCp = 0;
+    decodeUtf8(t, last, &lastCp);
+    if (isSpace(lastCp) || lastCp == '\'' || lastCp == '"') {
+      e = last;
+      changed = true;
+      continue;
+    }
+    if (s >= chainBegin && s < chainEnd && chainEnd < e &&
+        countUnits(t, chainEnd, e) >= minRemainder) {
+      s = chainEnd;
+      changed = true;
+      continue;
+    }
+    if (e > chainBegin && e <= chainEnd && chainBegin > s &&
+        countUnits(t, s, chainBegin) >= minRemainder) {
+      e = chainBegin;
+      changed = true;
+      continue;
+    }
+    for (std::string_view p : kZhEdgeParticles) {
+      if (e - s > p.size() && t.substr(e - p.size(), p.size()) == p) {
+        e -= p.size();
+        changed = true;
+        break;
+      }
+    }
+    if (changed) continue;
+    for (std::string_view p : kZhLeadFillers) {
+      if (e - s > p.size() && startsWithAt(t, s, p)) {
+        s += p.size();
+        changed = true;
+        break;
+      }
+    }
+    if (changed) continue;
+    for (std::string_view w : kEnLeadFillers) {
+      if (e - s > w.size() + 1 && startsWithAt(t, s, w) && t[s + w.size()] == ' ') {
+        s += w.size();
+        changed = true;
+        break;
+      }
+    }
+  }
+  return {s, e};
+}
+
+// For a clause too long to quote whole: the longest run of content characters
+// (Chinese) or content words (English), the nearest thing to a noun phrase
+// that a rule can find without a segmenter.
+std::pair<size_t, size_t> nounChunk(std::string_view t, size_t s, size_t e, Lang lang) {
+  std::pair<size_t, size_t> best{s, s};
+  size_t bestUnits = 0;
+  if (lang == Lang::kZh) {
+    constexpr size_t kMaxChunk = 8;
+    size_t runStart = s;
+    size_t runUnits = 0;
+    auto close = [&](size_t at) {
+      if (runUnits >= 2 && runUnits <= kMaxChunk && runUnits > bestUnits) {
+        best = {runStart, at};
+        bestUnits = runUnits;
+      }
+    };
+    for (size_t pos = s; pos < e;) {
+      char32_t cp = 0;
+      const size_t len = decodeUtf8(t, pos, &cp);
+      const bool breaker = !isCjkIdeograph(cp) ||
+                           kZhChunkBreakers.find(t.substr(pos, len)) != std::string_view::npos;
+      if (breaker) {
+        close(pos);
+        runStart = pos + len;
+        runUnits = 0;
+      } else {
+        ++runUnits;
+      }
+      pos += len;
+    }
+    close(e);
+    return best;
+  }
+  constexpr size_t kMaxWords = 4;
+  size_t runStart = s;
+  size_t runWords = 0;
+  size_t pos = s;
+  while (pos < e) {
+    if (!isWordByte(static_cast<unsigned char>(t[pos]))) {
+      ++pos;
+      continue;
+    }
+    size_t end = pos;
+    while (end < e && isWordByte(static_cast<unsigned char>(t[end]))) ++end;
+    const std::string_view word = t.substr(pos, end - pos);
+    const bool stop =
+        std::find(kEnStopwords.begin(), kEnStopwords.end(), word) != kEnStopwords.end();
+    if (stop) {
+      runWords = 0;
+    } else {
+      if (runWords == 0) runStart = pos;
+      ++runWords;
+      if (runWords <= kMaxWords && runWords > bestUnits) {
+        best = {runStart, end};
+        bestUnits = runWords;
+      }
+    }
+    pos = end;
+  }
+  return best;
+}
+
+std::string cutOriginal(std::string_view original, const Normalized& n, size_t a, size_t b) {
+  return std::string(original.substr(n.origin[a], n.origin[b] - n.origin[a]));
+}
+
+Stage stageFromScene(Scene scene) {
+  switch (scene) {
+    case Scene::kDating:
+    case Scene::kProposal:
+      return Stage::kDating;
+    case Scene::kAmbiguous:
+      return Stage::kAmbiguous;
+    case Scene::kWork:
+      return Stage::kColleague;
+    case Scene::kBreakup:
+      return Stage::kPostBreakup;
+    case Scene::kConflict:
+      return Stage::kStrained;
+    default:
+      return Stage::kUnknown;
+  }
+}
+
+Stage readStage(const Data& tables, std::string_view context, Scene scene) {
+  if (!context.empty()) {
+    const Normalized n = normalize(context);
+    int best = -1;
+    for (const Hit& h : scan(tables.stages, n.text)) {
+      if (h.term < 0 || h.term >= static_cast<int32_t>(kStageCount)) continue;
+      if (best < 0 || kStagePriority[static_cast<size_t>(h.term)] >
+                          kStagePriority[static_cast<size_t>(best)]) {
+        best = h.term;
+      }
+    }
+    if (best >= 0) return static_cast<Stage>(best);
+  }
+  return stageFromScene(scene);
+}
+
+// English words of normalized text in [a, b), in order.
+template <typename F>
+void forEachWord(std::string_view t, size_t a, size_t b, F f) {
+  size_t pos = a;
+  while (pos < b) {
+    if (!isWordByte(static_cast<unsigned char>(t[pos]))) {
+      ++pos;
+      continue;
+    }
+    size_t end = pos;
+    while (end < b && isWordByte(static_cast<unsigned char>(t[end]))) ++end;
+    f(t.substr(pos, end - pos), pos);
+    pos = end;
+  }
+}
+
+bool isYouWord(std::string_view w) {
+  return w == "you" || w == "your" || w == "you're" || w == "u" || w == "ur" ||
+         w == "yourself" || w == "you've" || w == "you'll";
+}
+
+bool isMeWord(std::string_view w) {
+  return w == "i" || w == "me" || w == "my" || w == "i'm" || w == "myself" || w == "i've";
+}
+
+// Does the message speak to the reader? Fillers that only address the reader
+// in passing ("你知道吗，今天老板…", "you know") do not count.
+bool mentionsYou(std::string_view t) {
+  static constexpr std::array<std::string_view, 8> kFillers = {
+      "你知道吗", "你知道", "跟你说", "告诉你", "你说", "你看", "you know", "guess what"};
+  std::string text(t);
+  for (std::string_view filler : kFillers) {
+    for (size_t at = text.find(filler); at != std::string::npos; at = text.find(filler, at)) {
+      text.replace(at, filler.size(), filler.size(), ' ');
+    }
+  }
+  if (text.find("你") != std::string::npos || text.find("您") != std::string::npos) return true;
+  bool found = false;
+  forEachWord(text, 0, text.size(), [&](std::string_view w, size_t) { found = found || isYouWord(w); });
+  return found;
+}
+
+// True when the reader ("你", "you") is the last person named in [a, b): in
+// "你是不是生气了" the anger belongs to the reader, in "你让我好生气" to the
+// sender.
+bool readerNamedLast(std::string_view t, size_t a, size_t b) {
+  bool you = false;
+  size_t pos = a;
+  while (pos < b) {
+    const auto c = static_cast<unsigned char>(t[pos]);
+    if (isWordByte(c)) {
+      size_t end = pos;
+      while (end < b && isWordByte(static_cast<unsigned char>(t[end]))) ++end;
+      const std::string_view w = t.substr(pos, end - pos);
+      if (isYouWord(w)) you = true;
+      if (isMeWord(w)) you = false;
+      pos = end;
+      continue;
+    }
+    char32_t cp = 0;
+    const size_t len = decodeUtf8(t, pos, &cp);
+    if (cp == U'你' || cp == U'您') you = true;
+    if (cp == U'我') you = false;
+    pos += len;
+  }
+  return you;
+}
+
+bool endsWithAny(std::string_view t, size_t end, std::initializer_list<std::string_view> list) {
+  for (std::string_view w : list) {
+    if (end >= w.size() && t.substr(end - w.size(), w.size()) == w) return true;
+  }
+  return false;
+}
+
+// Where [a, b) ends once trailing spaces and non-question marks are dropped.
+size_t contentEnd(std::string_view t, size_t a, size_t b) {
+  while (b > a && (t[b - 1] == ' ' || t[b - 1] == '!' || t[b - 1] == '~' || t[b - 1] == '.' ||
+                   t[b - 1] == '\n' || t[b - 1] == ',')) {
+    --b;
+  }
+  return b;
+}
+
+// A question ends in "?", in 吗/么, or in a question word (在干嘛, 去哪呢), or
+// opens with an English question word. Such messages want an answer or a
+// question back, not a quote of themselves with "tell me more".
+bool isQuestion(std::string_view t) {
+  size_t end = contentEnd(t, 0, t.size());
+  if (end == 0) return false;
+  if (t[end - 1] == '?') return true;
+  if (endsWithAny(t, end, {"吗", "么"})) return true;
+  while (endsWithAny(t, end, {"呢", "啊", "呀"})) end -= std::string_view("呢").size();
+  if (endsWithAny(t, end, {"干嘛", "什么", "啥", "咋办", "哪", "哪儿", "哪里", "谁", "为什么",
+                           "多少", "几点", "好不好", "行不行", "要不要", "可以吗"})) {
+    return true;
+  }
+  size_t wordEnd = 0;
+  while (wordEnd < t.size() && isWordByte(static_cast<unsigned char>(t[wordEnd]))) ++wordEnd;
+  static constexpr std::array<std::string_view, 18> kOpeners = {
+      "what", "how", "why", "when", "where", "who", "which", "are", "do",
+      "does", "did", "can", "could", "would", "will", "is", "should", "wanna"};
+  const std::string_view first = t.substr(0, wordEnd);
+  return std::find(kOpeners.begin(), kOpeners.end(), first) != kOpeners.end();
+}
+
+// An invitation: a suggestion to do something together, asked or proposed
+// ("周末一起去看电影吧", "wanna grab dinner?").
+bool isInvite(std::string_view t, bool question) {
+  static constexpr std::array<std::string_view, 8> kZh = {
+      "一起", "要不要", "约你", "出来玩", "出去玩", "有空吗", "有时间吗", "见个面"};
+  static constexpr std::array<std::string_view, 10> kEn = {
+      "let's",        "lets",       "wanna",      "want to", "shall we", "how about",
+      "would you like", "do you want", "are you free", "down to"};
+  const size_t end = contentEnd(t, 0, t.size());
+  const bool proposing = question || endsWithAny(t, end, {"吧", "呗"});
+  for (std::string_view w : kZh) {
+    if (proposing && t.find(w) != std::string_view::npos) return true;
+  }
+  for (std::string_view w : kEn) {
+    const size_t at = t.find(w);
+    if (at == std::string_view::npos) continue;
+    const bool startOk = at == 0 || !isWordByte(static_cast<unsigned char>(t[at - 1]));
+    const bool endOk = at + w.size() >= t.size() ||
+                       !isWordByte(static_cast<unsigned char>(t[at + w.size()]));
+    if (startOk && endOk) return true;
+  }
+  return false;
+}
+
+Signals readMessage(const Data& tables, std::string_view message,
+                    std::string_view context, std::string_view sceneName) {
+  Signals sig;
+  sig.hash = fnv1a(sceneName, fnv1a(context, fnv1a(message) ^ 0x1F));
+  const int scene = indexOf(kSceneNames, sceneName);
+  sig.scene = scene > 0 ? static_cast<Scene>(scene) : Scene::kNone;
+  sig.stage = readStage(tables, context, sig.scene);
+
+  sig.lang = Lang::kEn;
+  for (size_t pos = 0; pos < message.size();) {
+    char32_t cp = 0;
+    pos += decodeUtf8(message, pos, &cp);
+    if (isCjkIdeograph(cp)) {
+      sig.lang = Lang::kZh;
+      break;
+    }
+  }
+
+  const Normalized n = normalize(message);
+  const std::string_view t = n.text;
+  const std::vector<Hit> hits = scan(tables.terms, t);
+  sig.message_units = countUnits(t, 0, t.size());
+
+  // Fold the hits left to right. A "chain" is the run of negation and degree
+  // words waiting for the emotion term they modify.
+  struct Chain {
+    bool active = false;
+    int negations = 0;
+    size_t begin = 0;
+    size_t negation_begin = 0;
+    size_t end = 0;
+    double degree = 1.0;
+  } chain;
+  std::vector<EmotionHit> found;
+  std::vector<std::pair<size_t, size_t>> clauses;  // [begin, end) with an "after contrast" flag below
+  std::vector<bool> afterContrast;
+  size_t clauseStart = 0;
+  bool seenContrast = false;
+  double weight = 1.0;
+  int last = -1;  // the previous emotion hit in this clause, for post-degree words
+  auto endClause = [&](size_t at, size_t next) {
+    clauses.emplace_back(clauseStart, at);
+    afterContrast.push_back(seenContrast);
+    clauseStart = next;
+  };
+
+  std::vector<size_t> aNotAClauses;  // clauses asking "X不X" (爱不爱, 开不开心)
+  for (size_t i = 0; i < hits.size(); ++i) {
+    const Hit& h = hits[i];
+    if (h.term == kBreakHit || h.term == kBurstHit) {
+      endClause(h.begin, h.end);
+      chain = Chain{};
+      last = -1;
+      if (h.term == kBurstHit) {
+        EmotionHit e;
+        e.emotion = Emotion::kSurprise;
+        e.strength = kBurstStrength;
+        e.weight = weight;
+        e.feel_begin = e.chain_begin = h.begin;
+        e.feel_end = e.chain_end = h.end;
+        e.clause = clauses.size() - 1;
+        e.echoable = false;
+        found.push_back(e);
+      }
+      continue;
+    }
+    const Term& term = tables.term_info[static_cast<size_t>(h.term)];
+    if (chain.active && countUnits(t, chain.end, h.begin) > kNegationWindow) chain = Chain{};
+    switch (term.kind) {
+      case TermKind::kSkip:
+        break;
+      case TermKind::kContrast:
+        for (EmotionHit& e : found) e.weight *= kBeforeContrast;
+        weight = kAfterContrast;
+        endClause(h.begin, h.end);
+        seenContrast = true;
+        chain = Chain{};
+        last = -1;
+        break;
+      case TermKind::kNegation:
+        // "爱不爱", "开心不开心": the A-not-A question form is not a negation.
+        // The first term already counted; the repeat is skipped.
+        if (i > 0 && i + 1 < hits.size() && last >= 0 && hits[i - 1].term >= 0 &&
+            hits[i - 1].end == h.begin && hits[i + 1].term == hits[i - 1].term &&
+            hits[i + 1].begin == h.end) {
+          aNotAClauses.push_back(clauses.size());
+          ++i;
+          break;
+        }
+        if (!chain.active) {
+          chain.active = true;
+          chain.begin = h.begin;
+        }
+        if (chain.negations == 0) chain.negation_begin = h.begin;
+        ++chain.negations;
+        chain.end = h.end;
+        break;
+      case TermKind::kDegree: {
+        double v = term.value;
+        if (chain.negations % 2 == 1 && v > 1.0) v = kNegatedDegree;
+        if (!chain.active) {
+          chain.active = true;
+          chain.begin = h.begin;
+        }
+        chain.degree *= v;
+        chain.end = h.end;
+        break;
+      }
+      case TermKind::kPostDegree:
+        if (last >= 0) {
+          EmotionHit& e = found[static_cast<size_t>(last)];
+          if (countUnits(t, e.chain_end, h.begin) <= kPostDegreeWindow) {
+            e.strength *= term.value;
+            e.chain_end = h.end;
+          }
+        }
+        break;
+      case TermKind::kEmotion: {
+        EmotionHit e;
+        e.emotion = term.emotion;
+        e.strength = term.value;
+        e.weight = weight;
+        e.feel_begin = e.chain_begin = h.begin;
+        e.feel_end = e.chain_end = h.end;
+        e.clause = clauses.size();
+        e.news = (term.tags & kTagNews) != 0;
+        bool cancelled = false;
+        if (chain.active) {
+          e.chain_begin = chain.begin;
+          if (countUnits(t, chain.end, h.begin) <= kDegreeWindow) {
+            e.strength *= std::clamp(chain.degree, 0.3, 2.5);
+          }
+          if (chain.negations % 2 == 1) {
+            const auto flip = negationFlip(term.emotion);
+            if (flip) {
+              e.emotion = flip->first;
+              e.strength *= flip->second;
+              e.feel_begin = chain.negation_begin;
+              e.news = false;
+            } else {
+              cancelled = true;
+            }
+          } else if (chain.negations > 0) {
+            e.strength *= kDoubleNegation;
+          }
+        }
+        chain = Chain{};
+        if (cancelled) {
+          last = -1;
+          break;
+        }
+        e.echoable = spanHasLetters(t, e.feel_begin, e.feel_end);
+        found.push_back(e);
+        last = static_cast<int>(found.size()) - 1;
+        break;
+      }
+    }
+  }
+  endClause(t.size(), t.size());
+
+  // Feelings asked about the reader ("你是不是生气了？", "are you mad at me?")
+  // are not the sender's: what the sender feels is concern. In a question
+  // clause where the reader is the last person named before the term, a
+  // negative feeling reads as the sender's anxiety and a happy one as care.
+  std::vector<bool> questionClause(clauses.size(), false);
+  for (size_t c = 0; c < clauses.size(); ++c) {
+    const size_t end = contentEnd(t, clauses[c].first, clauses[c].second);
+    questionClause[c] = (clauses[c].second < t.size() && t[clauses[c].second] == '?') ||
+                        endsWithAny(t, end, {"吗", "么"});
+  }
+  for (size_t c : aNotAClauses) {
+    if (c < questionClause.size()) questionClause[c] = true;
+  }
+  for (EmotionHit& e : found) {
+    if (!e.echoable || e.clause >= clauses.size() || !questionClause[e.clause]) continue;
+    if (!readerNamedLast(t, clauses[e.clause].first, e.chain_begin)) continue;
+    if (isNegative(e.emotion)) {
+      e.emotion = Emotion::kAnxiety;
+      e.strength *= 0.7;
+    } else if (e.emotion == Emotion::kJoy) {
+      e.emotion = Emotion::kAffection;
+      e.strength *= 0.6;
+    }
+  }
+
+  // Pick the dominant category by weighted score.
+  std::array<double, kEmotionCount> score{};
+  std::array<double, kEmotionCount> peak{};
+  for (const EmotionHit& e : found) {
+    score[idx(e.emotion)] += e.strength * e.weight;
+    peak[idx(e.emotion)] = std::max(peak[idx(e.emotion)], e.strength * e.weight);
+  }
+  int dominant = -1;
+  for (size_t i = 0; i < kEmotionCount; ++i) {
+    if (score[i] < kMinEmotionScore) continue;
+    if (dominant < 0 || score[i] > score[static_cast<size_t>(dominant)] + 1e-9 ||
+        (std::abs(score[i] - score[static_cast<size_t>(dominant)]) <= 1e-9 &&
+         peak[i] > peak[static_cast<size_t>(dominant)])) {
+      dominant = static_cast<int>(i);
+    }
+  }
+  const double emphasis = emphasisOf(message, t);
+  int strongest = -1;
+  if (dominant < 0) {
+    sig.emotion = Emotion::kNeutral;
+    // A neutral message can still be emphatic ("好的！！！"), never strongly so.
+    sig.intensity = std::min(0.3, (emphasis - 1.0) * 0.6);
+  } else {
+    sig.emotion = static_cast<Emotion>(dominant);
+    // Intensity: the strongest hit plus a share of the others, scaled by
+    // emphasis and squashed into [0, 1) so that more of anything always
+    // reads as more intense without ever saturating.
+    double maxV = 0;
+    double sumV = 0;
+    for (size_t i = 0; i < found.size(); ++i) {
+      const EmotionHit& e = found[i];
+      if (e.emotion != sig.emotion) continue;
+      const double v = e.strength * std::min(e.weight, 1.0);
+      sumV += v;
+      if (v > maxV) maxV = v;
+      if (e.echoable && (strongest < 0 || e.strength * e.weight >
+                                              found[static_cast<size_t>(strongest)].strength *
+                                                  found[static_cast<size_t>(strongest)].weight)) {
+        strongest = static_cast<int>(i);
+      }
+    }
+    const double raw = (maxV + 0.3 * (sumV - maxV)) * emphasis;
+    sig.intensity = std::clamp(1.0 - std::exp(-1.8 * raw), 0.0, 1.0);
+  }
+  sig.intensity = std::round(sig.intensity * 1000.0) / 1000.0;
+
+  size_t chainBegin = std::string_view::npos;
+  size_t chainEnd = std::string_view::npos;
+  if (strongest >= 0) {
+    const EmotionHit& e = found[static_cast<size_t>(strongest)];
+    sig.feel = cutOriginal(message, n, e.feel_begin, e.feel_end);
+    chainBegin = e.chain_begin;
+    chainEnd = e.chain_end;
+  }
+  // Spoken to the reader ("你怎么又迟到了，我真的很生气"): with anger, replies then
+  // own their part instead of taking the sender's side against a third party.
+  const bool question = isQuestion(t) || !aNotAClauses.empty();
+  bool news = false;
+  for (const EmotionHit& e : found) {
+    news = news || (e.news && (e.emotion == Emotion::kJoy || e.emotion == Emotion::kSurprise));
+  }
+  sig.conditions = static_cast<uint8_t>(
+      (mentionsYou(t) ? kCondAddressed : 0) | (question ? kCondQuestion : 0) |
+      (isInvite(t, question) ? kCondInvite | kCondQuestion : 0) | (news ? kCondNews : 0));
+
+  // The topic: the clause with the most content besides the feeling words
+  // (the echoed feeling counts for nothing, other emotion terms for half:
+  // "I got the job" beats "I'm so happy"), preferring what follows a contrast
+  // and, on ties, the later clause. A clause that is nothing but the feeling
+  // ("好想你啊") still qualifies, so a short message is quoted whole rather
+  // than reduced to a bare word.
+  const size_t limit = sig.lang == Lang::kZh ? 16 : 10;
+  const size_t minRemainder = sig.lang == Lang::kZh ? 4 : 3;
+  int bestClause = -1;
+  double bestScore = 0;
+  std::pair<size_t, size_t> bestSpan{0, 0};
+  for (size_t c = 0; c < clauses.size(); ++c) {
+    auto [s, e] =
+        trimChunk(t, clauses[c].first, clauses[c].second, chainBegin, chainEnd, minRemainder);
+    if (s >= e) continue;
+    const size_t units = countUnits(t, s, e);
+    if (units < 2) continue;
+    double feeling = 0;
+    for (const EmotionHit& h : found) {
+      const size_t a = std::max(h.chain_begin, s);
+      const size_t b = std::min(h.chain_end, e);
+      if (a >= b) continue;
+      const bool echoed = h.chain_begin == chainBegin && h.chain_end == chainEnd;
+      feeling += static_cast<double>(countUnits(t, a, b)) * (echoed ? 1.0 : 0.5);
+    }
+    const double content = std::max(0.0, static_cast<double>(units) - feeling);
+    const double sc =
+        std::min(content, static_cast<double>(limit)) + (afterContrast[c] ? 3.0 : 0.0);
+    if (bestClause < 0 || sc >= bestScore) {
+      bestClause = static_cast<int>(c);
+      bestScore = sc;
+      bestSpan = {s, e};
+    }
+  }
+  if (bestClause >= 0) {
+    auto [s, e] = bestSpan;
+    if (countUnits(t, s, e) > limit) std::tie(s, e) = nounChunk(t, s, e, sig.lang);
+    if (s < e) sig.topic = cutOriginal(message, n, s, e);
+  }
+
+  // The echo prefers the sender's own clause over a bare emotion word:
+  // 「今天被老板骂了」 says more than 「生气」.
+  if (!sig.topic.empty()) {
+    sig.echo = sig.topic;
+  } else if (!sig.feel.empty()) {
+    sig.echo = sig.feel;
+  } else {
+    // Nothing recognizable ("？？？", "ok", an emoji): quote the message
+    // itself, cut to a quotable length.
+    const size_t cap = sig.lang == Lang::kZh ? 12 : 8;
+    auto [s, e] = trimChunk(t, 0, t.size(), std::string_view::npos, std::string_view::npos, 0);
+    if (s >= e) {
+      s = 0;
+      e = t.size();
+    }
+    size_t units = 0;
+    size_t cut = s;
+    bool truncated = false;
+    bool inWord = false;
+    while (cut < e) {
+      char32_t cp = 0;
+      const size_t len = decodeUtf8(t, cut, &cp);
+      const bool word = cp < 0x80 && isWordByte(static_cast<unsigned char>(cp));
+      if (!(word && inWord) && !isSpace(cp)) {
+        if (units == cap) {
+          truncated = true;
+          break;
+        }
+        ++units;
+      }
+      inWord = word;
+      cut += len;
+    }
+    sig.echo = cutOriginal(message, n, s, cut);
+    while (!sig.echo.empty() && sig.echo.back() == ' ') sig.echo.pop_back();
+    if (truncated) sig.echo += "…";
+  }
+  return sig;
+}
+
+// ---------------------------------------------------------------------------
+// Strategy fit: how well each strategy suits the signals, in [0, 1], kept as
+// components so that perfect mode can say which one made the difference.
+
+// Columns: empathize, reassure, humor, apologize, boundary, flirt,
+// congratulate, space, curious. Rows follow Emotion. Apologizing is only a
+// mild fit for anger in general (the sender may be angry at someone else);
+// being addressed, a strained relationship or a conflict scene raise it.
+constexpr double kBaseFit[kEmotionCount][kStrategyCount] = {
+    {.55, .10, .60, .00, .00, .35, .80, .00, .60},  // joy
+    {.45, .60, .45, .00, .05, .70, .15, .00, .40},  // affection
+    {.85, .40, .10, .25, .20, .00, .00, .35, .40},  // anger
+    {.90, .75, .15, .05, .00, .00, .00, .35, .45},  // sadness
+    {.70, .90, .20, .05, .00, .00, .00, .15, .50},  // anxiety
+    {.70, .30, .30, .15, .35, .00, .00, .30, .45},  // disgust
+    {.40, .20, .50, .00, .00, .15, .45, .00, .80},  // surprise
+    {.35, .20, .45, .00, .00, .20, .00, .10, .75},  // neutral
+};
+
+// Rows follow Stage. -1 rules a strategy out (flirting with a colleague).
+constexpr double kStageFit[kStageCount][kStrategyCount] = {
+    {-.05, -.05, .00, .00, .05, -.30, .00, .00, .10},  // stranger
+    {.00, .00, .05, .00, .00, -.20, .00, .00, .10},    // acquaintance
+    {.00, .00, .05, .00, -.05, .20, .00, -.05, .10},   // ambiguous
+    {.05, .05, .05, .10, -.05, .15, .00, .00, .00},    // dating
+    {.05, .10, .00, .10, -.05, .10, .00, .00, .00},    // committed
+    {.05, .00, -.15, .30, .10, -1, -.10, .15, .00},    // strained
+    {.00, -.10, -.20, .00, .30, -1, -.10, .30, -.10},  // post_breakup
+    {.00, .00, -.10, .05, .10, -1, .00, .00, .10},     // colleague
+    {.05, .10, .00, .05, .00, -1, .00, .00, .00},      // family
+    {.00, .00, .00, .00, .00, .00, .00, .00, .00},     // unknown
+};
+
+// Rows follow Scene.
+constexpr double kSceneFit[kSceneCount][kStrategyCount] = {
+    {.00, .00, .00, .00, .00, .00, .00, .00, .00},   // none
+    {.00, .00, .05, .00, .00, .00, .00, .00, .05},   // chat
+    {.00, .00, .05, .00, .00, .25, .00, .00, .10},   // ambiguous
+    {.00, .00, .05, .00, .00, .20, .00, .00, .05},   // dating
+    {-.05, .00, .35, .00, .00, .00, .00, .00, .00},  // humor
+    {.05, .00, -.15, .20, .20, -1, -.10, .10, .00},  // conflict
+    {.00, .00, .10, .00, .00, -.10, .00, .00, .10},  // social
+    {.00, .00, -.10, .05, .10, -1, .00, .00, .10},   // work
+    {.00, -.05, -.15, .00, .20, -1, -.10, .25, .00}, // breakup
+    {.00, .10, .00, .00, .00, .20, .20, .00, .00},   // proposal
+};
+
+// A strategy is "applicable" (offered in standard and perfect mode) from here.
+constexpr double kApplicableFit = 0.3;
+
+enum Component : uint8_t {
+  kByEmotion, kByIntensity, kByStage, kByScene, kBySituation, kComponentCount
+};
+
+struct Fit {
+  std::array<double, kComponentCount> parts{};
+  double total = 0;
+};
+
+std::array<Fit, kStrategyCount> fitStrategies(const Signals& sig) {
+  std::array<Fit, kStrategyCount> fits;
+  const bool negative = isNegative(sig.emotion);
+  const bool high = sig.intensity >= 0.7;
+  for (size_t s = 0; s < kStrategyCount; ++s) {
+    Fit& f = fits[s];
+    const auto strategy = static_cast<Strategy>(s);
+    f.parts[kByEmotion] = kBaseFit[idx(sig.emotion)][s];
+    double intensity = 0;
+    if (negative && high) {
+      // Strong negative feelings: no jokes, fewer questions, more room.
+      if (strategy == Strategy::kHumor) intensity = -.25;
+      if (strategy == Strategy::kCurious) intensity = -.10;
+      if (strategy == Strategy::kSpace) intensity = .10;
+      if (strategy == Strategy::kEmpathize) intensity = .05;
+    } else if (negative && sig.intensity < 0.35) {
+      if (strategy == Strategy::kHumor) intensity = .10;
+      if (strategy == Strategy::kCurious) intensity = .05;
+    } else if (sig.emotion == Emotion::kJoy && high) {
+      if (strategy == Strategy::kCongratulate) intensity = .10;
+      if (strategy == Strategy::kHumor) intensity = .05;
+    }
+    f.parts[kByIntensity] = intensity;
+    f.parts[kByStage] = kStageFit[idx(sig.stage)][s];
+    f.parts[kByScene] = kSceneFit[idx(sig.scene)][s];
+    // The situation: what the message does besides feeling something.
+    double situation = 0;
+    const uint8_t cond = sig.conditions;
+    if ((cond & kCondAddressed) &&
+        (sig.emotion == Emotion::kAnger || sig.emotion == Emotion::kDisgust)) {
+      // Anger aimed at the reader: owning it comes first, taking sides with
+      // the sender against "them" no longer fits, and jokes land badly.
+      if (strategy == Strategy::kApologize) situation += .50;
+      if (strategy == Strategy::kBoundary) situation += .20;
+      if (strategy == Strategy::kEmpathize) situation -= .15;
+      if (strategy == Strategy::kHumor) situation -= .15;
+      if (strategy == Strategy::kReassure) situation -= .20;
+    }
+    if ((cond & kCondQuestion) && sig.emotion == Emotion::kAffection) {
+      // "你到底爱不爱我": a question about feelings asks for reassurance.
+      if (strategy == Strategy::kReassure) situation += .20;
+      if (strategy == Strategy::kFlirt) situation -= .10;
+    }
+    if ((cond & kCondQuestion) && sig.emotion == Emotion::kAnxiety) {
+      if (strategy == Strategy::kReassure) situation += .10;
+    }
+    if (cond & kCondInvite) {
+      if (strategy == Strategy::kCurious) situation += .10;
+      if (strategy == Strategy::kFlirt) situation += .10;
+      if (strategy == Strategy::kHumor) situation += .05;
+    }
+    if (sig.emotion == Emotion::kJoy || sig.emotion == Emotion::kSurprise) {
+      // Congratulations need something to congratulate on: 升职 yes, 哈哈 no.
+      if (strategy == Strategy::kCongratulate) situation += (cond & kCondNews) ? .10 : -.35;
+    }
+    f.parts[kBySituation] = situation;
+    double total = 0;
+    for (double p : f.parts) total += p;
+    // Hard rules that no bonus overrides.
+    if (strategy == Strategy::kFlirt && negative && sig.intensity >= 0.3) total = 0;
+    if (strategy == Strategy::kCongratulate && negative) total = 0;
+    if (strategy == Strategy::kApologize && isPositive(sig.emotion)) total = 0;
+    f.total = std::clamp(total, 0.0, 1.0);
+  }
+  return fits;
+}
+
+std::array<Strategy, kStrategyCount> rankStrategies(const std::array<Fit, kStrategyCount>& fits) {
+  std::array<Strategy, kStrategyCount> order;
+  for (size_t s = 0; s < kStrategyCount; ++s) order[s] = static_cast<Strategy>(s);
+  std::stable_sort(order.begin(), order.end(), [&](Strategy a, Strategy b) {
+    return fits[idx(a)].total > fits[idx(b)].total;
+  });
+  return order;
+}
+
+// ---------------------------------------------------------------------------
+// Composition.
+
+// Sentence frames the engine itself adds around the data phrases. They stay
+// in code because they are tied to the logic that picks them (which reason,
+// which intensity band); the data file holds everything else.
+struct Frames {
+  std::string_view lead_calm, lead_low, lead_mid, lead_high;
+  std::string_view compare_top, compare_below, same_strategy, also_consider;
+  std::string_view reason_emotion, reason_calm, reason_intensity, reason_stage, reason_scene,
+      reason_addressed, reason_question, reason_invite, reason_news, reason_detail;
+};
+
+constexpr Frames kZhFrames{
+    "对方语气比较平静。",
+    "对方有点{mood}。",
+    "对方挺{mood}的。",
+    "对方非常{mood}。",
+    "在{count}种适用的策略里比较下来，比起「{other}」，「{self}」{reason}。",
+    "它排在「{other}」之后，因为「{other}」{reason}。",
+    "和首选同属「{self}」，换了一种说法，方便你挑选。",
+    "也可以考虑「{other}」。",
+    "更贴合对方此刻的{mood}",
+    "更适合这种平和的语气",
+    "在情绪这么强烈的时候更稳妥",
+    "更符合你们目前（{stage}）的关系",
+    "更契合「{scene}」这个场景",
+    "更能回应对方冲着你来的情绪",
+    "更能接住对方的问题",
+    "更适合回应对方的邀约",
+    "更适合回应对方的好消息",
+    "说法更具体，长度也更合适",
+};
+
+constexpr Frames kEnFrames{
+    "Their tone is fairly calm. ",
+    "They sound a little {mood}. ",
+    "They sound quite {mood}. ",
+    "They sound really {mood}. ",
+    "Of the {count} approaches that fit here, {self} beats {other}: it {reason}.",
+    "It ranks below {other}, which {reason}.",
+    "Same approach as the top pick ({self}), phrased differently to give you a choice.",
+    " Also worth considering: {other}.",
+    "fits their {mood} mood better",
+    "suits their calm tone better",
+    "is safer when feelings run this high",
+    "suits where you two are ({stage}) better",
+    "fits the {scene} setting better",
+    "answers feelings aimed at you more directly",
+    "takes up their question better",
+    "answers their invitation better",
+    "does their good news more justice",
+    "is more specific and better sized",
+};
+
+const Frames& framesFor(Lang lang) { return lang == Lang::kZh ? kZhFrames : kEnFrames; }
+
+// Replaces {name} placeholders through lookup(name); unknown names stay as
+// they are (data placeholders are validated at load time).
+template <typename Lookup>
+std::string fill(std::string_view tpl, Lookup lookup) {
+  std::string out;
+  out.reserve(tpl.size() + 32);
+  size_t pos = 0;
+  while (pos < tpl.size()) {
+    const size_t open = tpl.find('{', pos);
+    if (open == std::string_view::npos) break;
+    const size_t close = tpl.find('}', open);
+    if (close == std::string_view::npos) break;
+    out.append(tpl.substr(pos, open - pos));
+    const std::string_view name = tpl.substr(open + 1, close - open - 1);
+    const std::optional<std::string_view> value = lookup(name);
+    if (value) {
+      out.append(*value);
+    } else {
+      out.append(tpl.substr(open, close - open + 1));
+    }
+    pos = close + 1;
+  }
+  out.append(tpl.substr(pos));
+  return out;
+}
+
+void capitalizeFirst(std::string& s) {
+  for (char& c : s) {
+    if (c >= 'a' && c <= 'z') {
+      c = static_cast<char>(c - 'a' + 'A');
+      return;
+    }
+    if (isAsciiAlnum(static_cast<unsigned char>(c))) return;
+  }
+}
+
+struct Candidate {
+  Strategy strategy = Strategy::kEmpathize;
+  double score = 0;
+  std::string text;
+  int line = 0;
+};
+
+class Composer {
+ public:
+  Composer(const Data& tables, const Signals& sig)
+      : sig_(sig),
+        lang_(tables.lang[idx(sig.lang)]),
+        frames_(framesFor(sig.lang)),
+        fits_(fitStrategies(sig)),
+        ranking_(rankStrategies(fits_)) {}
+
+  const std::array<Fit, kStrategyCount>& fits() const { return fits_; }
+  const std::array<Strategy, kStrategyCount>& ranking() const { return ranking_; }
+
+  std::string_view strategyName(Strategy s) const { return lang_.strategy_names[idx(s)]; }
+
+  std::optional<std::string_view> slotValue(std::string_view name) const {
+    if (name == "echo") return std::string_view(sig_.echo);
+    if (name == "feel") return std::string_view(sig_.feel);
+    if (name == "topic") return std::string_view(sig_.topic);
+    if (name == "mood") return std::string_view(lang_.emotion_names[idx(sig_.emotion)]);
+    if (name == "stage") return std::string_view(lang_.stage_names[idx(sig_.stage)]);
+    if (name == "scene") return std::string_view(lang_.scene_names[idx(sig_.scene)]);
+    return std::nullopt;
+  }
+
+  bool fillable(const Phrase& p) const {
+    if ((p.slots & kSlotFeel) && sig_.feel.empty()) return false;
+    if ((p.slots & kSlotTopic) && sig_.topic.empty()) return false;
+    if ((p.slots & kSlotMood) && sig_.emotion == Emotion::kNeutral) return false;
+    return true;
+  }
+
+  std::string render(std::string_view tpl) const {
+    std::string out = fill(tpl, [this](std::string_view name) { return slotValue(name); });
+    if (sig_.lang == Lang::kEn) capitalizeFirst(out);
+    return out;
+  }
+
+  // The best phrase of a list for this message: fitting the emotion (and the
+  // stage, for needs), most specific first; among equals, one chosen by the
+  // message hash so that different messages read differently.
+  const Phrase* pick(const std::vector<Phrase>& list) const {
+    int bestSpec = -1;
+    std::vector<const Phrase*> best;
+    for (const Phrase& p : list) {
+      if (!p.fitsEmotion(sig_.emotion) || !p.fitsStage(sig_.stage) ||
+          !p.fitsConditions(sig_.conditions) || !fillable(p)) {
+        continue;
+      }
+      const int spec = (p.anyStage() ? 0 : 2) + (p.specific() ? 1 : 0);
+      if (spec > bestSpec) {
+        bestSpec = spec;
+        best.clear();
+      }
+      if (spec == bestSpec) best.push_back(&p);
+    }
+    if (best.empty()) return nullptr;
+    return best[static_cast<size_t>(mix64(sig_.hash) % best.size())];
+  }
+
+  // Every usable reply of a strategy, scored, best first. Score, in [0, 1]:
+  //   0.60 x strategy fit (emotion, intensity, stage, scene, being addressed)
+  //   0.15 if the reply echoes a term from the message
+  //   0.15 x length fit (close to ~1.5x the message length, within bounds)
+  //   0.10 x template specificity (1 written for this emotion or situation,
+  //          0.5 generic)
+  // plus a jitter below 0.01 from the message hash that only breaks ties, so
+  // equally good phrasings rotate between messages. Rounded to 3 decimals.
+  const std::vector<Candidate>& candidates(Strategy s) const {
+    std::optional<std::vector<Candidate>>& cached = cache_[idx(s)];
+    if (cached) return *cached;
+    cached.emplace();
+    const double ideal = sig_.lang == Lang::kZh
+                             ? std::clamp(static_cast<double>(sig_.message_units) * 1.5, 14.0, 40.0)
+                             : std::clamp(static_cast<double>(sig_.message_units) * 1.5, 8.0, 30.0);
+    for (const Phrase& p : lang_.replies[idx(s)]) {
+      if (!p.fitsEmotion(sig_.emotion) || !p.fitsConditions(sig_.conditions) || !fillable(p)) {
+        continue;
+      }
+      Candidate c;
+      c.strategy = s;
+      c.line = p.line;
+      c.text = render(p.text);
+      const auto len = static_cast<double>(countUnits(c.text, 0, c.text.size()));
+      const double lengthFit = std::max(0.0, 1.0 - std::abs(len - ideal) / ideal);
+      const double echo = (p.slots & kEchoSlots) ? 1.0 : 0.0;
+      const double specific = p.specific() ? 1.0 : 0.5;
+      const double jitter =
+          static_cast<double>(mix64(sig_.hash ^ static_cast<uint64_t>(p.line)) % 10) / 1000.0;
+      const double raw = 0.6 * fits_[idx(s)].total + 0.15 * echo + 0.15 * lengthFit +
+                         0.1 * specific + jitter;
+      c.score = std::round(std::clamp(raw, 0.0, 1.0) * 1000.0) / 1000.0;
+      cached->push_back(std::move(c));
+    }
+    std::stable_sort(cached->begin(), cached->end(),
+                     [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+    return *cached;
+  }
+
+  // The sentence naming which fit component made `better` beat `worse`.
+  std::string reason(Strategy better, Strategy worse) const {
+    const Fit& a = fits_[idx(better)];
+    const Fit& b = fits_[idx(worse)];
+    int best = -1;
+    double bestDiff = 0.02;
+    for (size_t c = 0; c < kComponentCount; ++c) {
+      const double diff = a.parts[c] - b.parts[c];
+      if (diff > bestDiff) {
+        bestDiff = diff;
+        best = static_cast<int>(c);
+      }
+    }
+    std::string_view frame = frames_.reason_detail;
+    switch (best) {
+      case kByEmotion:
+        frame = sig_.emotion == Emotion::kNeutral ? frames_.reason_calm : frames_.reason_emotion;
+        break;
+      case kByIntensity:
+        frame = frames_.reason_intensity;
+        break;
+      case kByStage:
+        frame = frames_.reason_stage;
+        break;
+      case kByScene:
+        frame = frames_.reason_scene;
+        break;
+      case kBySituation:
+        frame = (sig_.conditions & kCondInvite)     ? frames_.reason_invite
+                : (sig_.conditions & kCondNews)     ? frames_.reason_news
+                : (sig_.conditions & kCondQuestion) ? frames_.reason_question
+                                                    : frames_.reason_addressed;
+        break;
+      default:
+        break;
+    }
+    return fill(frame, [this](std::string_view name) { return slotValue(name); });
+  }
+
+  std::string lead() const {
+    std::string_view frame = frames_.lead_calm;
+    if (sig_.emotion != Emotion::kNeutral) {
+      frame = sig_.intensity < 0.4    ? frames_.lead_low
+              : sig_.intensity < 0.75 ? frames_.lead_mid
+                                      : frames_.lead_high;
+    }
+    return fill(frame, [this](std::string_view name) { return slotValue(name); });
+  }
+
+  std::string why(Strategy s) const {
+    const Phrase* p = pick(lang_.whys[idx(s)]);
+    return p == nullptr ? std::string() : render(p->text);
+  }
+
+  std::string advice(Strategy s) const {
+    const Phrase* p = pick(lang_.advice[idx(s)]);
+    return p == nullptr ? std::string() : render(p->text);
+  }
+
+  std::string need() const {
+    const Phrase* p = pick(lang_.needs);
+    return p == nullptr ? std::string() : render(p->text);
+  }
+
+  const Frames& frames() const { return frames_; }
+
+ private:
+  const Signals& sig_;
+  const LangTables& lang_;
+  const Frames& frames_;
+  std::array<Fit, kStrategyCount> fits_;
+  std::array<Strategy, kStrategyCount> ranking_;
+  // Candidates are built only for strategies a mode asks about; fast mode
+  // usually touches one.
+  mutable std::array<std::optional<std::vector<Candidate>>, kStrategyCount> cache_;
+};
+
+// Collects distinct replies up to a count.
+class Picker {
+ public:
+  explicit Picker(size_t want) : want_(want) {}
+  bool full() const { return chosen_.size() >= want_; }
+  void offer(const Candidate& c) {
+    if (full()) return;
+    for (const Candidate& have : chosen_) {
+      if (have.text == c.text) return;
+    }
+    chosen_.push_back(c);
+  }
+  std::vector<Candidate>& chosen() { return chosen_; }
+
+ private:
+  size_t want_;
+  std::vector<Candidate> chosen_;
+};
+
+// Offers candidates of several strategies in rounds: the best of each, then
+// the second best of each, and so on; within a round the better score first.
+// This keeps the set varied without letting a weak strategy push out a
+// strong one's best phrasing.
+void offerInRounds(const Composer& composer, const std::vector<Strategy>& strategies,
+                   Picker* picker) {
+  for (size_t round = 0; !picker->full(); ++round) {
+    std::vector<const Candidate*> row;
+    for (Strategy s : strategies) {
+      const std::vector<Candidate>& list = composer.candidates(s);
+      if (round < list.size()) row.push_back(&list[round]);
+    }
+    if (row.empty()) return;
+    std::stable_sort(row.begin(), row.end(),
+                     [](const Candidate* a, const Candidate* b) { return a->score > b->score; });
+    for (const Candidate* c : row) picker->offer(*c);
+  }
+}
+
+// When a mode's own strategies run out of distinct phrasings, the count is
+// still met: first from the remaining strategies that fit at all, then from
+// any strategy, in ranking order.
+void topUp(const Composer& composer, Picker* picker) {
+  for (int pass = 0; pass < 2 && !picker->full(); ++pass) {
+    for (Strategy s : composer.ranking()) {
+      if (pass == 0 && composer.fits()[idx(s)].total <= 0) continue;
+      for (const Candidate& c : composer.candidates(s)) picker->offer(c);
+      if (picker->full()) return;
+    }
+  }
+}
+
+// The strategies a mode draws from, best fit first: those at or above
+// kApplicableFit, at most `most`, and at least `least` (padding from the
+// ranking while the fit is above zero).
+std::vector<Strategy> strategiesFor(const Composer& composer, size_t least, size_t most) {
+  std::vector<Strategy> out;
+  for (Strategy s : composer.ranking()) {
+    const double fit = composer.fits()[idx(s)].total;
+    if (out.size() >= most) break;
+    if (fit >= kApplicableFit || (out.size() < least && fit > 0)) out.push_back(s);
+  }
+  if (out.empty()) out.push_back(composer.ranking()[0]);
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// BuiltinEngine.
+
+BuiltinEngine::BuiltinEngine(std::unique_ptr<const Tables> tables) : tables_(std::move(tables)) {}
+BuiltinEngine::~BuiltinEngine() = default;
+
+eq::Result<std::unique_ptr<BuiltinEngine>> BuiltinEngine::create(std::string_view lexicon_tsv,
+                                                                 std::string_view phrases_tsv) {
+  auto tables = std::make_unique<Tables>();
+  Status st = parseLexicon(lexicon_tsv, tables.get());
+  if (!st.isOk()) return st;
+  st = parsePhrases(phrases_tsv, tables.get());
+  if (!st.isOk()) return st;
+  return std::unique_ptr<BuiltinEngine>(new BuiltinEngine(std::move(tables)));
+}
+
+eq::Result<Analysis> BuiltinEngine::analyze(const AnalyzeInput& in) const {
+  const std::optional<std::string> fixedMessage = sanitizeUtf8(in.message);
+  const std::optional<std::string> fixedContext = sanitizeUtf8(in.context);
+  const std::string_view message = fixedMessage ? *fixedMessage : std::string_view(in.message);
+  const std::string_view context = fixedContext ? *fixedContext : std::string_view(in.context);
+  if (message.empty()) return Status(400, "message is empty");
+
+  const Signals sig = readMessage(*tables_, message, context, in.scene);
+  const Composer composer(*tables_, sig);
+  Analysis out;
+  out.emotion = std::string(kEmotionNames[idx(sig.emotion)]);
+  out.intensity = sig.intensity;
+  out.relationship_stage = std::string(kStageNames[idx(sig.stage)]);
+  out.underlying_need = composer.need();
+  // The suggested strategy is the one fast mode would use, so analyze and
+  // reply never disagree; the runner-up is named when it also fits.
+  const Strategy first = composer.ranking()[0];
+  const Strategy second = composer.ranking()[1];
+  out.suggested_strategy = composer.advice(first);
+  if (composer.fits()[idx(second)].total >= kApplicableFit) {
+    out.suggested_strategy += fill(composer.frames().also_consider, [&](std::string_view name) {
+      return name == "other" ? std::optional<std::string_view>(composer.strategyName(second))
+                             : std::nullopt;
+    });
+  }
+  return out;
+}
+
+eq::Result<ReplyOutput> BuiltinEngine::reply(const ReplyInput& in) const {
+  if (in.reply_count < 1 || in.reply_count > 5) return Status(400, "reply_count must be 1..5");
+  const std::optional<std::string> fixedMessage = sanitizeUtf8(in.message);
+  const std::optional<std::string> fixedContext = sanitizeUtf8(in.context);
+  const std::string_view message = fixedMessage ? *fixedMessage : std::string_view(in.message);
+  const std::string_view context = fixedContext ? *fixedContext : std::string_view(in.context);
+  if (message.empty()) return Status(400, "message is empty");
+
+  const Signals sig = readMessage(*tables_, message, context, in.scene);
+  const Composer composer(*tables_, sig);
+  const auto want = static_cast<size_t>(in.reply_count);
+  Picker picker(want);
+
+  // The modes differ in how much of the strategy space they look at:
+  //   fast     one strategy (the best fit), several phrasings of it;
+  //   standard the analysis picks the 2-3 best-fitting strategies, whose
+  //            candidates are ranked together;
+  //   perfect  every applicable strategy is scored and compared, and each
+  //            reply explains how it compares with the others.
+  std::vector<Strategy> pool;
+  switch (in.mode) {
+    case Mode::kFast:
+      pool = {composer.ranking()[0]};
+      for (const Candidate& c : composer.candidates(pool[0])) picker.offer(c);
+      break;
+    case Mode::kStandard:
+      pool = strategiesFor(composer, 2, 3);
+      offerInRounds(composer, pool, &picker);
+      break;
+    case Mode::kPerfect:
+      pool = strategiesFor(composer, 2, kStrategyCount);
+      offerInRounds(composer, pool, &picker);
+      break;
+  }
+  topUp(composer, &picker);
+  std::vector<Candidate>& chosen = picker.chosen();
+  if (chosen.size() < want) return Status(500, "could not compose enough distinct replies");
+  std::stable_sort(chosen.begin(), chosen.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+
+  // For perfect mode: the winning strategy and the runner-up it is compared
+  // with (the best other strategy in the pool, by its best reply).
+  const Strategy winner = chosen[0].strategy;
+  Strategy runnerUp = winner;
+  double runnerScore = -1;
+  for (Strategy s : pool) {
+    const std::vector<Candidate>& list = composer.candidates(s);
+    if (s != winner && !list.empty() && list[0].score > runnerScore) {
+      runnerUp = s;
+      runnerScore = list[0].score;
+    }
+  }
+  if (runnerUp == winner) {
+    for (Strategy s : composer.ranking()) {
+      if (s != winner) {
+        runnerUp = s;
+        break;
+      }
+    }
+  }
+  const std::string count = std::to_string(pool.size());
+  const Frames& frames = composer.frames();
+
+  ReplyOutput out;
+  out.tokens_used = countTokens(message) + countTokens(context);
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    const Candidate& c = chosen[i];
+    Reply r;
+    r.text = c.text;
+    r.score = c.score;
+    std::string analysis;
+    if (in.mode != Mode::kFast) analysis = composer.lead();
+    analysis += composer.why(c.strategy);
+    if (in.mode == Mode::kPerfect) {
+      std::string_view frame;
+      Strategy self = c.strategy;
+      Strategy other = runnerUp;
+      std::string why;
+      if (c.strategy == winner && i == 0) {
+        frame = frames.compare_top;
+        why = composer.reason(winner, runnerUp);
+      } else if (c.strategy == winner) {
+        frame = frames.same_strategy;
+      } else {
+        frame = frames.compare_below;
+        other = winner;
+        why = composer.reason(winner, c.strategy);
+      }
+      const std::string selfName(composer.strategyName(self));
+      const std::string otherName(composer.strategyName(other));
+      std::string sentence = fill(frame, [&](std::string_view name) -> std::optional<std::string_view> {
+        if (name == "self") return std::string_view(selfName);
+        if (name == "other") return std::string_view(otherName);
+        if (name == "reason") return std::string_view(why);
+        if (name == "count") return std::string_view(count);
+        return std::nullopt;
+      });
+      if (sig.lang == Lang::kEn) {
+        capitalizeFirst(sentence);
+        analysis += " ";
+      }
+      analysis += sentence;
+    }
+    r.eq_analysis = std::move(analysis);
+    out.tokens_used += countTokens(r.text) + countTokens(r.eq_analysis);
+    out.replies.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace eq::engine::builtin

@@ -1,0 +1,56 @@
+// The built-in engine (PRODUCT.md §8): a lexicon- and rule-based emotion
+// analyzer and reply composer, Chinese first and English second, that needs no
+// model and gives the same output for the same input.
+//
+// Ownership and threads: create() parses the two data texts (the emotion
+// lexicon and the reply phrase bank, embedded into the binary by the build)
+// into lookup tables that the object owns and never changes afterwards, so
+// analyze() and reply() may run on any number of threads at once. The worker's
+// context object owns the engine through a unique_ptr and destroys it at
+// shutdown; nothing outlives it and it holds no thread, socket or file.
+//
+// How a message is read, in short: the text is normalized (ASCII lower-cased,
+// full-width punctuation folded, letter stretches like "sooo" collapsed), then
+// scanned once by longest match against a byte trie of the lexicon, which
+// handles multi-byte UTF-8 and English word boundaries alike. The hits (emotion
+// terms, degree adverbs, negations, contrast words, clause breaks) are folded
+// left to right into per-emotion scores; the stage comes from the context and
+// the scene. Replies are phrase-bank templates filled with a key term echoed
+// from the message, ranked by a documented score (see builtin_engine.cc).
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "common/status.h"
+#include "workers/engine/engine.h"
+
+namespace eq::engine::builtin {
+
+class BuiltinEngine final : public eq::engine::Engine {
+ public:
+  // Parses the lexicon and phrase bank texts (formats are described at the top
+  // of each data file). A malformed line, or a phrase bank that cannot serve
+  // every strategy in both languages, is a Status with code 500 whose message
+  // names the file, the line number and what is wrong.
+  static eq::Result<std::unique_ptr<BuiltinEngine>> create(std::string_view lexicon_tsv,
+                                                           std::string_view phrases_tsv);
+
+  ~BuiltinEngine() override;
+  BuiltinEngine(const BuiltinEngine&) = delete;
+  BuiltinEngine& operator=(const BuiltinEngine&) = delete;
+
+  eq::Result<Analysis> analyze(const AnalyzeInput& in) const override;
+  eq::Result<ReplyOutput> reply(const ReplyInput& in) const override;
+
+ private:
+  // The parsed, read-only tables. Defined in the .cc so that the lexicon and
+  // composer internals can grow without touching every includer.
+  struct Tables;
+
+  explicit BuiltinEngine(std::unique_ptr<const Tables> tables);
+
+  std::unique_ptr<const Tables> tables_;
+};
+
+}  // namespace eq::engine::builtin

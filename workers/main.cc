@@ -1,0 +1,66 @@
+// eq-worker --mode fast|standard|perfect [--analyze] | --analyze-only
+// Consumes one mode's queue (and the analyze queue with --analyze) until
+// SIGTERM/SIGINT, then finishes the job in hand and exits.
+#include <csignal>
+#include <cstring>
+#include <string>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "workers/engine/factory.h"
+#include "workers/worker.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};  // written by the signal handler only
+
+void onSignal(int) { g_stop.store(true); }
+
+int usage() {
+  std::fputs("usage: eq-worker --mode fast|standard|perfect [--analyze]\n"
+             "       eq-worker --analyze-only\n", stderr);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  eq::log::setComponent("worker");
+  eq::worker::WorkerOptions opts;
+  bool analyze_only = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--mode" && i + 1 < argc) opts.mode = argv[++i];
+    else if (a == "--analyze") opts.analyze = true;
+    else if (a == "--analyze-only") analyze_only = opts.analyze = true;
+    else return usage();
+  }
+  if (analyze_only ? !opts.mode.empty()
+                   : (opts.mode != "fast" && opts.mode != "standard" && opts.mode != "perfect")) {
+    return usage();
+  }
+
+  eq::Result<eq::Config> cfg = eq::Config::fromEnv();
+  if (!cfg.isOk()) {
+    eq::log::error("bad configuration", {{"error", cfg.status().msg()}});
+    return 2;
+  }
+  eq::log::setLevel(cfg.value().log_level);
+  opts.amqp_url = cfg.value().amqp_url;
+
+  auto engine = eq::engine::makeEngine(cfg.value().engine);
+  if (!engine.isOk()) {
+    eq::log::error("cannot start engine", {{"error", engine.status().msg()}});
+    return 2;
+  }
+
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = onSignal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  eq::worker::Worker worker(*engine.value(), opts, g_stop);
+  return worker.run();
+}

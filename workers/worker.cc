@@ -1,0 +1,211 @@
+#include "workers/worker.h"
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "common/defaults.h"
+#include "common/log.h"
+#include "common/messages.h"
+#include "common/timefmt.h"
+
+namespace eq::worker {
+namespace {
+
+using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+
+constexpr int kConfirmTimeoutMs = 10'000;
+constexpr int kMaxBackoffMs = 5000;
+
+engine::Mode toMode(const std::string& m) {
+  if (m == "standard") return engine::Mode::kStandard;
+  if (m == "perfect") return engine::Mode::kPerfect;
+  return engine::Mode::kFast;
+}
+
+void putString(Writer& w, const char* key, const std::string& v) {
+  w.Key(key);
+  w.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
+}
+
+// Sleeps in short steps so a stop request is noticed quickly.
+void sleepUnlessStopped(int ms, const std::atomic<bool>& stop) {
+  for (int slept = 0; slept < ms && !stop.load(); slept += 50) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+
+std::string Worker::replyDataJson(const engine::ReplyOutput& out, const std::string& request_id,
+                                  const std::string& mode) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  w.Key("replies");
+  w.StartArray();
+  for (const engine::Reply& r : out.replies) {
+    w.StartObject();
+    putString(w, "text", r.text);
+    w.Key("score");
+    w.Double(std::clamp(r.score, 0.0, 1.0));
+    putString(w, "eq_analysis", r.eq_analysis);
+    w.EndObject();
+  }
+  w.EndArray();
+  putString(w, "request_id", request_id);
+  putString(w, "mode", mode);
+  w.Key("tokens_used");
+  w.Int64(out.tokens_used);
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+std::string Worker::analysisJson(const engine::Analysis& a) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  putString(w, "emotion", a.emotion);
+  w.Key("intensity");
+  w.Double(std::clamp(a.intensity, 0.0, 1.0));
+  putString(w, "underlying_need", a.underlying_need);
+  putString(w, "relationship_stage", a.relationship_stage);
+  putString(w, "suggested_strategy", a.suggested_strategy);
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+int Worker::run() {
+  int backoff_ms = 100;
+  while (!stop_.load()) {
+    std::string name = "eq-worker " + (opts_.mode.empty() ? std::string("analyze") : opts_.mode);
+    Result<std::unique_ptr<amqp::Connection>> c =
+        amqp::Connection::open(opts_.amqp_url, name, defaults::kAmqpHeartbeatSeconds);
+    if (!c.isOk()) {
+      log::warn("broker connect failed; retrying",
+                {{"error", c.status().msg()}, {"backoff_ms", static_cast<long long>(backoff_ms)}});
+      sleepUnlessStopped(backoff_ms, stop_);
+      backoff_ms = std::min(backoff_ms * 2, kMaxBackoffMs);
+      continue;
+    }
+    backoff_ms = 100;
+    Status s = serve(*c.value());
+    if (!s.isOk()) log::warn("broker connection lost; reconnecting", {{"error", s.msg()}});
+  }
+  log::info("worker stopped");
+  return 0;
+}
+
+Status Worker::serve(amqp::Connection& conn) {
+  if (Status s = conn.declareTopology(); !s.isOk()) return s;
+  // One job at a time per process: prefetch equals this worker's concurrency,
+  // so the broker hands the rest of the backlog to other workers.
+  if (Status s = conn.qos(1); !s.isOk()) return s;
+  if (Status s = conn.enableConfirms(); !s.isOk()) return s;
+  if (!opts_.mode.empty()) {
+    if (Status s = conn.consume(msg::queueForMode(opts_.mode)); !s.isOk()) return s;
+  }
+  if (opts_.analyze) {
+    if (Status s = conn.consume(msg::kQueueAnalyze); !s.isOk()) return s;
+  }
+  log::info("worker consuming", {{"mode", opts_.mode},
+                                 {"analyze", static_cast<long long>(opts_.analyze)}});
+  while (!stop_.load()) {
+    Result<amqp::Event> ev = conn.next(1000);
+    if (!ev.isOk()) return ev.status();
+    if (auto* d = std::get_if<amqp::Delivery>(&ev.value())) {
+      if (Status s = handle(conn, *d); !s.isOk()) return s;
+    }
+  }
+  // Graceful stop: no new deliveries; anything already sent to us but not
+  // started goes back to the queue for another worker.
+  if (Status s = conn.cancelAll(); !s.isOk()) return s;
+  while (true) {
+    Result<amqp::Event> ev = conn.next(0);
+    if (!ev.isOk() || std::holds_alternative<amqp::Timeout>(ev.value())) break;
+    if (auto* d = std::get_if<amqp::Delivery>(&ev.value())) conn.reject(d->tag, true);
+  }
+  return Status::ok();
+}
+
+Status Worker::handle(amqp::Connection& conn, const amqp::Delivery& d) {
+  Result<msg::Job> decoded = msg::decodeJob(d.body);
+  if (!decoded.isOk()) {
+    // Retrying cannot fix a malformed message: dead-letter it at once.
+    log::error("malformed job dead-lettered",
+               {{"error", decoded.status().msg()}, {"queue", d.queue_hint}});
+    return conn.reject(d.tag, false);
+  }
+  const msg::Job& job = decoded.value();
+  int64_t started = nowMs();
+  bool async = !job.task_id.empty();
+  if (!async && job.deadline_ms > 0 && started >= job.deadline_ms) {
+    log::info("job skipped: caller gave up", {{"request_id", job.request_id}});
+    return conn.ack(d.tag);
+  }
+
+  amqp::PublishOptions event_opts;
+  event_opts.persistent = true;
+  if (async) {
+    msg::TaskEvent running{"task.running", job.task_id, job.request_id, job.mode, started,
+                           "", 0, ""};
+    if (Status s = conn.publishConfirmed(msg::kQueueTaskEvents, msg::encodeTaskEvent(running),
+                                         event_opts, kConfirmTimeoutMs);
+        !s.isOk()) {
+      return s;
+    }
+  }
+
+  // Run the engine.
+  msg::SyncResult result;
+  if (job.kind == "analyze") {
+    Result<engine::Analysis> a = engine_.analyze({job.message, job.context, job.scene});
+    result.ok = a.isOk();
+    if (a.isOk()) result.data_json = analysisJson(a.value());
+    else result = {false, "", 500, a.status().msg()};
+  } else {
+    engine::ReplyInput in{toMode(job.mode), job.message, job.context, job.scene, job.reply_count};
+    Result<engine::ReplyOutput> r = engine_.reply(in);
+    result.ok = r.isOk();
+    if (r.isOk()) result.data_json = replyDataJson(r.value(), job.request_id, job.mode);
+    else result = {false, "", 500, r.status().msg()};
+  }
+  int64_t finished = nowMs();
+  log::info("job done", {{"request_id", job.request_id},
+                         {"kind", job.kind},
+                         {"mode", job.mode},
+                         {"ok", static_cast<long long>(result.ok)},
+                         {"duration_ms", static_cast<long long>(finished - started)}});
+  if (!result.ok) {
+    log::error("engine failed", {{"request_id", job.request_id}, {"error", result.msg}});
+  }
+
+  // Publish the outcome, wait for the broker's confirm, then ack the job.
+  Status published;
+  if (async) {
+    msg::TaskEvent done;
+    done.event = result.ok ? "task.succeeded" : "task.failed";
+    done.task_id = job.task_id;
+    done.request_id = job.request_id;
+    done.mode = job.mode;
+    done.at_ms = finished;
+    done.result_json = result.data_json;
+    done.error_code = result.ok ? 0 : 500;
+    done.error_msg = result.ok ? "" : "generation failed";
+    published = conn.publishConfirmed(msg::kQueueTaskEvents, msg::encodeTaskEvent(done),
+                                      event_opts, kConfirmTimeoutMs);
+  } else if (!d.reply_to.empty()) {
+    amqp::PublishOptions reply_opts;
+    reply_opts.correlation_id = job.request_id;
+    if (!result.ok) result.msg = "generation failed";  // no internals to the caller
+    published = conn.publishConfirmed(d.reply_to, msg::encodeSyncResult(result), reply_opts,
+                                      kConfirmTimeoutMs);
+  }
+  if (!published.isOk()) return published;
+  return conn.ack(d.tag);
+}
+
+}  // namespace eq::worker
