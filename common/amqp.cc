@@ -40,6 +40,11 @@ Result<std::unique_ptr<Connection>> Connection::open(const std::string& url,
   if (amqp_parse_url(buf.data(), &info) != AMQP_STATUS_OK) {
     return Status(500, "EQ_AMQP_URL is not a valid amqp:// URL");
   }
+  // By the AMQP URI spec "amqp://host/" names the empty vhost and only
+  // "%2f" names "/". RabbitMQ never has an empty vhost, while a trailing
+  // slash is what nearly everyone writes, so we read it as the default "/".
+  char default_vhost[] = "/";
+  if (info.vhost == nullptr || *info.vhost == '\0') info.vhost = default_vhost;
   amqp_connection_state_t conn = amqp_new_connection();
   std::unique_ptr<Connection> c(new Connection(conn));
   amqp_socket_t* sock = amqp_tcp_socket_new(conn);

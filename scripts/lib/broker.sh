@@ -32,11 +32,12 @@ _eq_broker_log() { printf 'broker: %s\n' "$*" >&2; }
 _eq_broker_abs() { realpath -m -- "$1"; }
 
 # Fills the array named $1 with the command prefix that runs a program as the
-# node's user. As root that is the package's `rabbitmq` user (files chowned
-# to it); otherwise the current user, which works as well for a private node.
+# node's user, EQB_RUN_AS: the package's `rabbitmq` user when started by root
+# (files chowned to it), else empty for the current user, which works as well
+# for a private node.
 _eq_broker_as_prefix() {
     local -n _eqb_prefix="$1"
-    if [[ "$(id -u)" -ne 0 ]]; then
+    if [[ -z "${EQB_RUN_AS:-}" || "$(id -u)" -ne 0 ]]; then
         _eqb_prefix=()
     elif command -v runuser >/dev/null 2>&1; then
         # -u, not -l: no login shell, rabbitmq's shell is nologin.
@@ -56,6 +57,10 @@ _eq_broker_load() {
     [[ -f "$state" ]] || return 1
     # shellcheck disable=SC1090
     source "$state"
+    # node.env written before EQB_RUN_AS existed: the node user owns the dir.
+    if ! grep -q '^EQB_RUN_AS=' "$state" && [[ "$(stat -c %U "$1/rabbitmq")" == rabbitmq ]]; then
+        EQB_RUN_AS=rabbitmq
+    fi
 }
 
 # Prints the environment (NAME=value, one per line) shared by the server and
@@ -273,7 +278,7 @@ eq_broker_start() {
 _eq_broker_start_locked() {
     local var_dir="$1"
     local EQB_DIR EQB_NODENAME EQB_AMQP_PORT EQB_MGMT_PORT EQB_PROM_PORT
-    local EQB_DIST_PORT EQB_EPMD_PORT EQB_LAUNCHER_PID
+    local EQB_DIST_PORT EQB_EPMD_PORT EQB_LAUNCHER_PID EQB_RUN_AS=""
     local user="${EQ_AMQP_USER:-eq}" pass="${EQ_AMQP_PASSWORD:-eq}"
     local pid t0=$SECONDS
 
@@ -352,9 +357,19 @@ json.dump({
             return 1
         fi
         chown -R rabbitmq:rabbitmq "$d" || return 1
-        if ! runuser -u rabbitmq -- test -w "$d/mnesia"; then
-            _eq_broker_log "user rabbitmq cannot write $d: a parent directory is not searchable (chmod o+x it)"
-            return 1
+        # `mktemp -d` makes VAR_DIR mode 700, which the rabbitmq user cannot
+        # traverse: grant search (not listing) on VAR_DIR itself, ours to
+        # manage. Its parents are the caller's business.
+        if [[ "$(stat -c %A "$var_dir")" != d????????[xt] ]]; then
+            chmod o+x "$var_dir" || return 1
+        fi
+        if runuser -u rabbitmq -- test -w "$d/mnesia"; then
+            EQB_RUN_AS=rabbitmq
+        else
+            # Better a node running as root than no node (e.g. VAR_DIR inside
+            # a mktemp -d directory).
+            _eq_broker_log "user rabbitmq cannot reach $d (a parent directory is not searchable): running the node as root"
+            chown -R 0:0 "$d" || return 1
         fi
     fi
 
@@ -362,7 +377,7 @@ json.dump({
         EQB_DIR "$EQB_DIR" EQB_NODENAME "$EQB_NODENAME" \
         EQB_AMQP_PORT "$EQB_AMQP_PORT" EQB_MGMT_PORT "$EQB_MGMT_PORT" \
         EQB_PROM_PORT "$EQB_PROM_PORT" EQB_DIST_PORT "$EQB_DIST_PORT" \
-        EQB_EPMD_PORT "$EQB_EPMD_PORT" >"$d/node.env"
+        EQB_EPMD_PORT "$EQB_EPMD_PORT" EQB_RUN_AS "$EQB_RUN_AS" >"$d/node.env"
 
     _eq_broker_log "starting $EQB_NODENAME: amqp $EQB_AMQP_PORT, management $EQB_MGMT_PORT, prometheus $EQB_PROM_PORT, dist $EQB_DIST_PORT, epmd $EQB_EPMD_PORT"
     # setsid: own session, so a Ctrl-C aimed at the calling script does not
@@ -482,7 +497,7 @@ eq_broker_stop() {
     local var_dir
     var_dir="$(_eq_broker_abs "$1")"
     local EQB_DIR EQB_NODENAME EQB_AMQP_PORT EQB_MGMT_PORT EQB_PROM_PORT
-    local EQB_DIST_PORT EQB_EPMD_PORT EQB_LAUNCHER_PID="" pid
+    local EQB_DIST_PORT EQB_EPMD_PORT EQB_LAUNCHER_PID="" EQB_RUN_AS="" pid
     if ! _eq_broker_load "$var_dir"; then
         _eq_broker_log "no broker started in $var_dir, nothing to stop"
         return 0
@@ -528,7 +543,7 @@ eq_broker_ctl() {
     var_dir="$(_eq_broker_abs "$1")"
     shift
     local EQB_DIR EQB_NODENAME EQB_AMQP_PORT EQB_MGMT_PORT EQB_PROM_PORT
-    local EQB_DIST_PORT EQB_EPMD_PORT EQB_LAUNCHER_PID
+    local EQB_DIST_PORT EQB_EPMD_PORT EQB_LAUNCHER_PID EQB_RUN_AS=""
     if ! _eq_broker_load "$var_dir"; then
         _eq_broker_log "no broker started in $var_dir (run eq_broker_start first)"
         return 1

@@ -14,6 +14,9 @@ EQ_DEPS_BUILD=(cmake ninja-build g++ pkg-config libuv1-dev rapidjson-dev libssl-
     libsqlite3-dev libboost-test-dev librabbitmq-dev libhttp-parser-dev libcurl4-openssl-dev)
 EQ_DEPS_RUNTIME=(rabbitmq-server sqlite3 curl ca-certificates python3)
 EQ_DEPS_TEST_ONLY=(docker-compose wrk nodejs npm)
+# The shared libraries the binaries link, for the container's runtime stage,
+# which needs neither compilers nor a broker.
+EQ_DEPS_LIBS=(libstdc++6 libuv1 librabbitmq4 libsqlite3-0 libcurl4 libssl3 libhttp-parser2.9 ca-certificates)
 
 # "apt-get update at most once": remembered for the whole process, so several
 # eq_install_deps calls in one script do not refresh the lists repeatedly
@@ -30,9 +33,10 @@ _eq_deps_expand() {
         case "$set" in
             build) pkgs+=("${EQ_DEPS_BUILD[@]}") ;;
             runtime) pkgs+=("${EQ_DEPS_RUNTIME[@]}") ;;
+            libs) pkgs+=("${EQ_DEPS_LIBS[@]}") ;;
             test) pkgs+=("${EQ_DEPS_TEST_ONLY[@]}" "${EQ_DEPS_BUILD[@]}" "${EQ_DEPS_RUNTIME[@]}") ;;
             *)
-                _eq_deps_log "unknown dependency set '$set' (expected build, runtime or test)"
+                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs or test)"
                 return 2
                 ;;
         esac
@@ -73,9 +77,9 @@ eq_install_deps() {
     # Validated up front: the process substitution below hides failures.
     for set in "$@"; do
         case "$set" in
-            build | runtime | test) ;;
+            build | runtime | libs | test) ;;
             *)
-                _eq_deps_log "unknown dependency set '$set' (expected build, runtime or test)"
+                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs or test)"
                 return 2
                 ;;
         esac

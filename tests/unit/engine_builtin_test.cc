@@ -2,9 +2,8 @@
 // are read from the directory named by EQ_ENGINE_DATA_DIR (default
 // "workers/engine/builtin/data", relative to the working directory), so the
 // tests exercise the real lexicon and phrase bank, not a test double.
-#include <boost/test/unit_test.hpp>
-
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
@@ -19,8 +18,8 @@
 
 namespace {
 
-using eq::engine::AnalyzeInput;
 using eq::engine::Analysis;
+using eq::engine::AnalyzeInput;
 using eq::engine::Mode;
 using eq::engine::ReplyInput;
 using eq::engine::ReplyOutput;
@@ -157,6 +156,19 @@ int64_t estimateTokens(const std::string& s) {
   return tokens;
 }
 
+// The label of a suggested strategy: the text before the first colon
+// ("真诚道歉：承认问题…" gives "真诚道歉"), i.e. the top strategy only, without the
+// runner-up that may follow.
+std::string topStrategy(const Analysis& a) {
+  const std::string& s = a.suggested_strategy;
+  size_t cut = std::min(s.find("："), s.find(':'));
+  return cut == std::string::npos ? s : s.substr(0, cut);
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(builtin_engine)
@@ -185,6 +197,8 @@ BOOST_AUTO_TEST_CASE(double_negation_is_not_negative) {
   const Analysis a = analyze("我不是不喜欢你");
   BOOST_TEST(!isNegativeEmotion(a.emotion), "got " << a.emotion);
   BOOST_TEST(a.emotion == "affection");
+  // ...and weaker than the plain statement.
+  BOOST_TEST(a.intensity < analyze("我喜欢你").intensity);
   // A single negation of a liking is negative, which is what makes the double
   // negation case meaningful.
   BOOST_TEST(isNegativeEmotion(analyze("我不喜欢你").emotion));
@@ -263,11 +277,16 @@ BOOST_AUTO_TEST_CASE(replies_depend_on_the_message_and_echo_it) {
     BOOST_TEST(echoesChinese(r.text, b), r.text);
   }
   for (const std::string& t : ta) BOOST_TEST(tb.count(t) == 0u, t);
+  // The echo is the salient clause, not only the bare emotion word.
+  BOOST_TEST(contains(reply(a, Mode::kFast, 1).replies[0].text, "老板"));
+  BOOST_TEST(contains(reply(b, Mode::kFast, 1).replies[0].text, "面试"));
 
   const std::string c = "My boss yelled at me again today, I'm furious";
   const std::string d = "My sister is getting married next month!";
-  for (const auto& r : reply(c, Mode::kFast, 3).replies) BOOST_TEST(echoesEnglish(r.text, c), r.text);
-  for (const auto& r : reply(d, Mode::kFast, 3).replies) BOOST_TEST(echoesEnglish(r.text, d), r.text);
+  for (const auto& r : reply(c, Mode::kFast, 3).replies)
+    BOOST_TEST(echoesEnglish(r.text, c), r.text);
+  for (const auto& r : reply(d, Mode::kFast, 3).replies)
+    BOOST_TEST(echoesEnglish(r.text, d), r.text);
   BOOST_TEST(reply(c, Mode::kFast, 1).replies[0].text != reply(d, Mode::kFast, 1).replies[0].text);
 }
 
@@ -335,9 +354,12 @@ BOOST_AUTO_TEST_CASE(modes_differ) {
   for (const auto& r : standard.replies) {
     BOOST_TEST(r.eq_analysis.find("比起") == std::string::npos);
   }
-  // Standard leads with the analysis of the sender's feeling; fast does not.
-  BOOST_TEST(standard.replies[0].eq_analysis.find("对方") == 0u);
-  BOOST_TEST(fast.replies[0].eq_analysis.find("对方挺") == std::string::npos);
+  // Standard leads with a sentence on the sender's feeling; fast does not.
+  const std::string& lead = standard.replies[0].eq_analysis;
+  const std::string leadSentence = lead.substr(0, lead.find("。") + std::string("。").size());
+  BOOST_TEST(contains(leadSentence, "生气"), leadSentence);
+  for (const auto& r : standard.replies) BOOST_TEST(r.eq_analysis.find(leadSentence) == 0u);
+  for (const auto& r : fast.replies) BOOST_TEST(!contains(r.eq_analysis, leadSentence));
   // Fast stays with one strategy: its eq_analysis core is the same sentence.
   std::set<std::string> fastWhys;
   for (const auto& r : fast.replies) fastWhys.insert(r.eq_analysis);
@@ -348,7 +370,8 @@ BOOST_AUTO_TEST_CASE(modes_differ) {
   BOOST_TEST(standardWhys.size() > 1u);
 
   const ReplyOutput en = reply("Why are you late again? I'm really mad at you", Mode::kPerfect, 2);
-  BOOST_TEST(en.replies[0].eq_analysis.find("beats") != std::string::npos, en.replies[0].eq_analysis);
+  BOOST_TEST(en.replies[0].eq_analysis.find("beats") != std::string::npos,
+             en.replies[0].eq_analysis);
 }
 
 BOOST_AUTO_TEST_CASE(relationship_stage_comes_from_context_then_scene) {
@@ -375,20 +398,52 @@ BOOST_AUTO_TEST_CASE(relationship_stage_comes_from_context_then_scene) {
 }
 
 BOOST_AUTO_TEST_CASE(scene_and_stage_change_the_strategy) {
-  const std::string m = "今天好无聊啊";
-  const Analysis plain = analyze(m);
-  const Analysis work = analyze(m, "老板");
-  BOOST_TEST(!plain.suggested_strategy.empty());
-  // Flirting is ruled out with a colleague, so a neutral message never gets a
-  // flirty top reply there.
-  ReplyInput in;
-  in.mode = Mode::kPerfect;
-  in.message = "在吗";
+  // A happy message in a flirty scene suggests flirting; with a colleague
+  // flirting is ruled out whatever the message says.
+  AnalyzeInput in;
+  in.message = "今天好开心";
+  in.scene = "ambiguous";
+  const Analysis flirty = engine().analyze(in).value();
+  BOOST_TEST(contains(topStrategy(flirty), "调情"), flirty.suggested_strategy);
+  in.scene = "";
   in.context = "我的老板";
-  in.reply_count = 5;
-  const auto out = engine().reply(in).value();
-  for (const auto& r : out.replies) BOOST_TEST(r.text.find("想见你") == std::string::npos, r.text);
-  BOOST_TEST(work.relationship_stage == "colleague");
+  const Analysis boss = engine().analyze(in).value();
+  BOOST_TEST(!contains(boss.suggested_strategy, "调情"), boss.suggested_strategy);
+  BOOST_TEST(boss.relationship_stage == "colleague");
+}
+
+BOOST_AUTO_TEST_CASE(anger_at_the_reader_calls_for_an_apology) {
+  const Analysis atYou = analyze("你这个人真的很自私，我受够了", "我们在冷战");
+  BOOST_TEST(atYou.emotion == "anger");
+  BOOST_TEST(atYou.relationship_stage == "strained");
+  BOOST_TEST(contains(topStrategy(atYou), "道歉"), atYou.suggested_strategy);
+  // Anger at a third party is met with empathy, not an apology.
+  const Analysis atBoss = analyze("今天被老板骂了，好生气");
+  BOOST_TEST(atBoss.emotion == "anger");
+  BOOST_TEST(!contains(topStrategy(atBoss), "道歉"), atBoss.suggested_strategy);
+  const Analysis en = analyze("Why are you always late? I'm so mad at you", "my girlfriend");
+  BOOST_TEST(contains(topStrategy(en), "Apologize"), en.suggested_strategy);
+}
+
+BOOST_AUTO_TEST_CASE(questions_are_read_as_questions) {
+  // "X不X" asks; it does not negate.
+  BOOST_TEST(analyze("你到底爱不爱我").emotion == "affection");
+  // A feeling asked about the reader is the sender's concern, not anger.
+  const Analysis a = analyze("你是不是生气了？");
+  BOOST_TEST(a.emotion == "anxiety", a.emotion);
+  BOOST_TEST(analyze("are you mad at me?").emotion == "anxiety");
+  // "I don't want to talk" is no invitation.
+  const ReplyOutput out = reply("I don't want to talk to you anymore", Mode::kPerfect, 3, "my ex");
+  for (const auto& r : out.replies) {
+    BOOST_TEST(r.eq_analysis.find("invitation") == std::string::npos, r.eq_analysis);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(only_news_is_congratulated) {
+  BOOST_TEST(contains(topStrategy(analyze("我升职了！！")), "祝贺"));
+  BOOST_TEST(contains(topStrategy(analyze("I got promoted today!")), "Congratulate"));
+  BOOST_TEST(!contains(topStrategy(analyze("哈哈哈哈笑死我了")), "祝贺"));
+  BOOST_TEST(!contains(topStrategy(analyze("haha that was so fun")), "Congratulate"));
 }
 
 BOOST_AUTO_TEST_CASE(tokens_used_counts_message_context_and_output) {
@@ -396,7 +451,8 @@ BOOST_AUTO_TEST_CASE(tokens_used_counts_message_context_and_output) {
   const std::string context = "my boss at work";
   const ReplyOutput out = reply(message, Mode::kStandard, 2, context);
   int64_t expected = estimateTokens(message) + estimateTokens(context);
-  for (const auto& r : out.replies) expected += estimateTokens(r.text) + estimateTokens(r.eq_analysis);
+  for (const auto& r : out.replies)
+    expected += estimateTokens(r.text) + estimateTokens(r.eq_analysis);
   BOOST_TEST(out.tokens_used == expected);
   BOOST_TEST(estimateTokens("hello world 你好") == 4);
 }
@@ -433,6 +489,7 @@ BOOST_AUTO_TEST_CASE(malformed_lexicon_line_is_reported_with_its_number) {
       {good + "开心\temotion\tjoy\t5\n", "line 2"},
       {good + "男朋友\tstage\tlover\n", "line 2"},
       {good + "生气\temotion\tanger\n", "line 2"},
+      {good + "升职\temotion\tjoy\t7\tnewz\n", "line 2"},
   };
   for (const Case& c : cases) {
     const auto r = BuiltinEngine::create(c.text, phrases());
@@ -459,9 +516,9 @@ BOOST_AUTO_TEST_CASE(malformed_phrase_line_is_reported_with_its_number) {
     const auto r = BuiltinEngine::create(lexicon(), base + line);
     BOOST_TEST_REQUIRE(!r.isOk(), line);
     BOOST_TEST(r.status().code() == 500);
-    BOOST_TEST(r.status().msg().find("phrases.tsv line " + std::to_string(lines + 1)) !=
-                   std::string::npos,
-               r.status().msg());
+    BOOST_TEST(
+        r.status().msg().find("phrases.tsv line " + std::to_string(lines + 1)) != std::string::npos,
+        r.status().msg());
   }
   // A bank missing a whole strategy is refused too.
   const auto r = BuiltinEngine::create(lexicon(), "name\tzh\tstrategy.empathize\t*\t共情\n");
@@ -471,7 +528,8 @@ BOOST_AUTO_TEST_CASE(malformed_phrase_line_is_reported_with_its_number) {
 
 BOOST_AUTO_TEST_CASE(analyze_and_fast_reply_are_well_under_a_millisecond) {
   std::string message;
-  while (message.size() < 600) message += "今天被老板当着全组的面骂了，真的非常生气，但是又不敢说什么，";
+  while (message.size() < 600)
+    message += "今天被老板当着全组的面骂了，真的非常生气，但是又不敢说什么，";
   message.resize(600);  // 200 CJK characters of 3 bytes
   AnalyzeInput ai;
   ai.message = message;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -28,18 +29,35 @@ namespace {
 // Vocabulary. The enum orders match the name tables, which are the wire names
 // of PRODUCT.md §3 and the names used in the data files.
 
-enum class Emotion : uint8_t { kJoy, kAffection, kAnger, kSadness, kAnxiety, kDisgust, kSurprise, kNeutral };
+enum class Emotion : uint8_t {
+  kJoy,
+  kAffection,
+  kAnger,
+  kSadness,
+  kAnxiety,
+  kDisgust,
+  kSurprise,
+  kNeutral
+};
 constexpr size_t kEmotionCount = 8;
 constexpr std::array<std::string_view, kEmotionCount> kEmotionNames = {
     "joy", "affection", "anger", "sadness", "anxiety", "disgust", "surprise", "neutral"};
 
 enum class Stage : uint8_t {
-  kStranger, kAcquaintance, kAmbiguous, kDating, kCommitted,
-  kStrained, kPostBreakup, kColleague, kFamily, kUnknown
+  kStranger,
+  kAcquaintance,
+  kAmbiguous,
+  kDating,
+  kCommitted,
+  kStrained,
+  kPostBreakup,
+  kColleague,
+  kFamily,
+  kUnknown
 };
 constexpr size_t kStageCount = 10;
 constexpr std::array<std::string_view, kStageCount> kStageNames = {
-    "stranger", "acquaintance", "ambiguous",  "dating", "committed",
+    "stranger", "acquaintance", "ambiguous", "dating", "committed",
     "strained", "post_breakup", "colleague", "family", "unknown"};
 // When the context names several relationships ("我和男朋友吵架了"), the one that
 // says most about the current state of things wins: a fight or a breakup
@@ -47,19 +65,37 @@ constexpr std::array<std::string_view, kStageCount> kStageNames = {
 constexpr std::array<int, kStageCount> kStagePriority = {1, 2, 7, 5, 6, 8, 9, 3, 4, 0};
 
 enum class Strategy : uint8_t {
-  kEmpathize, kReassure, kHumor, kApologize, kBoundary, kFlirt, kCongratulate, kSpace, kCurious
+  kEmpathize,
+  kReassure,
+  kHumor,
+  kApologize,
+  kBoundary,
+  kFlirt,
+  kCongratulate,
+  kSpace,
+  kCurious
 };
 constexpr size_t kStrategyCount = 9;
 constexpr std::array<std::string_view, kStrategyCount> kStrategyNames = {
-    "empathize", "reassure", "humor", "apologize", "boundary",
+    "empathize", "reassure",     "humor", "apologize", "boundary",
     "flirt",     "congratulate", "space", "curious"};
 
 enum class Scene : uint8_t {
-  kNone, kChat, kAmbiguous, kDating, kHumor, kConflict, kSocial, kWork, kBreakup, kProposal
+  kNone,
+  kChat,
+  kAmbiguous,
+  kDating,
+  kHumor,
+  kConflict,
+  kSocial,
+  kWork,
+  kBreakup,
+  kProposal
 };
 constexpr size_t kSceneCount = 10;
 constexpr std::array<std::string_view, kSceneCount> kSceneNames = {
-    "", "chat", "ambiguous", "dating", "humor", "conflict", "social", "work", "breakup", "proposal"};
+    "",         "chat",   "ambiguous", "dating",  "humor",
+    "conflict", "social", "work",      "breakup", "proposal"};
 
 enum class Lang : uint8_t { kZh, kEn };
 constexpr size_t kLangCount = 2;
@@ -206,11 +242,33 @@ bool isWordByte(unsigned char b) { return isAsciiAlnum(b) || b == '\''; }
 // full-width ASCII punctuation has already been folded.
 bool isClauseBreak(char32_t cp) {
   switch (cp) {
-    case ',': case '.': case '!': case '?': case ';': case ':': case '(': case ')':
-    case '~': case '\n': case '\r': case '"':
-    case 0x3002: case 0x3001: case 0x2026: case 0xFF5E: case 0x2014: case 0x300C:
-    case 0x300D: case 0x300E: case 0x300F: case 0x3010: case 0x3011: case 0x300A:
-    case 0x300B: case 0x201C: case 0x201D:
+    case ',':
+    case '.':
+    case '!':
+    case '?':
+    case ';':
+    case ':':
+    case '(':
+    case ')':
+    case '~':
+    case '\n':
+    case '\r':
+    case '"':
+    case 0x3002:
+    case 0x3001:
+    case 0x2026:
+    case 0xFF5E:
+    case 0x2014:
+    case 0x300C:
+    case 0x300D:
+    case 0x300E:
+    case 0x300F:
+    case 0x3010:
+    case 0x3011:
+    case 0x300A:
+    case 0x300B:
+    case 0x201C:
+    case 0x201D:
       return true;
     default:
       return false;
@@ -409,6 +467,8 @@ class Trie {
 // Parsed data.
 
 enum class TermKind : uint8_t { kEmotion, kDegree, kPostDegree, kNegation, kContrast, kSkip };
+// The kinds a lexicon line may name; "stage" (last) goes to the stage table
+// and has no TermKind.
 constexpr std::array<std::string_view, 7> kTermKindNames = {
     "emotion", "degree", "postdegree", "negation", "contrast", "skip", "stage"};
 
@@ -427,7 +487,13 @@ struct Term {
 
 // Placeholders a phrase may use. Each is filled from the message; a phrase
 // whose placeholder has no value for this message is not used.
-enum Slot : uint8_t { kSlotEcho = 1, kSlotFeel = 2, kSlotTopic = 4, kSlotMood = 8, kSlotStage = 16 };
+enum Slot : uint8_t {
+  kSlotEcho = 1,
+  kSlotFeel = 2,
+  kSlotTopic = 4,
+  kSlotMood = 8,
+  kSlotStage = 16
+};
 constexpr std::array<std::string_view, 5> kSlotNames = {"echo", "feel", "topic", "mood", "stage"};
 constexpr uint8_t kEchoSlots = kSlotEcho | kSlotFeel | kSlotTopic;
 
@@ -460,7 +526,15 @@ struct Phrase {
     return (require & ~conditions) == 0 && (forbid & conditions) == 0;
   }
   bool unconditional() const { return require == 0 && forbid == 0; }
-  bool specific() const { return !anyEmotion() || require != 0; }
+  // How targeted the phrase is, in [0, 1]: written for one to three emotions
+  // beats a broad list, which beats "*"; requiring a situation (a question, an
+  // invitation) adds on top.
+  double specificity() const {
+    const int n = std::popcount(emotions);
+    double spec = anyEmotion() ? 0.3 : n <= 3 ? 0.7 : 0.5;
+    if (require != 0) spec += 0.3;
+    return std::min(spec, 1.0);
+  }
   bool anyEmotion() const { return emotions == kAllEmotions; }
   bool fitsStage(Stage s) const { return (stages >> idx(s)) & 1u; }
   bool anyStage() const { return stages == kAllStages; }
@@ -615,10 +689,12 @@ Status parseLexicon(std::string_view text, Data* tables) {
       }
       case TermKind::kDegree:
       case TermKind::kPostDegree: {
-        if (f.size() != 3) return lineError(kFile, line, "degree needs term<TAB>kind<TAB>multiplier");
+        if (f.size() != 3)
+          return lineError(kFile, line, "degree needs term<TAB>kind<TAB>multiplier");
         const std::optional<double> m = parseNumber(f[2]);
         if (!m || *m <= 0.0 || *m > 5.0) {
-          return lineError(kFile, line, "multiplier must be a number in (0, 5], got " + quoted(f[2]));
+          return lineError(kFile, line,
+                           "multiplier must be a number in (0, 5], got " + quoted(f[2]));
         }
         term.value = *m;
         break;
@@ -744,9 +820,9 @@ Status parsePhrases(std::string_view text, Data* tables) {
         slot = &lt.emotion_names[static_cast<size_t>(indexOf(kEmotionNames, name))];
       }
       if (slot == nullptr) {
-        return lineError(kFile, line,
-                         "unknown name key " + quoted(f[2]) +
-                             " (strategy.X, stage.X, scene.X or emotion.X)");
+        return lineError(
+            kFile, line,
+            "unknown name key " + quoted(f[2]) + " (strategy.X, stage.X, scene.X or emotion.X)");
       }
       if (!slot->empty()) return lineError(kFile, line, "duplicate name " + quoted(f[2]));
       *slot = std::string(f[4]);
@@ -779,8 +855,9 @@ Status parsePhrases(std::string_view text, Data* tables) {
         for (const auto& list : lt.replies) {
           for (const Phrase& other : list) {
             if (other.text == p.text) {
-              return lineError(kFile, line, "duplicate reply (same text on line " +
-                                                std::to_string(other.line) + ")");
+              return lineError(
+                  kFile, line,
+                  "duplicate reply (same text on line " + std::to_string(other.line) + ")");
             }
           }
         }
@@ -943,8 +1020,8 @@ std::optional<std::pair<Emotion, double>> negationFlip(Emotion e) {
 
 struct EmotionHit {
   Emotion emotion = Emotion::kNeutral;
-  double strength = 0;  // base strength times degree, negation and post-degree
-  double weight = 1;    // contrast weighting
+  double strength = 0;    // base strength times degree, negation and post-degree
+  double weight = 1;      // contrast weighting
   size_t feel_begin = 0;  // the words to echo back ("不开心" when negated)
   size_t feel_end = 0;
   size_t chain_begin = 0;  // including modifiers ("好生气", "开心死了")
@@ -1004,8 +1081,8 @@ double emphasisOf(std::string_view original, std::string_view normalized) {
       capsWord = true;
     }
     const char32_t folded = (cp >= 'A' && cp <= 'Z') ? cp - 'A' + 'a' : cp;
-    const bool countable = !isSpace(cp) && !(cp >= '0' && cp <= '9') && cp != '.' &&
-                           cp != '!' && cp != 0xFF01 && cp != 0x3002 && cp != '-' && cp != '=';
+    const bool countable = !isSpace(cp) && !(cp >= '0' && cp <= '9') && cp != '.' && cp != '!' &&
+                           cp != 0xFF01 && cp != 0x3002 && cp != '-' && cp != '=';
     run = (folded == prev && countable) ? run + 1 : 1;
     if (run >= 3) repeated = true;
     prev = folded;
@@ -1018,19 +1095,19 @@ double emphasisOf(std::string_view original, std::string_view normalized) {
 // own; used to trim the echoed clause and to cut over-long clauses.
 // Question particles (吗, 么, 嘛) and 吧 stay: dropping them changes the
 // meaning ("你爱我吗", "我们分手吧", "在干嘛").
-constexpr std::array<std::string_view, 9> kZhEdgeParticles = {
-    "啊", "呀", "呢", "哦", "噢", "啦", "呗", "咯", "喔"};
-constexpr std::array<std::string_view, 10> kZhLeadFillers = {
-    "然后", "而且", "所以", "就是", "其实", "反正", "因为", "那个", "话说", "嗯"};
+constexpr std::array<std::string_view, 9> kZhEdgeParticles = {"啊", "呀", "呢", "哦", "噢",
+                                                              "啦", "呗", "咯", "喔"};
+constexpr std::array<std::string_view, 10> kZhLeadFillers = {"然后", "而且", "所以", "就是", "其实",
+                                                             "反正", "因为", "那个", "话说", "嗯"};
 constexpr std::array<std::string_view, 12> kEnLeadFillers = {
     "and", "so", "but", "because", "well", "um", "uh", "oh", "like", "just", "also", "anyway"};
 constexpr std::string_view kZhChunkBreakers =
     "的了在和跟与把被给是我你他她它们吧呢吗啊就都也还又很太这那个要会说着过得地";
 constexpr std::array<std::string_view, 40> kEnStopwords = {
-    "i",     "me",   "my",   "you",  "your", "he",   "she",  "it",    "we",    "they",
-    "the",   "a",    "an",   "and",  "or",   "but",  "so",   "to",    "of",    "in",
-    "on",    "at",   "for",  "with", "is",   "am",   "are",  "was",   "were",  "be",
-    "i'm",   "it's", "that", "this", "just", "really", "have", "has", "had", "again"};
+    "i",   "me",   "my",   "you",  "your", "he",     "she",  "it",  "we",   "they",
+    "the", "a",    "an",   "and",  "or",   "but",    "so",   "to",  "of",   "in",
+    "on",  "at",   "for",  "with", "is",   "am",     "are",  "was", "were", "be",
+    "i'm", "it's", "that", "this", "just", "really", "have", "has", "had",  "again"};
 
 bool startsWithAt(std::string_view t, size_t pos, std::string_view word) {
   return t.substr(pos, word.size()) == word;
@@ -1192,8 +1269,8 @@ Stage readStage(const Data& tables, std::string_view context, Scene scene) {
     int best = -1;
     for (const Hit& h : scan(tables.stages, n.text)) {
       if (h.term < 0 || h.term >= static_cast<int32_t>(kStageCount)) continue;
-      if (best < 0 || kStagePriority[static_cast<size_t>(h.term)] >
-                          kStagePriority[static_cast<size_t>(best)]) {
+      if (best < 0 ||
+          kStagePriority[static_cast<size_t>(h.term)] > kStagePriority[static_cast<size_t>(best)]) {
         best = h.term;
       }
     }
@@ -1219,8 +1296,8 @@ void forEachWord(std::string_view t, size_t a, size_t b, F f) {
 }
 
 bool isYouWord(std::string_view w) {
-  return w == "you" || w == "your" || w == "you're" || w == "u" || w == "ur" ||
-         w == "yourself" || w == "you've" || w == "you'll";
+  return w == "you" || w == "your" || w == "you're" || w == "u" || w == "ur" || w == "yourself" ||
+         w == "you've" || w == "you'll";
 }
 
 bool isMeWord(std::string_view w) {
@@ -1240,7 +1317,8 @@ bool mentionsYou(std::string_view t) {
   }
   if (text.find("你") != std::string::npos || text.find("您") != std::string::npos) return true;
   bool found = false;
-  forEachWord(text, 0, text.size(), [&](std::string_view w, size_t) { found = found || isYouWord(w); });
+  forEachWord(text, 0, text.size(),
+              [&](std::string_view w, size_t) { found = found || isYouWord(w); });
   return found;
 }
 
@@ -1295,15 +1373,16 @@ bool isQuestion(std::string_view t) {
   if (t[end - 1] == '?') return true;
   if (endsWithAny(t, end, {"吗", "么"})) return true;
   while (endsWithAny(t, end, {"呢", "啊", "呀"})) end -= std::string_view("呢").size();
-  if (endsWithAny(t, end, {"干嘛", "什么", "啥", "咋办", "哪", "哪儿", "哪里", "谁", "为什么",
-                           "多少", "几点", "好不好", "行不行", "要不要", "可以吗"})) {
+  if (endsWithAny(t, end,
+                  {"干嘛", "什么", "啥", "咋办", "哪", "哪儿", "哪里", "谁", "为什么", "多少",
+                   "几点", "好不好", "行不行", "要不要", "可以吗"})) {
     return true;
   }
   size_t wordEnd = 0;
   while (wordEnd < t.size() && isWordByte(static_cast<unsigned char>(t[wordEnd]))) ++wordEnd;
   static constexpr std::array<std::string_view, 18> kOpeners = {
-      "what", "how", "why", "when", "where", "who", "which", "are", "do",
-      "does", "did", "can", "could", "would", "will", "is", "should", "wanna"};
+      "what", "how", "why", "when",  "where", "who",  "which", "are",    "do",
+      "does", "did", "can", "could", "would", "will", "is",    "should", "wanna"};
   const std::string_view first = t.substr(0, wordEnd);
   return std::find(kOpeners.begin(), kOpeners.end(), first) != kOpeners.end();
 }
@@ -1311,29 +1390,40 @@ bool isQuestion(std::string_view t) {
 // An invitation: a suggestion to do something together, asked or proposed
 // ("周末一起去看电影吧", "wanna grab dinner?").
 bool isInvite(std::string_view t, bool question) {
-  static constexpr std::array<std::string_view, 8> kZh = {
-      "一起", "要不要", "约你", "出来玩", "出去玩", "有空吗", "有时间吗", "见个面"};
-  static constexpr std::array<std::string_view, 10> kEn = {
-      "let's",        "lets",       "wanna",      "want to", "shall we", "how about",
-      "would you like", "do you want", "are you free", "down to"};
+  static constexpr std::array<std::string_view, 8> kZh = {"一起",   "要不要", "约你",     "出来玩",
+                                                          "出去玩", "有空吗", "有时间吗", "见个面"};
+  // English phrases that propose on their own, and weaker ones that only do
+  // in a question ("I don't want to talk" is no invitation).
+  static constexpr std::array<std::string_view, 8> kEnStrong = {
+      "let's",          "lets",         "shall we",    "would you like to",
+      "do you want to", "are you free", "grab dinner", "grab coffee"};
+  static constexpr std::array<std::string_view, 5> kEnWeak = {"wanna", "how about", "want to",
+                                                              "down to", "you free"};
   const size_t end = contentEnd(t, 0, t.size());
   const bool proposing = question || endsWithAny(t, end, {"吧", "呗"});
   for (std::string_view w : kZh) {
     if (proposing && t.find(w) != std::string_view::npos) return true;
   }
-  for (std::string_view w : kEn) {
-    const size_t at = t.find(w);
-    if (at == std::string_view::npos) continue;
-    const bool startOk = at == 0 || !isWordByte(static_cast<unsigned char>(t[at - 1]));
-    const bool endOk = at + w.size() >= t.size() ||
-                       !isWordByte(static_cast<unsigned char>(t[at + w.size()]));
-    if (startOk && endOk) return true;
+  auto hasPhrase = [t](std::string_view w) {
+    for (size_t at = t.find(w); at != std::string_view::npos; at = t.find(w, at + 1)) {
+      const bool startOk = at == 0 || !isWordByte(static_cast<unsigned char>(t[at - 1]));
+      const bool endOk =
+          at + w.size() >= t.size() || !isWordByte(static_cast<unsigned char>(t[at + w.size()]));
+      if (startOk && endOk) return true;
+    }
+    return false;
+  };
+  for (std::string_view w : kEnStrong) {
+    if (hasPhrase(w)) return true;
+  }
+  for (std::string_view w : kEnWeak) {
+    if (question && hasPhrase(w)) return true;
   }
   return false;
 }
 
-Signals readMessage(const Data& tables, std::string_view message,
-                    std::string_view context, std::string_view sceneName) {
+Signals readMessage(const Data& tables, std::string_view message, std::string_view context,
+                    std::string_view sceneName) {
   Signals sig;
   sig.hash = fnv1a(sceneName, fnv1a(context, fnv1a(message) ^ 0x1F));
   const int scene = indexOf(kSceneNames, sceneName);
@@ -1366,7 +1456,8 @@ Signals readMessage(const Data& tables, std::string_view message,
     double degree = 1.0;
   } chain;
   std::vector<EmotionHit> found;
-  std::vector<std::pair<size_t, size_t>> clauses;  // [begin, end) with an "after contrast" flag below
+  std::vector<std::pair<size_t, size_t>>
+      clauses;  // [begin, end) with an "after contrast" flag below
   std::vector<bool> afterContrast;
   size_t clauseStart = 0;
   bool seenContrast = false;
@@ -1415,6 +1506,7 @@ Signals readMessage(const Data& tables, std::string_view message,
         // "爱不爱", "开心不开心": the A-not-A question form is not a negation.
         // The first term already counted; the repeat is skipped.
         if (i > 0 && i + 1 < hits.size() && last >= 0 && hits[i - 1].term >= 0 &&
+            tables.term_info[static_cast<size_t>(hits[i - 1].term)].kind == TermKind::kEmotion &&
             hits[i - 1].end == h.begin && hits[i + 1].term == hits[i - 1].term &&
             hits[i + 1].begin == h.end) {
           aNotAClauses.push_back(clauses.size());
@@ -1584,12 +1676,13 @@ Signals readMessage(const Data& tables, std::string_view message,
 
   // The topic: the clause with the most content besides the feeling words
   // (the echoed feeling counts for nothing, other emotion terms for half:
-  // "I got the job" beats "I'm so happy"), preferring what follows a contrast
-  // and, on ties, the later clause. A clause that is nothing but the feeling
+  // "I got the job" beats "I'm so happy"), preferring a clause that carries
+  // the dominant feeling, what follows a contrast and, on ties, the later
+  // clause. A clause that is nothing but the feeling
   // ("好想你啊") still qualifies, so a short message is quoted whole rather
   // than reduced to a bare word.
   const size_t limit = sig.lang == Lang::kZh ? 16 : 10;
-  const size_t minRemainder = sig.lang == Lang::kZh ? 4 : 3;
+  const size_t minRemainder = sig.lang == Lang::kZh ? 6 : 4;
   int bestClause = -1;
   double bestScore = 0;
   std::pair<size_t, size_t> bestSpan{0, 0};
@@ -1607,9 +1700,13 @@ Signals readMessage(const Data& tables, std::string_view message,
       const bool echoed = h.chain_begin == chainBegin && h.chain_end == chainEnd;
       feeling += static_cast<double>(countUnits(t, a, b)) * (echoed ? 1.0 : 0.5);
     }
+    bool carriesFeeling = false;
+    for (const EmotionHit& h : found) {
+      carriesFeeling = carriesFeeling || (h.clause == c && h.emotion == sig.emotion);
+    }
     const double content = std::max(0.0, static_cast<double>(units) - feeling);
-    const double sc =
-        std::min(content, static_cast<double>(limit)) + (afterContrast[c] ? 3.0 : 0.0);
+    const double sc = std::min(content, static_cast<double>(limit)) +
+                      (afterContrast[c] ? 3.0 : 0.0) + (carriesFeeling ? 2.0 : 0.0);
     if (bestClause < 0 || sc >= bestScore) {
       bestClause = static_cast<int>(c);
       bestScore = sc;
@@ -1666,6 +1763,7 @@ Signals readMessage(const Data& tables, std::string_view message,
 // Strategy fit: how well each strategy suits the signals, in [0, 1], kept as
 // components so that perfect mode can say which one made the difference.
 
+// clang-format off
 // Columns: empathize, reassure, humor, apologize, boundary, flirt,
 // congratulate, space, curious. Rows follow Emotion. Apologizing is only a
 // mild fit for anger in general (the sender may be angry at someone else);
@@ -1708,12 +1806,18 @@ constexpr double kSceneFit[kSceneCount][kStrategyCount] = {
     {.00, -.05, -.15, .00, .20, -1, -.10, .25, .00}, // breakup
     {.00, .10, .00, .00, .00, .20, .20, .00, .00},   // proposal
 };
+// clang-format on
 
 // A strategy is "applicable" (offered in standard and perfect mode) from here.
 constexpr double kApplicableFit = 0.3;
 
 enum Component : uint8_t {
-  kByEmotion, kByIntensity, kByStage, kByScene, kBySituation, kComponentCount
+  kByEmotion,
+  kByIntensity,
+  kByStage,
+  kByScene,
+  kBySituation,
+  kComponentCount
 };
 
 struct Fit {
@@ -1791,9 +1895,8 @@ std::array<Fit, kStrategyCount> fitStrategies(const Signals& sig) {
 std::array<Strategy, kStrategyCount> rankStrategies(const std::array<Fit, kStrategyCount>& fits) {
   std::array<Strategy, kStrategyCount> order;
   for (size_t s = 0; s < kStrategyCount; ++s) order[s] = static_cast<Strategy>(s);
-  std::stable_sort(order.begin(), order.end(), [&](Strategy a, Strategy b) {
-    return fits[idx(a)].total > fits[idx(b)].total;
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](Strategy a, Strategy b) { return fits[idx(a)].total > fits[idx(b)].total; });
   return order;
 }
 
@@ -1945,7 +2048,7 @@ class Composer {
           !p.fitsConditions(sig_.conditions) || !fillable(p)) {
         continue;
       }
-      const int spec = (p.anyStage() ? 0 : 2) + (p.specific() ? 1 : 0);
+      const int spec = (p.anyStage() ? 0 : 2) + (p.anyEmotion() && p.require == 0 ? 0 : 1);
       if (spec > bestSpec) {
         bestSpec = spec;
         best.clear();
@@ -1957,11 +2060,11 @@ class Composer {
   }
 
   // Every usable reply of a strategy, scored, best first. Score, in [0, 1]:
-  //   0.60 x strategy fit (emotion, intensity, stage, scene, being addressed)
+  //   0.60 x strategy fit (emotion, intensity, stage, scene, situation)
   //   0.15 if the reply echoes a term from the message
-  //   0.15 x length fit (close to ~1.5x the message length, within bounds)
-  //   0.10 x template specificity (1 written for this emotion or situation,
-  //          0.5 generic)
+  //   0.10 x length fit (close to ~1.5x the message length, within bounds)
+  //   0.15 x template specificity (Phrase::specificity: targeted emotions,
+  //          required situation)
   // plus a jitter below 0.01 from the message hash that only breaks ties, so
   // equally good phrasings rotate between messages. Rounded to 3 decimals.
   const std::vector<Candidate>& candidates(Strategy s) const {
@@ -1982,11 +2085,11 @@ class Composer {
       const auto len = static_cast<double>(countUnits(c.text, 0, c.text.size()));
       const double lengthFit = std::max(0.0, 1.0 - std::abs(len - ideal) / ideal);
       const double echo = (p.slots & kEchoSlots) ? 1.0 : 0.0;
-      const double specific = p.specific() ? 1.0 : 0.5;
+      const double specific = p.specificity();
       const double jitter =
           static_cast<double>(mix64(sig_.hash ^ static_cast<uint64_t>(p.line)) % 10) / 1000.0;
-      const double raw = 0.6 * fits_[idx(s)].total + 0.15 * echo + 0.15 * lengthFit +
-                         0.1 * specific + jitter;
+      const double raw =
+          0.6 * fits_[idx(s)].total + 0.15 * echo + 0.1 * lengthFit + 0.15 * specific + jitter;
       c.score = std::round(std::clamp(raw, 0.0, 1.0) * 1000.0) / 1000.0;
       cached->push_back(std::move(c));
     }
@@ -2022,12 +2125,17 @@ class Composer {
       case kByScene:
         frame = frames_.reason_scene;
         break;
-      case kBySituation:
-        frame = (sig_.conditions & kCondInvite)     ? frames_.reason_invite
-                : (sig_.conditions & kCondNews)     ? frames_.reason_news
-                : (sig_.conditions & kCondQuestion) ? frames_.reason_question
-                                                    : frames_.reason_addressed;
+      case kBySituation: {
+        // Name the situation that fitStrategies() actually scored, in the
+        // same order of precedence.
+        const uint8_t cond = sig_.conditions;
+        const bool hostile = sig_.emotion == Emotion::kAnger || sig_.emotion == Emotion::kDisgust;
+        frame = ((cond & kCondAddressed) && hostile) ? frames_.reason_addressed
+                : (cond & kCondInvite)               ? frames_.reason_invite
+                : (cond & kCondNews)                 ? frames_.reason_news
+                                                     : frames_.reason_question;
         break;
+      }
       default:
         break;
     }
@@ -2273,13 +2381,14 @@ eq::Result<ReplyOutput> BuiltinEngine::reply(const ReplyInput& in) const {
       }
       const std::string selfName(composer.strategyName(self));
       const std::string otherName(composer.strategyName(other));
-      std::string sentence = fill(frame, [&](std::string_view name) -> std::optional<std::string_view> {
-        if (name == "self") return std::string_view(selfName);
-        if (name == "other") return std::string_view(otherName);
-        if (name == "reason") return std::string_view(why);
-        if (name == "count") return std::string_view(count);
-        return std::nullopt;
-      });
+      std::string sentence =
+          fill(frame, [&](std::string_view name) -> std::optional<std::string_view> {
+            if (name == "self") return std::string_view(selfName);
+            if (name == "other") return std::string_view(otherName);
+            if (name == "reason") return std::string_view(why);
+            if (name == "count") return std::string_view(count);
+            return std::nullopt;
+          });
       if (sig.lang == Lang::kEn) {
         capitalizeFirst(sentence);
         analysis += " ";
