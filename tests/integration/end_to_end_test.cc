@@ -4,9 +4,11 @@
 #include <rapidjson/document.h>
 
 #include <boost/test/unit_test.hpp>
+#include <cstdlib>
 #include <memory>
 #include <set>
 
+#include "common/amqp.h"
 #include "common/crypto.h"
 #include "tests/integration/stack.h"
 
@@ -283,3 +285,13 @@ BOOST_AUTO_TEST_CASE(public_endpoints_need_no_key) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Regression: "amqp://user:pass@host:port/" names the empty vhost by the
+// AMQP URI spec; every process must read it as "/", the vhost RabbitMQ has.
+BOOST_AUTO_TEST_CASE(amqp_url_with_trailing_slash_reaches_the_default_vhost) {
+  std::string url = "amqp://" + std::string(std::getenv("EQ_TEST_AMQP_USER")) + ":" +
+                    std::getenv("EQ_TEST_AMQP_PASSWORD") + "@127.0.0.1:" +
+                    std::getenv("EQ_TEST_AMQP_PORT") + "/";
+  auto conn = eq::amqp::Connection::open(url, "eq-integration-test", 30);
+  BOOST_TEST(conn.isOk(), (conn.isOk() ? "" : conn.status().msg()));
+}

@@ -526,6 +526,16 @@ BOOST_AUTO_TEST_CASE(malformed_phrase_line_is_reported_with_its_number) {
   BOOST_TEST(r.status().code() == 500);
 }
 
+// The budget is for the optimized build that production runs. Unoptimized
+// and sanitizer builds (cmake -DEQ_SANITIZE=ON) run the same code several
+// times slower, so they get a proportionally larger budget instead of a
+// flaky failure.
+#if defined(__SANITIZE_ADDRESS__) || !defined(__OPTIMIZE__)
+constexpr double kBudgetMs = 5.0;
+#else
+constexpr double kBudgetMs = 1.0;
+#endif
+
 BOOST_AUTO_TEST_CASE(analyze_and_fast_reply_are_well_under_a_millisecond) {
   std::string message;
   while (message.size() < 600)
@@ -550,7 +560,7 @@ BOOST_AUTO_TEST_CASE(analyze_and_fast_reply_are_well_under_a_millisecond) {
   const double perCallMs =
       std::chrono::duration<double, std::milli>(elapsed).count() / static_cast<double>(kRuns);
   BOOST_TEST_MESSAGE("analyze + fast reply of 200 characters: " << perCallMs << " ms");
-  BOOST_TEST(perCallMs < 1.0);
+  BOOST_TEST(perCallMs < kBudgetMs);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
