@@ -16,6 +16,7 @@ namespace {
 
 constexpr int kMaxBackoffMs = 5000;
 constexpr int kSweepIntervalMs = 50;
+constexpr int kMaxPublishAttempts = 3;
 
 }  // namespace
 
@@ -79,6 +80,7 @@ void BrokerBridge::call(const msg::Job& job, CallDone done) {
   // backlog never makes workers compute answers nobody will read.
   op.opts.expiration_ms = std::max<int64_t>(1, job.deadline_ms - nowMs());
   op.wants_reply = true;
+  op.deadline_ms = job.deadline_ms;
   calls_[job.request_id] = PendingCall{job.deadline_ms, std::move(done)};
   submit(std::move(op));
 }
@@ -138,11 +140,15 @@ void BrokerBridge::handleOutcome(Outcome& o) {
       return;
     }
     case Outcome::Kind::kDisconnected: {
-      // The reply queue was exclusive to the lost connection: no waiting call
-      // can get its answer any more.
-      auto calls = std::move(calls_);
-      calls_.clear();
-      for (auto& [id, call] : calls) call.done(Status(503, "message broker connection lost"));
+      // The reply queue was exclusive to the lost connection: the calls
+      // published on it can no longer get their answers.
+      for (const std::string& id : o.lost_calls) {
+        auto it = calls_.find(id);
+        if (it == calls_.end()) continue;
+        CallDone done = std::move(it->second.done);
+        calls_.erase(it);
+        done(Status(503, "message broker connection lost"));
+      }
       return;
     }
   }
@@ -202,11 +208,34 @@ void BrokerBridge::disconnect(const std::string& why) {
   log::warn("broker connection lost", {{"error", why}});
   connected_.store(false, std::memory_order_release);
   conn_.reset();
-  for (auto& [seq, op_id] : unconfirmed_) {
-    emit(Outcome{Outcome::Kind::kRejected, op_id, "", "", "message broker connection lost"});
+  // Unconfirmed persistent publishes go back to the front of the inbox, in
+  // their original order, to be published again on the next connection.
+  std::deque<Outgoing> retry;
+  for (auto& [seq, op] : unconfirmed_) {
+    if (op.wants_reply) continue;  // its call fails below with the others
+    if (op.attempts >= kMaxPublishAttempts) {
+      emit(Outcome{Outcome::Kind::kRejected, op.op_id, "", "", "message broker connection lost", {}});
+    } else {
+      retry.push_back(std::move(op));
+    }
   }
   unconfirmed_.clear();
-  emit(Outcome{Outcome::Kind::kDisconnected, 0, "", "", why});
+  if (!retry.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox_.insert(inbox_.begin(), std::make_move_iterator(retry.begin()),
+                  std::make_move_iterator(retry.end()));
+  }
+  Outcome lost{Outcome::Kind::kDisconnected, 0, "", "", why, {}};
+  for (auto& [id, deadline] : sync_in_flight_) lost.lost_calls.push_back(id);
+  sync_in_flight_.clear();
+  emit(std::move(lost));
+}
+
+void BrokerBridge::pruneExpiredCalls() {
+  int64_t now = nowMs();
+  if (now - last_prune_ms_ < 1000) return;
+  last_prune_ms_ = now;
+  std::erase_if(sync_in_flight_, [now](const auto& kv) { return kv.second < now; });
 }
 
 void BrokerBridge::drainInbox() {
@@ -218,23 +247,29 @@ void BrokerBridge::drainInbox() {
   for (size_t i = 0; i < ops.size(); ++i) {
     Outgoing& op = ops[i];
     if (!conn_) {
-      emit(Outcome{Outcome::Kind::kRejected, op.op_id, "", "", "message broker unavailable"});
       if (op.wants_reply) {
         emit(Outcome{Outcome::Kind::kReply, 0, op.opts.correlation_id,
-                     msg::encodeSyncResult({false, "", 503, "message broker unavailable"}), ""});
+                     msg::encodeSyncResult({false, "", 503, "message broker unavailable"}), "",
+                     {}});
+      } else {
+        emit(Outcome{Outcome::Kind::kRejected, op.op_id, "", "", "message broker unavailable",
+                     {}});
       }
       continue;
     }
     if (op.wants_reply) op.opts.reply_to = reply_queue_;
+    ++op.attempts;
     Result<uint64_t> seq = conn_->publish(op.queue, op.body, op.opts);
     if (!seq.isOk()) {
-      // This op failed with the connection; the remaining ones are answered
-      // by the !conn_ branch above on the next iterations.
-      emit(Outcome{Outcome::Kind::kRejected, op.op_id, "", "", seq.status().msg()});
+      // The op may or may not have left: treat it as unconfirmed, so
+      // disconnect() retries or fails it with the others; the ops after it
+      // are handled by the !conn_ branch above.
+      unconfirmed_[next_unknown_seq_--] = std::move(op);
       disconnect(seq.status().msg());
       continue;
     }
-    unconfirmed_[seq.value()] = op.op_id;
+    if (op.wants_reply) sync_in_flight_[op.opts.correlation_id] = op.deadline_ms;
+    unconfirmed_[seq.value()] = std::move(op);
   }
 }
 
@@ -249,7 +284,8 @@ void BrokerBridge::pumpFrames() {
     if (auto* d = std::get_if<amqp::Delivery>(&ev.value())) {
       std::string corr = d->correlation_id;
       uint64_t tag = d->tag;
-      emit(Outcome{Outcome::Kind::kReply, 0, std::move(corr), std::move(d->body), ""});
+      sync_in_flight_.erase(corr);
+      emit(Outcome{Outcome::Kind::kReply, 0, std::move(corr), std::move(d->body), "", {}});
       if (Status s = conn_->ack(tag); !s.isOk()) {
         disconnect(s.msg());
         return;
@@ -259,8 +295,8 @@ void BrokerBridge::pumpFrames() {
     const auto& c = std::get<amqp::Confirm>(ev.value());
     for (auto it = unconfirmed_.begin(); it != unconfirmed_.end();) {
       if (it->first == c.tag || (c.multiple && it->first <= c.tag)) {
-        emit(Outcome{c.ack ? Outcome::Kind::kConfirmed : Outcome::Kind::kRejected, it->second, "",
-                     "", "message broker refused the message"});
+        emit(Outcome{c.ack ? Outcome::Kind::kConfirmed : Outcome::Kind::kRejected,
+                     it->second.op_id, "", "", "message broker refused the message", {}});
         it = unconfirmed_.erase(it);
       } else {
         ++it;
@@ -296,6 +332,7 @@ void BrokerBridge::run() {
     pumpFrames();
     if (conn_ && !conn_->hasBuffered()) waitForWork(1000);
     pumpFrames();
+    pruneExpiredCalls();
   }
   // Give the last publishes' confirms a moment; the api only stops the
   // bridge after its HTTP requests finished, so normally nothing is pending.

@@ -19,7 +19,16 @@
 // reply queue and correlation_id = request id; the loop matches the reply by
 // correlation id and enforces the deadline with a sweep timer. A reply for a
 // call that already timed out is dropped. If the connection drops, its reply
-// queue dies with it, so every waiting call fails at once with 503.
+// queue dies with it: the broker thread reports exactly the calls published
+// on that connection, and those fail at once with 503 (calls already on the
+// next connection are unaffected).
+//
+// Persistent publishes (async jobs) whose confirm had not arrived when the
+// connection dropped are published again after reconnecting, up to three
+// times: the broker may or may not have stored the first copy, and a
+// duplicate job is harmless because workers and the dispatcher are
+// idempotent on the task id. Only when the broker stays away is the publish
+// reported as failed.
 //
 // Owned by the api's main(); stop() must be called on the loop thread before
 // the loop ends; it joins the broker thread.
@@ -31,10 +40,12 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "common/amqp.h"
 #include "common/messages.h"
@@ -76,6 +87,8 @@ class BrokerBridge {
     std::string body;
     amqp::PublishOptions opts;
     bool wants_reply = false;
+    int64_t deadline_ms = 0;  // sync calls
+    int attempts = 0;         // publishes so far (persistent ones are retried)
   };
   struct Outcome {
     enum class Kind { kConfirmed, kRejected, kReply, kDisconnected } kind;
@@ -83,6 +96,7 @@ class BrokerBridge {
     std::string correlation_id;
     std::string body;
     std::string error;
+    std::vector<std::string> lost_calls;  // kDisconnected: calls on the lost connection
   };
   struct PendingCall {
     int64_t deadline_ms;
@@ -97,6 +111,7 @@ class BrokerBridge {
   void disconnect(const std::string& why);
   void emit(Outcome o);
   void waitForWork(int timeout_ms);
+  void pruneExpiredCalls();
 
   // Loop thread.
   static void onAsync(uv_async_t* handle);
@@ -122,7 +137,14 @@ class BrokerBridge {
   // Broker thread only.
   std::unique_ptr<amqp::Connection> conn_;
   std::string reply_queue_;
-  std::unordered_map<uint64_t, uint64_t> unconfirmed_;  // publish seq -> op id
+  std::map<uint64_t, Outgoing> unconfirmed_;  // publish seq -> op, in publish order
+  // Keys for ops whose publish call itself failed (no sequence number was
+  // assigned); counted down from the top so they never meet real ones.
+  uint64_t next_unknown_seq_ = UINT64_MAX;
+  // Sync calls published on the current connection and not yet answered,
+  // with their deadlines (pruned once past them).
+  std::unordered_map<std::string, int64_t> sync_in_flight_;
+  int64_t last_prune_ms_ = 0;
   bool ever_connected_ = false;
 
   // Loop thread only.

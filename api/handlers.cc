@@ -156,7 +156,7 @@ void ApiService::handle(HttpRequest&& req, Responder res) {
   // Authentication: 401 for anything but an active key of this environment.
   std::string key = bearerToken(req.header("authorization"));
   if (!wellFormedKey(key, ctx_.config->keyPrefix())) {
-    sendError(info, res, 401, "invalid API key: send Authorization: Bearer <API_KEY>");
+    unauthorized(info, res);
     return;
   }
   Result<std::optional<AuthContext>> auth = ctx_.store->authenticate(key, ctx_.config->env);
@@ -168,7 +168,7 @@ void ApiService::handle(HttpRequest&& req, Responder res) {
     return;
   }
   if (!auth.value()) {
-    sendError(info, res, 401, "invalid API key: send Authorization: Bearer <API_KEY>");
+    unauthorized(info, res);
     return;
   }
   const AuthContext& who = *auth.value();
@@ -232,7 +232,7 @@ static bool chargeOrRefuse(Store* store, const AuthContext& who, const std::stri
 
 void ApiService::replySync(const HttpRequest& req, const AuthContext& who, const Info& info,
                            Responder res) {
-  Result<ReplyRequest> parsed = parseReplyRequest(req.body, false);
+  Result<ReplyRequest> parsed = parseReplyRequest(req.body, false, *ctx_.webhook_allow);
   if (!parsed.isOk()) {
     sendError(info, res, 400, parsed.status().msg());
     return;
@@ -260,9 +260,7 @@ void ApiService::replySync(const HttpRequest& req, const AuthContext& who, const
       return;
     }
     // Anything but a result refunds the unit charged at admission.
-    if (Status s = ctx_.store->refundQuota(account, mode); !s.isOk()) {
-      log::error("refund failed", {{"request_id", info->request_id}, {"error", s.msg()}});
-    }
+    refund(info, account, mode);
     if (!out.isOk()) {
       int code = out.status().code();
       if (code == 503) info->extra_headers.emplace_back("Retry-After", "1");
@@ -277,7 +275,7 @@ void ApiService::replySync(const HttpRequest& req, const AuthContext& who, const
 
 void ApiService::replyAsync(const HttpRequest& req, const AuthContext& who, const Info& info,
                             Responder res) {
-  Result<ReplyRequest> parsed = parseReplyRequest(req.body, true);
+  Result<ReplyRequest> parsed = parseReplyRequest(req.body, true, *ctx_.webhook_allow);
   if (!parsed.isOk()) {
     sendError(info, res, 400, parsed.status().msg());
     return;
@@ -300,7 +298,7 @@ void ApiService::replyAsync(const HttpRequest& req, const AuthContext& who, cons
   t.created_at = now;
   if (Status s = ctx_.store->createTask(t); !s.isOk()) {
     log::error("create task failed", {{"error", s.msg()}});
-    ctx_.store->refundQuota(who.account_id, r.mode);
+    refund(info, who.account_id, r.mode);
     info->extra_headers.emplace_back("Retry-After", "1");
     sendError(info, res, 503, "temporarily unavailable");
     return;
@@ -325,7 +323,15 @@ void ApiService::replyAsync(const HttpRequest& req, const AuthContext& who, cons
           return;
         }
         // Not accepted: the task fails at once, which also refunds its unit.
-        ctx_.store->markTaskFailed(task_id, 503, "not accepted: " + s.msg(), ctx_.clock->nowMs());
+        Result<bool> failed =
+            ctx_.store->markTaskFailed(task_id, 503, "not accepted: " + s.msg(), ctx_.clock->nowMs());
+        if (!failed.isOk()) {
+          // TODO(issue 4): a sweeper for tasks left queued without a message.
+          log::error("could not fail unaccepted task; its unit stays charged",
+                     {{"request_id", info->request_id},
+                      {"task_id", task_id},
+                      {"error", failed.status().msg()}});
+        }
         info->extra_headers.emplace_back("Retry-After", "1");
         sendError(info, res, 503, "temporarily unavailable: message broker unavailable");
       });
@@ -467,6 +473,22 @@ void ApiService::sendJson(const Info& info, const Responder& res, int status,
   r.status = status;
   r.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
   r.body = json::envelope(status == 200 ? 0 : status, data_json, msg);
+  finish(info, res, std::move(r));
+}
+
+void ApiService::refund(const Info& info, const std::string& account, const std::string& mode) {
+  if (Status s = ctx_.store->refundQuota(account, mode); !s.isOk()) {
+    // The unit stays charged; the log line is what an operator reconciles from.
+    log::error("refund failed", {{"request_id", info->request_id},
+                                 {"mode", mode},
+                                 {"error", s.msg()}});
+  }
+}
+
+void ApiService::unauthorized(const Info& info, const Responder& res) {
+  HttpResponse r = HttpServer::errorResponse(
+      401, "invalid API key: send Authorization: Bearer <API_KEY>", info->request_id);
+  r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"eq-reply\"");
   finish(info, res, std::move(r));
 }
 

@@ -17,6 +17,7 @@
 #include "api/broker_bridge.h"
 #include "api/http_server.h"
 #include "common/config.h"
+#include "common/netaddr.h"
 #include "common/store.h"
 #include "common/timefmt.h"
 
@@ -27,6 +28,7 @@ struct ApiContext {
   Store* store = nullptr;
   BrokerBridge* broker = nullptr;
   const Clock* clock = nullptr;
+  const net::CidrSet* webhook_allow = nullptr;  // EQ_WEBHOOK_ALLOW_CIDRS
 };
 
 // What a handler needs to remember about its request after the HttpRequest
@@ -64,6 +66,8 @@ class ApiService {
   void sendJson(const Info& info, const Responder& res, int status, std::string_view data_json,
                 std::string_view msg);
   void sendError(const Info& info, const Responder& res, int status, std::string_view msg);
+  void unauthorized(const Info& info, const Responder& res);
+  void refund(const Info& info, const std::string& account, const std::string& mode);
 
   ApiContext ctx_;
   int64_t in_flight_ = 0;

@@ -12,6 +12,9 @@
 namespace eq::api {
 namespace {
 
+// How long a closing connection keeps draining the client's input.
+constexpr uint64_t kLingerMs = 2000;
+
 const char* reasonPhrase(int status) {
   switch (status) {
     case 100: return "Continue";
@@ -107,6 +110,8 @@ class HttpConnection {
     log::debug("http response", {{"request_id", current_request_id_},
                                  {"status", static_cast<long long>(response.status)}});
     if (close_after) {
+      // Stop parsing; what the client sends from now on is read and dropped
+      // until the lingering close (see onWritten).
       shutdown_after_write_ = true;
       return;
     }
@@ -127,13 +132,15 @@ class HttpConnection {
 
   static void onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
     auto* self = static_cast<HttpConnection*>(stream->data);
-    if (nread > 0) self->in_.append(buf->base, static_cast<size_t>(nread));
+    if (nread > 0 && !self->shutdown_after_write_) {
+      self->in_.append(buf->base, static_cast<size_t>(nread));
+    }
     delete[] buf->base;
     if (nread < 0) {
       self->close();  // EOF or error: nothing left to answer
       return;
     }
-    if (nread > 0) self->feed();
+    if (nread > 0 && !self->shutdown_after_write_) self->feed();
   }
 
   static void onTimer(uv_timer_t* timer) {
@@ -157,9 +164,29 @@ class HttpConnection {
     HttpConnection* self = w->conn;
     delete w;
     --self->writes_in_flight_;
-    if (status < 0 || (self->writes_in_flight_ == 0 && self->shutdown_after_write_)) {
+    if (status < 0) {
       self->close();
+    } else if (self->writes_in_flight_ == 0 && self->shutdown_after_write_) {
+      self->lingeringClose();
     }
+  }
+
+  // Closing a socket with unread input makes the kernel send a reset, which
+  // can destroy the response we just wrote (a 413 sent while the oversized
+  // body is still arriving). So: send FIN with uv_shutdown, keep reading and
+  // dropping input, and close on EOF or after a short linger.
+  void lingeringClose() {
+    if (closing_ || lingering_) return;
+    lingering_ = true;
+    shutdown_req_.data = this;
+    if (uv_shutdown(&shutdown_req_, reinterpret_cast<uv_stream_t*>(&tcp_),
+                    [](uv_shutdown_t*, int) {}) != 0) {
+      close();
+      return;
+    }
+    uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), &HttpConnection::onAlloc,
+                  &HttpConnection::onRead);
+    uv_timer_start(&timer_, &HttpConnection::onTimer, kLingerMs, 0);
   }
 
   void write(std::string data) {
@@ -189,7 +216,9 @@ class HttpConnection {
   void feed() {
     if (in_feed_) return;
     in_feed_ = true;
-    while (!closing_ && !awaiting_response_ && !in_.empty()) {
+    // After a response that closes the connection nothing more is parsed
+    // (RFC 9112 §9.6): pipelined requests behind it are not processed.
+    while (!closing_ && !awaiting_response_ && !shutdown_after_write_ && !in_.empty()) {
       if (HTTP_PARSER_ERRNO(&parser_) == HPE_PAUSED) http_parser_pause(&parser_, 0);
       size_t n = http_parser_execute(&parser_, &settings_, in_.data(), in_.size());
       http_errno err = HTTP_PARSER_ERRNO(&parser_);
@@ -211,7 +240,6 @@ class HttpConnection {
   void fail(int status, const std::string& msg) {
     // A request we cannot parse is answered and the connection closed: we no
     // longer know where the next request would begin.
-    uv_read_stop(reinterpret_cast<uv_stream_t*>(&tcp_));
     awaiting_response_ = true;
     keep_alive_ = false;
     std::string rid = current_request_id_.empty() ? ids::newRequestId() : current_request_id_;
@@ -235,7 +263,11 @@ class HttpConnection {
     out += "Content-Length: ";
     out += std::to_string(r.body.size());
     out += "\r\n";
-    if (close_after) out += "Connection: close\r\n";
+    if (close_after) {
+      out += "Connection: close\r\n";
+    } else if (http10_) {
+      out += "Connection: keep-alive\r\n";  // HTTP/1.0 closes unless told otherwise
+    }
     out += "\r\n";
     out += r.body;
     return out;
@@ -324,6 +356,7 @@ class HttpConnection {
   static int onMessageComplete(http_parser* p) {
     HttpConnection* c = self(p);
     c->keep_alive_ = http_should_keep_alive(p) != 0;
+    c->http10_ = p->http_major == 1 && p->http_minor == 0;
     c->awaiting_response_ = true;
     uv_timer_stop(&c->timer_);
     uv_read_stop(reinterpret_cast<uv_stream_t*>(&c->tcp_));
@@ -350,6 +383,9 @@ class HttpConnection {
   bool shutdown_after_write_ = false;
   bool closing_ = false;
   bool in_feed_ = false;
+  bool lingering_ = false;
+  bool http10_ = false;
+  uv_shutdown_t shutdown_req_;
   int closed_handles_ = 0;
   int writes_in_flight_ = 0;
   int error_status_ = 0;

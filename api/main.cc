@@ -56,6 +56,12 @@ int main() {
   const eq::Config& config = cfg.value();
   eq::log::setLevel(config.log_level);
 
+  eq::Result<eq::net::CidrSet> webhook_allow = eq::net::CidrSet::parse(config.webhook_allow_cidrs);
+  if (!webhook_allow.isOk()) {
+    eq::log::error("bad EQ_WEBHOOK_ALLOW_CIDRS", {{"error", webhook_allow.status().msg()}});
+    return 2;
+  }
+
   eq::Result<std::unique_ptr<eq::Store>> store = eq::Store::open(config.db_path);
   if (!store.isOk()) {
     eq::log::error("cannot open database", {{"error", store.status().msg()}});
@@ -66,7 +72,8 @@ int main() {
   uv_loop_t* loop = uv_default_loop();
   eq::api::BrokerBridge broker(loop, config.amqp_url, "eq-api");
   eq::SystemClock clock;
-  eq::api::ApiService service({&config, store.value().get(), &broker, &clock});
+  eq::api::ApiService service(
+      {&config, store.value().get(), &broker, &clock, &webhook_allow.value()});
   eq::api::HttpServer server(
       loop, [&service](eq::api::HttpRequest&& req, eq::api::Responder res) {
         service.handle(std::move(req), res);

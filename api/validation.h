@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/netaddr.h"
 #include "common/status.h"
 
 namespace eq::api {
@@ -25,13 +26,16 @@ struct AnalyzeRequest {
   std::string context;
 };
 
-// async: whether webhook_url is an accepted field (POST /api/v1/reply/async).
-Result<ReplyRequest> parseReplyRequest(std::string_view body, bool async);
+// async: whether webhook_url is an accepted field (POST /api/v1/reply/async);
+// webhook_allow: non-public ranges a webhook_url may name anyway
+// (EQ_WEBHOOK_ALLOW_CIDRS).
+Result<ReplyRequest> parseReplyRequest(std::string_view body, bool async,
+                                       const net::CidrSet& webhook_allow);
 Result<AnalyzeRequest> parseAnalyzeRequest(std::string_view body);
 
 // Helpers exposed for tests.
 std::string trimUnicodeSpace(std::string_view s);
 std::size_t codePoints(std::string_view utf8);  // input must be valid UTF-8
-Status checkWebhookUrl(std::string_view url);
+Status checkWebhookUrl(std::string_view url, const net::CidrSet& allowed);
 
 }  // namespace eq::api

@@ -173,7 +173,15 @@ Status Store::migrate() {
     exec("ROLLBACK");
     return s;
   }
-  return exec("COMMIT");
+  return commit();
+}
+
+Status Store::commit() {
+  Status s = exec("COMMIT");
+  // After some errors (SQLITE_FULL, SQLITE_IOERR) the transaction stays
+  // open and would keep the write lock from every other process.
+  if (!s.isOk() && sqlite3_get_autocommit(db_) == 0) exec("ROLLBACK");
+  return s;
 }
 
 Status Store::ping() {
@@ -216,7 +224,7 @@ Result<CreatedKey> Store::createKey(const NewKeyRequest& req) {
     exec("ROLLBACK");
     return s;
   }
-  if (Status c = exec("COMMIT"); !c.isOk()) return c;
+  if (Status c = commit(); !c.isOk()) return c;
   return out;
 }
 
@@ -460,7 +468,7 @@ Result<bool> Store::markTaskFailed(const std::string& task_id, int code, const s
     exec("ROLLBACK");
     return s;
   }
-  if (Status c = exec("COMMIT"); !c.isOk()) return c;
+  if (Status c = commit(); !c.isOk()) return c;
   return changed;
 }
 
@@ -535,7 +543,7 @@ Status Store::recordAttempt(const std::string& delivery_id, const DeliveryAttemp
     exec("ROLLBACK");
     return s;
   }
-  return exec("COMMIT");
+  return commit();
 }
 
 }  // namespace eq

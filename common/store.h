@@ -178,6 +178,7 @@ class Store {
   explicit Store(sqlite3* db) : db_(db) {}
   Status migrate();
   Status exec(const char* sql);
+  Status commit();  // COMMIT, rolling back if the commit itself failed
   sqlite3_stmt* prepare(const char* sql);  // cached; nullptr on error (logged)
   Status error(const char* what) const;
 

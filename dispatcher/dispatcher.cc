@@ -52,8 +52,12 @@ Status Dispatcher::serve(amqp::Connection& conn) {
     if (d->queue_hint != msg::kQueueTaskEvents) {
       // Dead-lettered messages keep their original routing key, so anything
       // not routed as a task event came through eq.dlx.
-      Status s = applyDeadLetter(*d);
-      if (!s.isOk()) return s;
+      if (Status s = applyDeadLetter(*d); !s.isOk()) {
+        log::error("dead letter not applied; requeued", {{"error", s.msg()}});
+        if (Status r = conn.reject(d->tag, true); !r.isOk()) return r;
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        continue;
+      }
       if (Status a = conn.ack(d->tag); !a.isOk()) return a;
       continue;
     }

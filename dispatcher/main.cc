@@ -29,7 +29,7 @@ int main() {
   }
   const eq::Config& config = cfg.value();
   eq::log::setLevel(config.log_level);
-  auto allowed = eq::dispatch::CidrSet::parse(config.webhook_allow_cidrs);
+  auto allowed = eq::net::CidrSet::parse(config.webhook_allow_cidrs);
   if (!allowed.isOk()) {
     eq::log::error("bad EQ_WEBHOOK_ALLOW_CIDRS", {{"error", allowed.status().msg()}});
     return 2;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/netaddr.h"
 #include "common/status.h"
 #include "common/store.h"
 
@@ -52,28 +53,9 @@ class WebhookSender {
   virtual WebhookResult send(const WebhookRequest& req) = 0;
 };
 
-// A set of IPv4/IPv6 ranges, parsed from "10.0.0.0/8,::1/128".
-class CidrSet {
- public:
-  static Result<CidrSet> parse(const std::string& list);
-  bool contains(const struct sockaddr* addr) const;
-
- private:
-  struct Range {
-    int family;
-    unsigned char bytes[16];
-    int prefix;
-  };
-  std::vector<Range> ranges_;
-};
-
-// True for loopback, private, link-local, CGNAT, multicast, unspecified and
-// other non-public ranges (IPv4, IPv6 and IPv4-mapped IPv6).
-bool isNonPublicAddress(const struct sockaddr* addr);
-
 class CurlWebhookSender final : public WebhookSender {
  public:
-  CurlWebhookSender(CidrSet allowed, long timeout_ms);
+  CurlWebhookSender(net::CidrSet allowed, long timeout_ms);
   ~CurlWebhookSender() override;
   CurlWebhookSender(const CurlWebhookSender&) = delete;
   CurlWebhookSender& operator=(const CurlWebhookSender&) = delete;
@@ -84,7 +66,7 @@ class CurlWebhookSender final : public WebhookSender {
   static curl_socket_t openSocket(void* self, curlsocktype purpose, struct curl_sockaddr* addr);
 
   CURL* curl_;
-  CidrSet allowed_;
+  net::CidrSet allowed_;
   long timeout_ms_;
   bool blocked_ = false;  // set by openSocket for the current request
 };

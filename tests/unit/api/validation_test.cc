@@ -9,8 +9,11 @@ using eq::api::parseReplyRequest;
 namespace {
 
 // The message of a rejection, or "" when the body was accepted.
-std::string rejection(const std::string& body, bool async = false) {
-  auto r = parseReplyRequest(body, async);
+const eq::net::CidrSet kNoneAllowed;
+
+std::string rejection(const std::string& body, bool async = false,
+                      const eq::net::CidrSet& allowed = kNoneAllowed) {
+  auto r = parseReplyRequest(body, async, allowed);
   if (r.isOk()) return "";
   BOOST_TEST(r.status().code() == 400);
   return r.status().msg();
@@ -27,7 +30,7 @@ BOOST_AUTO_TEST_SUITE(validation)
 BOOST_AUTO_TEST_CASE(accepts_a_full_request_and_trims) {
   auto r = parseReplyRequest(
       R"({"mode":"fast","message":"  你好呀\u3000","context":" 刚认识 ","scene":"dating","reply_count":3})",
-      false);
+      false, kNoneAllowed);
   BOOST_REQUIRE(r.isOk());
   BOOST_TEST(r.value().mode == "fast");
   BOOST_TEST(r.value().message == "你好呀");
@@ -37,7 +40,7 @@ BOOST_AUTO_TEST_CASE(accepts_a_full_request_and_trims) {
 }
 
 BOOST_AUTO_TEST_CASE(reply_count_defaults_to_one) {
-  auto r = parseReplyRequest(R"({"mode":"perfect","message":"hi"})", false);
+  auto r = parseReplyRequest(R"({"mode":"perfect","message":"hi"})", false, kNoneAllowed);
   BOOST_REQUIRE(r.isOk());
   BOOST_TEST(r.value().reply_count == 1);
 }
@@ -110,6 +113,24 @@ BOOST_AUTO_TEST_CASE(webhook_url_only_on_async_and_must_be_http) {
   BOOST_TEST(mentions(
       rejection(R"({"mode":"fast","message":"hi","webhook_url":"https://u:p@x/"})", true),
       "user info"));
+}
+
+BOOST_AUTO_TEST_CASE(literal_non_public_webhook_hosts_are_refused_unless_allowed) {
+  auto body = [](const std::string& url) {
+    return R"({"mode":"fast","message":"hi","webhook_url":")" + url + "\"}";
+  };
+  for (const char* url : {"http://127.0.0.1/h", "http://127.0.0.1:9000/h", "https://10.1.2.3/",
+                          "http://169.254.169.254/latest/meta-data", "http://[::1]:8080/h",
+                          "http://[fe80::1]/", "http://0.0.0.0/", "http://[::ffff:192.168.0.1]/"}) {
+    BOOST_TEST(mentions(rejection(body(url), true), "non-public"), url);
+  }
+  auto loopback = eq::net::CidrSet::parse("127.0.0.0/8").value();
+  BOOST_TEST(rejection(body("http://127.0.0.1:9000/h"), true, loopback) == "");
+  BOOST_TEST(mentions(rejection(body("http://10.0.0.1/h"), true, loopback), "non-public"));
+  // Names are judged later, on the address actually connected to.
+  BOOST_TEST(rejection(body("https://hooks.example.com/x"), true) == "");
+  BOOST_TEST(rejection(body("HTTPS://hooks.example.com/x"), true) == "");
+  BOOST_TEST(mentions(rejection(body("http://[::1/h"), true), "unclosed"));
 }
 
 BOOST_AUTO_TEST_CASE(analyze_takes_message_and_context_only) {

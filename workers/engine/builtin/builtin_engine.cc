@@ -1422,31 +1422,26 @@ bool isInvite(std::string_view t, bool question) {
   return false;
 }
 
-Signals readMessage(const Data& tables, std::string_view message, std::string_view context,
-                    std::string_view sceneName) {
-  Signals sig;
-  sig.hash = fnv1a(sceneName, fnv1a(context, fnv1a(message) ^ 0x1F));
-  const int scene = indexOf(kSceneNames, sceneName);
-  sig.scene = scene > 0 ? static_cast<Scene>(scene) : Scene::kNone;
-  sig.stage = readStage(tables, context, sig.scene);
+// A clause of the normalized message: text between clause breaks or contrast
+// words. Negation and degree words never reach across clause boundaries.
+struct Clause {
+  size_t begin = 0;
+  size_t end = 0;
+  bool after_contrast = false;
+  bool question = false;
+};
 
-  sig.lang = Lang::kEn;
-  for (size_t pos = 0; pos < message.size();) {
-    char32_t cp = 0;
-    pos += decodeUtf8(message, pos, &cp);
-    if (isCjkIdeograph(cp)) {
-      sig.lang = Lang::kZh;
-      break;
-    }
-  }
+// What folding the hits yields: the emotion hits, the clauses, and the
+// clauses that ask "X不X".
+struct Fold {
+  std::vector<EmotionHit> found;
+  std::vector<Clause> clauses;
+  std::vector<size_t> a_not_a_clauses;
+};
 
-  const Normalized n = normalize(message);
-  const std::string_view t = n.text;
-  const std::vector<Hit> hits = scan(tables.terms, t);
-  sig.message_units = countUnits(t, 0, t.size());
-
-  // Fold the hits left to right. A "chain" is the run of negation and degree
-  // words waiting for the emotion term they modify.
+// Folds the hits left to right into emotion hits. A "chain" is the run of
+// negation and degree words waiting for the emotion term they modify.
+Fold foldHits(const Data& tables, std::string_view t, const std::vector<Hit>& hits) {
   struct Chain {
     bool active = false;
     int negations = 0;
@@ -1455,21 +1450,17 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
     size_t end = 0;
     double degree = 1.0;
   } chain;
-  std::vector<EmotionHit> found;
-  std::vector<std::pair<size_t, size_t>>
-      clauses;  // [begin, end) with an "after contrast" flag below
-  std::vector<bool> afterContrast;
+  Fold fold;
+  std::vector<EmotionHit>& found = fold.found;
   size_t clauseStart = 0;
   bool seenContrast = false;
   double weight = 1.0;
   int last = -1;  // the previous emotion hit in this clause, for post-degree words
   auto endClause = [&](size_t at, size_t next) {
-    clauses.emplace_back(clauseStart, at);
-    afterContrast.push_back(seenContrast);
+    fold.clauses.push_back({clauseStart, at, seenContrast, false});
     clauseStart = next;
   };
 
-  std::vector<size_t> aNotAClauses;  // clauses asking "X不X" (爱不爱, 开不开心)
   for (size_t i = 0; i < hits.size(); ++i) {
     const Hit& h = hits[i];
     if (h.term == kBreakHit || h.term == kBurstHit) {
@@ -1483,7 +1474,7 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
         e.weight = weight;
         e.feel_begin = e.chain_begin = h.begin;
         e.feel_end = e.chain_end = h.end;
-        e.clause = clauses.size() - 1;
+        e.clause = fold.clauses.size() - 1;
         e.echoable = false;
         found.push_back(e);
       }
@@ -1509,7 +1500,7 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
             tables.term_info[static_cast<size_t>(hits[i - 1].term)].kind == TermKind::kEmotion &&
             hits[i - 1].end == h.begin && hits[i + 1].term == hits[i - 1].term &&
             hits[i + 1].begin == h.end) {
-          aNotAClauses.push_back(clauses.size());
+          fold.a_not_a_clauses.push_back(fold.clauses.size());
           ++i;
           break;
         }
@@ -1548,7 +1539,7 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
         e.weight = weight;
         e.feel_begin = e.chain_begin = h.begin;
         e.feel_end = e.chain_end = h.end;
-        e.clause = clauses.size();
+        e.clause = fold.clauses.size();
         e.news = (term.tags & kTagNews) != 0;
         bool cancelled = false;
         if (chain.active) {
@@ -1583,23 +1574,26 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
     }
   }
   endClause(t.size(), t.size());
+  return fold;
+}
 
-  // Feelings asked about the reader ("你是不是生气了？", "are you mad at me?")
-  // are not the sender's: what the sender feels is concern. In a question
-  // clause where the reader is the last person named before the term, a
-  // negative feeling reads as the sender's anxiety and a happy one as care.
-  std::vector<bool> questionClause(clauses.size(), false);
-  for (size_t c = 0; c < clauses.size(); ++c) {
-    const size_t end = contentEnd(t, clauses[c].first, clauses[c].second);
-    questionClause[c] = (clauses[c].second < t.size() && t[clauses[c].second] == '?') ||
-                        endsWithAny(t, end, {"吗", "么"});
+// Marks question clauses, then re-reads feelings asked about the reader
+// ("你是不是生气了？", "are you mad at me?"): they are not the sender's; what the
+// sender feels is concern. In a question clause where the reader is the last
+// person named before the term, a negative feeling reads as the sender's
+// anxiety and a happy one as care.
+void attributeQuestions(std::string_view t, Fold* fold) {
+  for (Clause& c : fold->clauses) {
+    const size_t end = contentEnd(t, c.begin, c.end);
+    c.question = (c.end < t.size() && t[c.end] == '?') || endsWithAny(t, end, {"吗", "么"});
   }
-  for (size_t c : aNotAClauses) {
-    if (c < questionClause.size()) questionClause[c] = true;
+  for (size_t c : fold->a_not_a_clauses) {
+    if (c < fold->clauses.size()) fold->clauses[c].question = true;
   }
-  for (EmotionHit& e : found) {
-    if (!e.echoable || e.clause >= clauses.size() || !questionClause[e.clause]) continue;
-    if (!readerNamedLast(t, clauses[e.clause].first, e.chain_begin)) continue;
+  for (EmotionHit& e : fold->found) {
+    if (!e.echoable || e.clause >= fold->clauses.size()) continue;
+    const Clause& c = fold->clauses[e.clause];
+    if (!c.question || !readerNamedLast(t, c.begin, e.chain_begin)) continue;
     if (isNegative(e.emotion)) {
       e.emotion = Emotion::kAnxiety;
       e.strength *= 0.7;
@@ -1608,8 +1602,12 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
       e.strength *= 0.6;
     }
   }
+}
 
-  // Pick the dominant category by weighted score.
+// Sets sig->emotion and sig->intensity from the hits; returns the index of
+// the strongest echoable hit of the chosen emotion, or -1.
+int scoreEmotion(const std::vector<EmotionHit>& found, double emphasis, Signals* sig) {
+  // The dominant category by weighted score; ties go to the stronger peak.
   std::array<double, kEmotionCount> score{};
   std::array<double, kEmotionCount> peak{};
   for (const EmotionHit& e : found) {
@@ -1619,105 +1617,171 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
   int dominant = -1;
   for (size_t i = 0; i < kEmotionCount; ++i) {
     if (score[i] < kMinEmotionScore) continue;
-    if (dominant < 0 || score[i] > score[static_cast<size_t>(dominant)] + 1e-9 ||
-        (std::abs(score[i] - score[static_cast<size_t>(dominant)]) <= 1e-9 &&
-         peak[i] > peak[static_cast<size_t>(dominant)])) {
+    const auto d = static_cast<size_t>(dominant);
+    if (dominant < 0 || score[i] > score[d] + 1e-9 ||
+        (std::abs(score[i] - score[d]) <= 1e-9 && peak[i] > peak[d])) {
       dominant = static_cast<int>(i);
     }
   }
-  const double emphasis = emphasisOf(message, t);
   int strongest = -1;
   if (dominant < 0) {
-    sig.emotion = Emotion::kNeutral;
+    sig->emotion = Emotion::kNeutral;
     // A neutral message can still be emphatic ("好的！！！"), never strongly so.
-    sig.intensity = std::min(0.3, (emphasis - 1.0) * 0.6);
+    sig->intensity = std::min(0.3, (emphasis - 1.0) * 0.6);
   } else {
-    sig.emotion = static_cast<Emotion>(dominant);
+    sig->emotion = static_cast<Emotion>(dominant);
     // Intensity: the strongest hit plus a share of the others, scaled by
     // emphasis and squashed into [0, 1) so that more of anything always
     // reads as more intense without ever saturating.
     double maxV = 0;
     double sumV = 0;
+    double strongestV = 0;
     for (size_t i = 0; i < found.size(); ++i) {
       const EmotionHit& e = found[i];
-      if (e.emotion != sig.emotion) continue;
+      if (e.emotion != sig->emotion) continue;
       const double v = e.strength * std::min(e.weight, 1.0);
       sumV += v;
-      if (v > maxV) maxV = v;
-      if (e.echoable && (strongest < 0 || e.strength * e.weight >
-                                              found[static_cast<size_t>(strongest)].strength *
-                                                  found[static_cast<size_t>(strongest)].weight)) {
+      maxV = std::max(maxV, v);
+      if (e.echoable && (strongest < 0 || e.strength * e.weight > strongestV)) {
         strongest = static_cast<int>(i);
+        strongestV = e.strength * e.weight;
       }
     }
     const double raw = (maxV + 0.3 * (sumV - maxV)) * emphasis;
-    sig.intensity = std::clamp(1.0 - std::exp(-1.8 * raw), 0.0, 1.0);
+    sig->intensity = std::clamp(1.0 - std::exp(-1.8 * raw), 0.0, 1.0);
   }
-  sig.intensity = std::round(sig.intensity * 1000.0) / 1000.0;
+  sig->intensity = std::round(sig->intensity * 1000.0) / 1000.0;
+  return strongest;
+}
 
-  size_t chainBegin = std::string_view::npos;
-  size_t chainEnd = std::string_view::npos;
-  if (strongest >= 0) {
-    const EmotionHit& e = found[static_cast<size_t>(strongest)];
-    sig.feel = cutOriginal(message, n, e.feel_begin, e.feel_end);
-    chainBegin = e.chain_begin;
-    chainEnd = e.chain_end;
-  }
-  // Spoken to the reader ("你怎么又迟到了，我真的很生气"): with anger, replies then
-  // own their part instead of taking the sender's side against a third party.
-  const bool question = isQuestion(t) || !aNotAClauses.empty();
-  bool news = false;
-  for (const EmotionHit& e : found) {
-    news = news || (e.news && (e.emotion == Emotion::kJoy || e.emotion == Emotion::kSurprise));
-  }
-  sig.conditions = static_cast<uint8_t>(
-      (mentionsYou(t) ? kCondAddressed : 0) | (question ? kCondQuestion : 0) |
-      (isInvite(t, question) ? kCondInvite | kCondQuestion : 0) | (news ? kCondNews : 0));
-
-  // The topic: the clause with the most content besides the feeling words
-  // (the echoed feeling counts for nothing, other emotion terms for half:
-  // "I got the job" beats "I'm so happy"), preferring a clause that carries
-  // the dominant feeling, what follows a contrast and, on ties, the later
-  // clause. A clause that is nothing but the feeling
-  // ("好想你啊") still qualifies, so a short message is quoted whole rather
-  // than reduced to a bare word.
-  const size_t limit = sig.lang == Lang::kZh ? 16 : 10;
-  const size_t minRemainder = sig.lang == Lang::kZh ? 6 : 4;
+// The topic: the clause with the most content besides the feeling words (the
+// echoed feeling counts for nothing, other emotion terms for half: "I got the
+// job" beats "I'm so happy"), preferring a clause that carries the dominant
+// feeling, what follows a contrast and, on ties, the later clause. A clause
+// that is nothing but the feeling ("好想你啊") still qualifies, so a short
+// message is quoted whole rather than reduced to a bare word. Returns a span
+// of the normalized text, empty when no clause qualifies.
+std::pair<size_t, size_t> pickTopic(std::string_view t, const Fold& fold, Emotion emotion,
+                                    Lang lang, size_t chainBegin, size_t chainEnd) {
+  const size_t limit = lang == Lang::kZh ? 16 : 10;
+  const size_t minRemainder = lang == Lang::kZh ? 6 : 4;
   int bestClause = -1;
   double bestScore = 0;
-  std::pair<size_t, size_t> bestSpan{0, 0};
-  for (size_t c = 0; c < clauses.size(); ++c) {
-    auto [s, e] =
-        trimChunk(t, clauses[c].first, clauses[c].second, chainBegin, chainEnd, minRemainder);
+  std::pair<size_t, size_t> best{0, 0};
+  for (size_t c = 0; c < fold.clauses.size(); ++c) {
+    const Clause& clause = fold.clauses[c];
+    auto [s, e] = trimChunk(t, clause.begin, clause.end, chainBegin, chainEnd, minRemainder);
     if (s >= e) continue;
     const size_t units = countUnits(t, s, e);
     if (units < 2) continue;
     double feeling = 0;
-    for (const EmotionHit& h : found) {
+    bool carriesFeeling = false;
+    for (const EmotionHit& h : fold.found) {
+      carriesFeeling = carriesFeeling || (h.clause == c && h.emotion == emotion);
       const size_t a = std::max(h.chain_begin, s);
       const size_t b = std::min(h.chain_end, e);
       if (a >= b) continue;
       const bool echoed = h.chain_begin == chainBegin && h.chain_end == chainEnd;
       feeling += static_cast<double>(countUnits(t, a, b)) * (echoed ? 1.0 : 0.5);
     }
-    bool carriesFeeling = false;
-    for (const EmotionHit& h : found) {
-      carriesFeeling = carriesFeeling || (h.clause == c && h.emotion == sig.emotion);
-    }
     const double content = std::max(0.0, static_cast<double>(units) - feeling);
-    const double sc = std::min(content, static_cast<double>(limit)) +
-                      (afterContrast[c] ? 3.0 : 0.0) + (carriesFeeling ? 2.0 : 0.0);
-    if (bestClause < 0 || sc >= bestScore) {
+    const double score = std::min(content, static_cast<double>(limit)) +
+                         (clause.after_contrast ? 3.0 : 0.0) + (carriesFeeling ? 2.0 : 0.0);
+    if (bestClause < 0 || score >= bestScore) {
       bestClause = static_cast<int>(c);
-      bestScore = sc;
-      bestSpan = {s, e};
+      bestScore = score;
+      best = {s, e};
     }
   }
-  if (bestClause >= 0) {
-    auto [s, e] = bestSpan;
-    if (countUnits(t, s, e) > limit) std::tie(s, e) = nounChunk(t, s, e, sig.lang);
-    if (s < e) sig.topic = cutOriginal(message, n, s, e);
+  if (bestClause < 0) return {0, 0};
+  if (countUnits(t, best.first, best.second) > limit) {
+    best = nounChunk(t, best.first, best.second, lang);
   }
+  return best;
+}
+
+// When nothing in the message is recognizable ("？？？", "ok", an emoji): the
+// message itself, cut to a quotable length.
+std::string fallbackEcho(std::string_view original, const Normalized& n, Lang lang) {
+  const std::string_view t = n.text;
+  const size_t cap = lang == Lang::kZh ? 12 : 8;
+  auto [s, e] = trimChunk(t, 0, t.size(), std::string_view::npos, std::string_view::npos, 0);
+  if (s >= e) {
+    s = 0;
+    e = t.size();
+  }
+  size_t units = 0;
+  size_t cut = s;
+  bool truncated = false;
+  bool inWord = false;
+  while (cut < e) {
+    char32_t cp = 0;
+    const size_t len = decodeUtf8(t, cut, &cp);
+    const bool word = cp < 0x80 && isWordByte(static_cast<unsigned char>(cp));
+    if (!(word && inWord) && !isSpace(cp)) {
+      if (units == cap) {
+        truncated = true;
+        break;
+      }
+      ++units;
+    }
+    inWord = word;
+    cut += len;
+  }
+  std::string echo = cutOriginal(original, n, s, cut);
+  while (!echo.empty() && echo.back() == ' ') echo.pop_back();
+  if (truncated) echo += "…";
+  return echo;
+}
+
+// Reads a message (and its context and scene) into Signals: the steps above,
+// in order.
+Signals readMessage(const Data& tables, std::string_view message, std::string_view context,
+                    std::string_view sceneName) {
+  Signals sig;
+  sig.hash = fnv1a(sceneName, fnv1a(context, fnv1a(message) ^ 0x1F));
+  const int scene = indexOf(kSceneNames, sceneName);
+  sig.scene = scene > 0 ? static_cast<Scene>(scene) : Scene::kNone;
+  sig.stage = readStage(tables, context, sig.scene);
+  sig.lang = Lang::kEn;
+  for (size_t pos = 0; pos < message.size();) {
+    char32_t cp = 0;
+    pos += decodeUtf8(message, pos, &cp);
+    if (isCjkIdeograph(cp)) {
+      sig.lang = Lang::kZh;
+      break;
+    }
+  }
+
+  const Normalized n = normalize(message);
+  const std::string_view t = n.text;
+  sig.message_units = countUnits(t, 0, t.size());
+  Fold fold = foldHits(tables, t, scan(tables.terms, t));
+  attributeQuestions(t, &fold);
+  const int strongest = scoreEmotion(fold.found, emphasisOf(message, t), &sig);
+
+  size_t chainBegin = std::string_view::npos;
+  size_t chainEnd = std::string_view::npos;
+  if (strongest >= 0) {
+    const EmotionHit& e = fold.found[static_cast<size_t>(strongest)];
+    sig.feel = cutOriginal(message, n, e.feel_begin, e.feel_end);
+    chainBegin = e.chain_begin;
+    chainEnd = e.chain_end;
+  }
+
+  // Spoken to the reader ("你怎么又迟到了，我真的很生气"): with anger, replies then
+  // own their part instead of taking the sender's side against a third party.
+  const bool question = isQuestion(t) || !fold.a_not_a_clauses.empty();
+  bool news = false;
+  for (const EmotionHit& e : fold.found) {
+    news = news || (e.news && (e.emotion == Emotion::kJoy || e.emotion == Emotion::kSurprise));
+  }
+  sig.conditions = static_cast<uint8_t>(
+      (mentionsYou(t) ? kCondAddressed : 0) | (question ? kCondQuestion : 0) |
+      (isInvite(t, question) ? kCondInvite | kCondQuestion : 0) | (news ? kCondNews : 0));
+
+  const auto [s, e] = pickTopic(t, fold, sig.emotion, sig.lang, chainBegin, chainEnd);
+  if (s < e) sig.topic = cutOriginal(message, n, s, e);
 
   // The echo prefers the sender's own clause over a bare emotion word:
   // 「今天被老板骂了」 says more than 「生气」.
@@ -1726,35 +1790,7 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
   } else if (!sig.feel.empty()) {
     sig.echo = sig.feel;
   } else {
-    // Nothing recognizable ("？？？", "ok", an emoji): quote the message
-    // itself, cut to a quotable length.
-    const size_t cap = sig.lang == Lang::kZh ? 12 : 8;
-    auto [s, e] = trimChunk(t, 0, t.size(), std::string_view::npos, std::string_view::npos, 0);
-    if (s >= e) {
-      s = 0;
-      e = t.size();
-    }
-    size_t units = 0;
-    size_t cut = s;
-    bool truncated = false;
-    bool inWord = false;
-    while (cut < e) {
-      char32_t cp = 0;
-      const size_t len = decodeUtf8(t, cut, &cp);
-      const bool word = cp < 0x80 && isWordByte(static_cast<unsigned char>(cp));
-      if (!(word && inWord) && !isSpace(cp)) {
-        if (units == cap) {
-          truncated = true;
-          break;
-        }
-        ++units;
-      }
-      inWord = word;
-      cut += len;
-    }
-    sig.echo = cutOriginal(message, n, s, cut);
-    while (!sig.echo.empty() && sig.echo.back() == ' ') sig.echo.pop_back();
-    if (truncated) sig.echo += "…";
+    sig.echo = fallbackEcho(message, n, sig.lang);
   }
   return sig;
 }
@@ -1774,7 +1810,7 @@ constexpr double kBaseFit[kEmotionCount][kStrategyCount] = {
     {.85, .40, .10, .25, .20, .00, .00, .35, .40},  // anger
     {.90, .75, .15, .05, .00, .00, .00, .35, .45},  // sadness
     {.70, .90, .20, .05, .00, .00, .00, .15, .50},  // anxiety
-    {.70, .30, .30, .15, .35, .00, .00, .30, .45},  // disgust
+    {.70, .30, .30, .15, .20, .00, .00, .30, .45},  // disgust
     {.40, .20, .50, .00, .00, .15, .45, .00, .80},  // surprise
     {.35, .20, .45, .00, .00, .20, .00, .10, .75},  // neutral
 };
@@ -1862,6 +1898,11 @@ std::array<Fit, kStrategyCount> fitStrategies(const Signals& sig) {
       if (strategy == Strategy::kEmpathize) situation -= .15;
       if (strategy == Strategy::kHumor) situation -= .15;
       if (strategy == Strategy::kReassure) situation -= .20;
+    }
+    if ((cond & kCondAddressed) && sig.emotion == Emotion::kSadness) {
+      // Hurt that names the reader ("你今天怎么没回我消息"): an apology becomes
+      // an option, though comfort still leads.
+      if (strategy == Strategy::kApologize) situation += .25;
     }
     if ((cond & kCondQuestion) && sig.emotion == Emotion::kAffection) {
       // "你到底爱不爱我": a question about feelings asks for reassurance.
@@ -2130,10 +2171,11 @@ class Composer {
         // same order of precedence.
         const uint8_t cond = sig_.conditions;
         const bool hostile = sig_.emotion == Emotion::kAnger || sig_.emotion == Emotion::kDisgust;
-        frame = ((cond & kCondAddressed) && hostile) ? frames_.reason_addressed
-                : (cond & kCondInvite)               ? frames_.reason_invite
-                : (cond & kCondNews)                 ? frames_.reason_news
-                                                     : frames_.reason_question;
+        const bool hurt = sig_.emotion == Emotion::kSadness;
+        frame = ((cond & kCondAddressed) && (hostile || hurt)) ? frames_.reason_addressed
+                : (cond & kCondInvite)                         ? frames_.reason_invite
+                : (cond & kCondNews)                           ? frames_.reason_news
+                                                               : frames_.reason_question;
         break;
       }
       default:
@@ -2354,6 +2396,9 @@ eq::Result<ReplyOutput> BuiltinEngine::reply(const ReplyInput& in) const {
   const std::string count = std::to_string(pool.size());
   const Frames& frames = composer.frames();
 
+  // tokens_used estimates what a model would have read and written: the
+  // message and context, plus every reply's text and eq_analysis, counted by
+  // countTokens (one per CJK character, one per other word).
   ReplyOutput out;
   out.tokens_used = countTokens(message) + countTokens(context);
   for (size_t i = 0; i < chosen.size(); ++i) {

@@ -1,0 +1,122 @@
+#include "common/netaddr.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace eq::net {
+namespace {
+
+bool prefixMatch(const unsigned char* a, const unsigned char* b, int bits) {
+  int whole = bits / 8, rest = bits % 8;
+  if (std::memcmp(a, b, static_cast<size_t>(whole)) != 0) return false;
+  if (rest == 0) return true;
+  unsigned char mask = static_cast<unsigned char>(0xFF << (8 - rest));
+  return (a[whole] & mask) == (b[whole] & mask);
+}
+
+// Ranges no webhook may reach unless the operator allows them.
+struct Blocked {
+  const char* cidr;
+};
+constexpr Blocked kBlocked[] = {
+    {"0.0.0.0/8"},       {"10.0.0.0/8"},     {"100.64.0.0/10"},  {"127.0.0.0/8"},
+    {"169.254.0.0/16"},  {"172.16.0.0/12"},  {"192.0.0.0/24"},   {"192.168.0.0/16"},
+    {"198.18.0.0/15"},   {"224.0.0.0/4"},    {"240.0.0.0/4"},    {"::/128"},
+    {"::1/128"},         {"fc00::/7"},       {"fe80::/10"},      {"ff00::/8"},
+    {"64:ff9b::/96"},    {"100::/64"},
+};
+
+}  // namespace
+
+Result<CidrSet> CidrSet::parse(const std::string& list) {
+  CidrSet set;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t comma = list.find(',', pos);
+    std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? list.size() + 1 : comma + 1;
+    while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (item.empty()) continue;
+    size_t slash = item.find('/');
+    std::string ip = item.substr(0, slash);
+    Range r{};
+    if (inet_pton(AF_INET, ip.c_str(), r.bytes) == 1) {
+      r.family = AF_INET;
+      r.prefix = 32;
+    } else if (inet_pton(AF_INET6, ip.c_str(), r.bytes) == 1) {
+      r.family = AF_INET6;
+      r.prefix = 128;
+    } else {
+      return Status(500, "bad CIDR '" + item + "'");
+    }
+    if (slash != std::string::npos) {
+      std::string bits = item.substr(slash + 1);
+      char* end = nullptr;
+      long n = std::strtol(bits.c_str(), &end, 10);
+      if (bits.empty() || *end != '\0' || n < 0 || n > r.prefix) {
+        return Status(500, "bad CIDR prefix in '" + item + "'");
+      }
+      r.prefix = static_cast<int>(n);
+    }
+    set.ranges_.push_back(r);
+  }
+  return set;
+}
+
+bool CidrSet::contains(const struct sockaddr* addr) const {
+  for (const Range& r : ranges_) {
+    if (addr->sa_family == AF_INET && r.family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(addr);
+      if (prefixMatch(reinterpret_cast<const unsigned char*>(&in->sin_addr), r.bytes, r.prefix)) {
+        return true;
+      }
+    } else if (addr->sa_family == AF_INET6 && r.family == AF_INET6) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(addr);
+      if (prefixMatch(in6->sin6_addr.s6_addr, r.bytes, r.prefix)) return true;
+    }
+  }
+  return false;
+}
+
+bool isNonPublicAddress(const struct sockaddr* addr) {
+  static const CidrSet blocked = [] {
+    std::string list;
+    for (const Blocked& b : kBlocked) list += std::string(b.cidr) + ",";
+    return CidrSet::parse(list).value();
+  }();
+  if (addr->sa_family == AF_INET6) {
+    // An IPv4-mapped IPv6 address (::ffff:a.b.c.d) is judged as the IPv4 one.
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(addr);
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+      sockaddr_in v4{};
+      v4.sin_family = AF_INET;
+      std::memcpy(&v4.sin_addr, in6->sin6_addr.s6_addr + 12, 4);
+      return blocked.contains(reinterpret_cast<sockaddr*>(&v4));
+    }
+  }
+  if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) return true;
+  return blocked.contains(addr);
+}
+
+bool parseLiteral(std::string_view host, struct sockaddr_storage* out) {
+  std::string h(host);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  std::memset(out, 0, sizeof *out);
+  auto* v4 = reinterpret_cast<sockaddr_in*>(out);
+  if (inet_pton(AF_INET, h.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    return true;
+  }
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(out);
+  if (inet_pton(AF_INET6, h.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace eq::net

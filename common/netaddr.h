@@ -1,0 +1,41 @@
+// Network address classification for the webhook SSRF guard (PRODUCT.md §6):
+// which addresses are non-public, and operator-allowed CIDR ranges. eq-api
+// uses it to refuse a literal non-public webhook_url at submission; the
+// dispatcher checks the address libcurl actually connects to. Immutable
+// values, safe to share between threads.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace eq::net {
+
+// A set of IPv4/IPv6 ranges, parsed from "10.0.0.0/8,::1/128".
+class CidrSet {
+ public:
+  static Result<CidrSet> parse(const std::string& list);
+  bool contains(const struct sockaddr* addr) const;
+
+ private:
+  struct Range {
+    int family;
+    unsigned char bytes[16];
+    int prefix;
+  };
+  std::vector<Range> ranges_;
+};
+
+// True for loopback, private, link-local, CGNAT, multicast, unspecified and
+// other non-public ranges (IPv4, IPv6 and IPv4-mapped IPv6).
+bool isNonPublicAddress(const struct sockaddr* addr);
+
+// Parses a literal IPv4 address or IPv6 address (with or without brackets);
+// false when host is a name rather than a literal.
+bool parseLiteral(std::string_view host, struct sockaddr_storage* out);
+
+}  // namespace eq::net
