@@ -10,6 +10,7 @@
 #include "api/handlers.h"
 #include "api/http_server.h"
 #include "common/config.h"
+#include "common/defaults.h"
 #include "common/log.h"
 #include "common/store.h"
 
@@ -62,7 +63,8 @@ int main() {
     return 2;
   }
 
-  eq::Result<std::unique_ptr<eq::Store>> store = eq::Store::open(config.db_path);
+  eq::Result<std::unique_ptr<eq::Store>> store =
+      eq::Store::open(config.db_path, eq::defaults::kApiDbBusyTimeoutMs);
   if (!store.isOk()) {
     eq::log::error("cannot open database", {{"error", store.status().msg()}});
     return 1;

@@ -36,6 +36,10 @@ constexpr int64_t kAnalyzeDeadlineMs = 30'000;
 // Webhooks (PRODUCT.md §6).
 constexpr long kWebhookTimeoutMs = 10'000;
 
+// SQLite: how long eq-api waits for another process's write lock before
+// answering 503 (PRODUCT.md §2: 503 "within a second", never a hang).
+constexpr int kApiDbBusyTimeoutMs = 500;
+
 // Broker.
 constexpr int kAmqpHeartbeatSeconds = 30;
 

@@ -15,8 +15,6 @@ namespace {
 // file here and in CMakeLists.txt's eq_embed list; applied ones never change.
 constexpr const char* kMigrations[] = {"schema/migrations/001_init.sql"};
 
-constexpr int kBusyTimeoutMs = 5000;
-
 // A cached prepared statement in use: binds by position, steps, reads columns
 // and resets itself when it goes out of scope so the cache can reuse it.
 class Query {
@@ -87,7 +85,7 @@ const char* taskStatusName(TaskStatus s) {
   return "queued";
 }
 
-Result<std::unique_ptr<Store>> Store::open(const std::string& path) {
+Result<std::unique_ptr<Store>> Store::open(const std::string& path, int busy_timeout_ms) {
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
@@ -98,7 +96,7 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path) {
     return Status(503, "cannot open database " + path + ": " + msg);
   }
   std::unique_ptr<Store> store(new Store(db));
-  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  sqlite3_busy_timeout(db, busy_timeout_ms);
   // WAL lets readers run beside one writer across processes; NORMAL sync in
   // WAL mode is durable against process crashes (a power cut may lose the
   // last commits, which the broker's redelivery then repeats).
@@ -185,9 +183,8 @@ Status Store::commit() {
 }
 
 Status Store::ping() {
-  Query q(prepare("SELECT count(*) FROM schema_migrations"));
-  if (!q.valid() || q.step() != SQLITE_ROW) return error("ping");
-  return Status::ok();
+  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  return exec("ROLLBACK");
 }
 
 // ---------------------------------------------------------------- keys

@@ -121,12 +121,19 @@ struct DeliveryAttempt {
 class Store {
  public:
   // Opens (creating if needed) the database and applies pending migrations.
-  static Result<std::unique_ptr<Store>> open(const std::string& path);
+  // busy_timeout_ms bounds how long a statement waits for another process's
+  // write lock before failing with 503: short in eq-api, which must answer
+  // within a second, longer in background processes.
+  static Result<std::unique_ptr<Store>> open(const std::string& path,
+                                             int busy_timeout_ms = kDefaultBusyTimeoutMs);
+  static constexpr int kDefaultBusyTimeoutMs = 5000;
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  // Cheap liveness probe for /readyz.
+  // Readiness probe for /readyz: takes and releases the write lock, because
+  // every request eq-api serves writes (the rate counter); a database that
+  // can be read but not written is not ready.
   Status ping();
 
   // Keys and accounts.
