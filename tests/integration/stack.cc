@@ -85,6 +85,15 @@ HttpResult httpRequest(const std::string& method, const std::string& url,
   return r;
 }
 
+int brokerCtl(const std::string& args) {
+  std::string src = requireEnv("EQ_SOURCE_DIR");
+  std::string dir = requireEnv("EQ_TEST_BROKER_DIR");
+  std::string cmd = "bash -c 'source \"" + src + "/scripts/lib/broker.sh\" && eq_broker_ctl \"" +
+                    dir + "\" " + args + "' >/dev/null 2>&1";
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
 // ------------------------------------------------------------------ Process
 
 Process::Process(const std::string& name, const std::vector<std::string>& argv,
@@ -265,7 +274,7 @@ std::vector<ReceivedWebhook> WebhookReceiver::received() {
 
 // ------------------------------------------------------------------ Stack
 
-Stack::Stack() {
+Stack::Stack(StackOptions opts) {
   std::string amqp_port = requireEnv("EQ_TEST_AMQP_PORT");
   std::string mgmt_port = requireEnv("EQ_TEST_MGMT_PORT");
   std::string user = std::getenv("EQ_TEST_AMQP_USER") ? std::getenv("EQ_TEST_AMQP_USER") : "eq";
@@ -314,24 +323,40 @@ Stack::Stack() {
   env_["EQ_ENV"] = "production";
   env_["EQ_WEBHOOK_ALLOW_CIDRS"] = "127.0.0.1/32";
   env_["EQ_LOG_LEVEL"] = "info";
+  for (const auto& [k, v] : opts.env) env_[k] = v;
 
   auto start = [&](const std::string& name, std::vector<std::string> argv) {
     procs_.push_back(std::make_unique<Process>(name, argv, env_, dir_ + "/" + name + ".log"));
+    by_name_[name] = procs_.back().get();
     return procs_.back().get();
   };
-  Process* api = start("api", {bin_ + "/eq-api"});
-  std::string line = api->waitForLog("\"msg\":\"listening\"", 10000);
-  size_t at = line.find("\"port\":");
-  api_port_ = std::stoi(line.substr(at + 7));
-  start("worker-fast", {bin_ + "/eq-worker", "--mode", "fast", "--analyze"});
-  start("worker-standard", {bin_ + "/eq-worker", "--mode", "standard"});
-  start("worker-perfect", {bin_ + "/eq-worker", "--mode", "perfect"});
-  start("dispatcher", {bin_ + "/eq-dispatcher"});
-  for (size_t i = 1; i < procs_.size(); ++i) procs_[i]->waitForLog("consuming", 20000);
+  for (int i = 0; i < opts.api_processes; ++i) {
+    Process* api = start("api-" + std::to_string(i), {bin_ + "/eq-api"});
+    std::string line = api->waitForLog("\"msg\":\"listening\"", 10000);
+    size_t at = line.find("\"port\":");
+    api_ports_.push_back(std::stoi(line.substr(at + 7)));
+  }
+  std::vector<Process*> consumers;
+  for (const std::string& mode : opts.worker_modes) {
+    std::vector<std::string> argv = {bin_ + "/eq-worker", "--mode", mode};
+    if (mode == "fast") argv.push_back("--analyze");
+    consumers.push_back(start("worker-" + mode, argv));
+  }
+  if (opts.dispatcher) consumers.push_back(start("dispatcher", {bin_ + "/eq-dispatcher"}));
+  for (Process* p : consumers) p->waitForLog("consuming", 20000);
 
-  int64_t until = nowMs() + 20000;
-  while (nowMs() < until && httpRequest("GET", url("/readyz")).status != 200) usleep(100000);
-  BOOST_REQUIRE_MESSAGE(httpRequest("GET", url("/readyz")).status == 200, "api never got ready");
+  for (int i = 0; i < opts.api_processes; ++i) {
+    int64_t until = nowMs() + 20000;
+    while (nowMs() < until && httpRequest("GET", url("/readyz", i)).status != 200) usleep(100000);
+    BOOST_REQUIRE_MESSAGE(httpRequest("GET", url("/readyz", i)).status == 200,
+                          "api " << i << " never got ready");
+  }
+}
+
+Process* Stack::process(const std::string& name) {
+  auto it = by_name_.find(name);
+  BOOST_REQUIRE_MESSAGE(it != by_name_.end(), "no process " << name);
+  return it->second;
 }
 
 Stack::~Stack() {
@@ -344,8 +369,8 @@ Stack::~Stack() {
   }
 }
 
-std::string Stack::url(const std::string& path) const {
-  return "http://127.0.0.1:" + std::to_string(api_port_) + path;
+std::string Stack::url(const std::string& path, int api) const {
+  return "http://127.0.0.1:" + std::to_string(api_ports_.at(static_cast<size_t>(api))) + path;
 }
 
 std::string Stack::eqctl(const std::vector<std::string>& args, int* exit_code) {
@@ -375,6 +400,7 @@ bool Stack::stopAll() {
     }
   }
   procs_.clear();
+  by_name_.clear();
   return clean;
 }
 

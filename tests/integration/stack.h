@@ -30,6 +30,11 @@ HttpResult httpRequest(const std::string& method, const std::string& url,
                        const std::vector<std::string>& headers = {},
                        const std::string& body = "");
 
+// Runs `rabbitmqctl ARGS` against the test's broker (scripts/lib/broker.sh
+// with EQ_TEST_BROKER_DIR), e.g. "stop_app" / "start_app" to take the broker
+// away and bring it back; returns the exit status.
+int brokerCtl(const std::string& args);
+
 // A child process with its stderr and stdout in a log file.
 class Process {
  public:
@@ -79,13 +84,26 @@ class WebhookReceiver {
   std::vector<ReceivedWebhook> got_;
 };
 
-// The whole stack: vhost, database, eq-api, one worker per mode, dispatcher.
+// What a Stack starts. The defaults are the whole stack of scripts/run.
+struct StackOptions {
+  int api_processes = 1;  // several eq-api processes on one database
+  std::vector<std::string> worker_modes = {"fast", "standard", "perfect"};  // fast also analyzes
+  bool dispatcher = true;
+  std::map<std::string, std::string> env;  // extra or overriding EQ_* variables
+};
+
+// The whole stack: vhost, database, eq-api(s), workers, dispatcher.
 class Stack {
  public:
-  Stack();
+  explicit Stack(StackOptions opts = {});
   ~Stack();
 
-  std::string url(const std::string& path) const;
+  // Base URL of the i-th eq-api process.
+  std::string url(const std::string& path, int api = 0) const;
+  int apiPort(int api = 0) const { return api_ports_.at(static_cast<size_t>(api)); }
+  const std::string& dbPath() const { return env_.at("EQ_DB_PATH"); }
+  // The process started under this name ("api-0", "worker-fast", "dispatcher").
+  Process* process(const std::string& name);
   // Runs eqctl with the stack's environment; returns stdout.
   std::string eqctl(const std::vector<std::string>& args, int* exit_code = nullptr);
   // Stops every process with SIGTERM; returns true if all exited with 0.
@@ -100,8 +118,9 @@ class Stack {
   std::string vhost_;
   std::string mgmt_;
   std::string bin_;
-  int api_port_ = 0;
+  std::vector<int> api_ports_;
   std::vector<std::unique_ptr<Process>> procs_;
+  std::map<std::string, Process*> by_name_;
 };
 
 }  // namespace eq::it
