@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include <cstring>
+#include <string_view>
 
 #include "common/ids.h"
 #include "common/json.h"
@@ -14,6 +15,9 @@ namespace {
 
 // How long a closing connection keeps draining the client's input.
 constexpr uint64_t kLingerMs = 2000;
+// Unsent output above which we stop reading (and so stop producing more
+// responses) for a client that pipelines requests but does not read.
+constexpr size_t kMaxPendingOutputBytes = 1 << 20;
 
 const char* reasonPhrase(int status) {
   switch (status) {
@@ -28,6 +32,7 @@ const char* reasonPhrase(int status) {
     case 409: return "Conflict";
     case 413: return "Payload Too Large";
     case 415: return "Unsupported Media Type";
+    case 417: return "Expectation Failed";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
@@ -115,11 +120,12 @@ class HttpConnection {
       shutdown_after_write_ = true;
       return;
     }
-    // Resume with whatever the client already pipelined.
-    armIdleTimer();
-    uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), &HttpConnection::onAlloc,
-                  &HttpConnection::onRead);
-    feed();
+    if (uv_stream_get_write_queue_size(reinterpret_cast<uv_stream_t*>(&tcp_)) >
+        kMaxPendingOutputBytes) {
+      write_blocked_ = true;  // resumed from onWritten once the client reads
+      return;
+    }
+    resumeReading();
   }
 
  private:
@@ -145,7 +151,25 @@ class HttpConnection {
 
   static void onTimer(uv_timer_t* timer) {
     auto* self = static_cast<HttpConnection*>(timer->data);
-    if (!self->awaiting_response_) self->close();
+    switch (self->phase_) {
+      case Phase::kIdle:
+      case Phase::kLinger:
+        self->close();
+        return;
+      case Phase::kHeaders:
+        // A slow-header client gets a 408 and the connection is closed; it
+        // holds nothing but its socket until then.
+        self->fail(408, "request timeout: the request head did not arrive within " +
+                            std::to_string(self->server_->limits_.header_timeout_ms / 1000) +
+                            " s");
+        return;
+      case Phase::kBody:
+        self->fail(408, "request timeout: the request body did not arrive within " +
+                            std::to_string(self->server_->limits_.body_timeout_ms / 1000) + " s");
+        return;
+      case Phase::kHandling:
+        return;  // the handler answers, possibly at its deadline
+    }
   }
 
   static void onClosed(uv_handle_t* handle) {
@@ -168,6 +192,11 @@ class HttpConnection {
       self->close();
     } else if (self->writes_in_flight_ == 0 && self->shutdown_after_write_) {
       self->lingeringClose();
+    } else if (self->write_blocked_ &&
+               uv_stream_get_write_queue_size(reinterpret_cast<uv_stream_t*>(&self->tcp_)) <=
+                   kMaxPendingOutputBytes / 2) {
+      self->write_blocked_ = false;
+      self->resumeReading();
     }
   }
 
@@ -186,7 +215,7 @@ class HttpConnection {
     }
     uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), &HttpConnection::onAlloc,
                   &HttpConnection::onRead);
-    uv_timer_start(&timer_, &HttpConnection::onTimer, kLingerMs, 0);
+    armTimer(Phase::kLinger, kLingerMs);
   }
 
   void write(std::string data) {
@@ -203,8 +232,23 @@ class HttpConnection {
     }
   }
 
-  void armIdleTimer() {
-    uv_timer_start(&timer_, &HttpConnection::onTimer, server_->limits_.idle_timeout_ms, 0);
+  // The one timer of a connection, by phase: idle keep-alive between
+  // requests, the head of a request, its body, and the lingering close.
+  enum class Phase { kIdle, kHeaders, kBody, kHandling, kLinger };
+
+  void armTimer(Phase phase, uint64_t ms) {
+    phase_ = phase;
+    uv_timer_start(&timer_, &HttpConnection::onTimer, ms, 0);
+  }
+
+  void armIdleTimer() { armTimer(Phase::kIdle, server_->limits_.idle_timeout_ms); }
+
+  // Continues with whatever the client already pipelined.
+  void resumeReading() {
+    armIdleTimer();
+    uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), &HttpConnection::onAlloc,
+                  &HttpConnection::onRead);
+    feed();
   }
 
   // ---- parsing
@@ -218,7 +262,21 @@ class HttpConnection {
     in_feed_ = true;
     // After a response that closes the connection nothing more is parsed
     // (RFC 9112 §9.6): pipelined requests behind it are not processed.
-    while (!closing_ && !awaiting_response_ && !shutdown_after_write_ && !in_.empty()) {
+    // Nor while the client leaves too much of our output unread
+    // (write_blocked_): handlers that answer synchronously would otherwise
+    // keep producing responses from an input buffer full of pipelined requests.
+    while (!closing_ && !awaiting_response_ && !shutdown_after_write_ && !write_blocked_ &&
+           !in_.empty()) {
+      if (at_message_start_) {
+        if (phase_ == Phase::kIdle) armTimer(Phase::kHeaders, server_->limits_.header_timeout_ms);
+        int head = scanHead();
+        if (head < 0) {
+          fail(error_status_, error_msg_);
+          break;
+        }
+        if (head == 0) break;  // the head is not complete yet
+        at_message_start_ = false;
+      }
       if (HTTP_PARSER_ERRNO(&parser_) == HPE_PAUSED) http_parser_pause(&parser_, 0);
       size_t n = http_parser_execute(&parser_, &settings_, in_.data(), in_.size());
       http_errno err = HTTP_PARSER_ERRNO(&parser_);
@@ -235,6 +293,52 @@ class HttpConnection {
       if (n == 0) break;
     }
     in_feed_ = false;
+  }
+
+  // Checks the raw request head for what http-parser 2.9 accepts but a
+  // front end must not: bare LF line endings, whitespace between a header
+  // name and its colon, and obsolete line folding. Each lets two parsers in a
+  // chain disagree on where headers (and so requests) begin, which is how
+  // request smuggling works. Scans incrementally; returns 1 when the head is
+  // complete and clean, 0 when more bytes are needed, -1 on a violation
+  // (error_status_ and error_msg_ set).
+  int scanHead() {
+    for (; scan_pos_ < in_.size(); ++scan_pos_) {
+      if (in_[scan_pos_] != '\n') continue;
+      if (scan_pos_ == 0 || in_[scan_pos_ - 1] != '\r') {
+        return reject(400, "malformed HTTP request: bare LF line ending (use CRLF)");
+      }
+      std::string_view line(in_.data() + line_start_, scan_pos_ - 1 - line_start_);
+      line_start_ = scan_pos_ + 1;
+      if (line.empty()) {
+        if (!saw_request_line_) continue;  // CRLFs before the request line are tolerated
+        ++scan_pos_;
+        return 1;
+      }
+      if (!saw_request_line_) {
+        saw_request_line_ = true;
+        continue;
+      }
+      if (line.front() == ' ' || line.front() == '\t') {
+        return reject(400, "malformed HTTP request: obsolete header line folding");
+      }
+      size_t colon = line.find(':');
+      if (colon != std::string_view::npos && colon > 0 &&
+          (line[colon - 1] == ' ' || line[colon - 1] == '\t')) {
+        return reject(400, "malformed HTTP request: whitespace before ':' in a header name");
+      }
+    }
+    if (in_.size() > server_->limits_.max_header_bytes) {
+      return reject(431, "request line and headers exceed " +
+                             std::to_string(server_->limits_.max_header_bytes) + " bytes");
+    }
+    return 0;
+  }
+
+  int reject(int status, std::string msg) {
+    error_status_ = status;
+    error_msg_ = std::move(msg);
+    return -1;
   }
 
   void fail(int status, const std::string& msg) {
@@ -338,6 +442,17 @@ class HttpConnection {
       c->error_msg_ = "request body exceeds " + std::to_string(c->server_->limitsBody()) + " bytes";
       return -1;
     }
+    if (const std::string* expect = c->req_.header("expect")) {
+      if (strcasecmp(expect->c_str(), "100-continue") != 0) {
+        c->error_status_ = 417;
+        c->error_msg_ = "expectation failed: only Expect: 100-continue is supported";
+        return -1;
+      }
+      // The client waits for this before sending the body; we only get here
+      // when the declared size is acceptable.
+      if (p->http_major == 1 && p->http_minor >= 1) c->write("HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    c->armTimer(Phase::kBody, c->server_->limits_.body_timeout_ms);
     return 0;
   }
 
@@ -358,7 +473,12 @@ class HttpConnection {
     c->keep_alive_ = http_should_keep_alive(p) != 0;
     c->http10_ = p->http_major == 1 && p->http_minor == 0;
     c->awaiting_response_ = true;
+    c->phase_ = Phase::kHandling;
     uv_timer_stop(&c->timer_);
+    // The next request's head starts after this message.
+    c->at_message_start_ = true;
+    c->scan_pos_ = c->line_start_ = 0;
+    c->saw_request_line_ = false;
     uv_read_stop(reinterpret_cast<uv_stream_t*>(&c->tcp_));
     http_parser_pause(p, 1);
     c->server_->handler_(std::move(c->req_), Responder(c->server_, c->id_));
@@ -384,6 +504,14 @@ class HttpConnection {
   bool closing_ = false;
   bool in_feed_ = false;
   bool lingering_ = false;
+  bool write_blocked_ = false;
+  Phase phase_ = Phase::kIdle;
+  // Head pre-scan state (scanHead); positions index into in_, which is not
+  // consumed until the head is complete.
+  bool at_message_start_ = true;
+  bool saw_request_line_ = false;
+  size_t scan_pos_ = 0;
+  size_t line_start_ = 0;
   bool http10_ = false;
   uv_shutdown_t shutdown_req_;
   int closed_handles_ = 0;
@@ -426,7 +554,14 @@ void HttpServer::onConnection(uv_stream_t* listener, int status) {
   if (status < 0 || self->shutting_down_) return;
   auto* conn = new HttpConnection(self, self->next_conn_id_++);
   uv_tcp_init(self->loop_, conn->tcp());
-  if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(conn->tcp())) != 0) {
+  bool over_cap = self->conns_.size() >= self->limits_.max_connections;
+  if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(conn->tcp())) != 0 || over_cap) {
+    // Over the cap the connection is accepted and closed at once: leaving it
+    // in the backlog would only make the client wait for nothing.
+    if (over_cap) {
+      log::warn("connection refused: connection cap reached",
+                {{"max_connections", static_cast<long long>(self->limits_.max_connections)}});
+    }
     // Not yet registered: close the bare handle and free it in its callback.
     uv_close(reinterpret_cast<uv_handle_t*>(conn->tcp()),
              [](uv_handle_t* h) { delete static_cast<HttpConnection*>(h->data); });

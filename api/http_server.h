@@ -64,9 +64,12 @@ class Responder {
 using Handler = std::function<void(HttpRequest&& request, Responder responder)>;
 
 struct HttpLimits {
-  std::size_t max_header_bytes = 16 * 1024;
-  std::size_t max_body_bytes = 64 * 1024;
-  uint64_t idle_timeout_ms = 60'000;
+  std::size_t max_header_bytes = 16 * 1024;  // request line + headers (431)
+  std::size_t max_body_bytes = 64 * 1024;    // decided from Content-Length (413)
+  std::size_t max_connections = 10'000;      // more are accepted and closed
+  uint64_t header_timeout_ms = 10'000;       // first byte to end of head (408)
+  uint64_t body_timeout_ms = 30'000;         // end of head to end of body (408)
+  uint64_t idle_timeout_ms = 60'000;         // keep-alive between requests
 };
 
 class HttpConnection;

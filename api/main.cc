@@ -76,11 +76,16 @@ int main() {
   eq::SystemClock clock;
   eq::api::ApiService service(
       {&config, store.value().get(), &broker, &clock, &webhook_allow.value()});
+  eq::api::HttpLimits limits;
+  limits.max_connections = static_cast<std::size_t>(config.http_max_connections);
+  limits.header_timeout_ms = static_cast<uint64_t>(config.http_header_timeout_ms);
+  limits.body_timeout_ms = static_cast<uint64_t>(config.http_body_timeout_ms);
+  limits.idle_timeout_ms = static_cast<uint64_t>(config.http_idle_timeout_ms);
   eq::api::HttpServer server(
       loop, [&service](eq::api::HttpRequest&& req, eq::api::Responder res) {
         service.handle(std::move(req), res);
       },
-      eq::api::HttpLimits{});
+      limits);
 
   if (int rc = server.listen(config.http_host, config.http_port); rc != 0) {
     eq::log::error("cannot listen", {{"port", static_cast<long long>(config.http_port)},

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "common/defaults.h"
 
@@ -53,6 +54,15 @@ Result<Config> Config::fromEnv() {
   }
   c.webhook_allow_cidrs = envOr("EQ_WEBHOOK_ALLOW_CIDRS", "");
   if (Status s = intFromEnv("EQ_SYNC_DEADLINE_MS", 0, 3'600'000, &c.sync_deadline_ms);
+      !s.isOk()) {
+    return s;
+  }
+  for (auto [name, field] : {std::pair{"EQ_HTTP_HEADER_TIMEOUT_MS", &c.http_header_timeout_ms},
+                             std::pair{"EQ_HTTP_BODY_TIMEOUT_MS", &c.http_body_timeout_ms},
+                             std::pair{"EQ_HTTP_IDLE_TIMEOUT_MS", &c.http_idle_timeout_ms}}) {
+    if (Status s = intFromEnv(name, 100, 3'600'000, field); !s.isOk()) return s;
+  }
+  if (Status s = intFromEnv("EQ_HTTP_MAX_CONNECTIONS", 1, 1'000'000, &c.http_max_connections);
       !s.isOk()) {
     return s;
   }

@@ -20,6 +20,10 @@ struct Config {
   std::string log_level = "info";  // EQ_LOG_LEVEL: debug | info | warn | error
   std::string webhook_allow_cidrs;  // EQ_WEBHOOK_ALLOW_CIDRS
   int64_t sync_deadline_ms = 0;    // EQ_SYNC_DEADLINE_MS: 0 = per-mode default
+  int64_t http_max_connections = 10'000;    // EQ_HTTP_MAX_CONNECTIONS
+  int64_t http_header_timeout_ms = 10'000;  // EQ_HTTP_HEADER_TIMEOUT_MS
+  int64_t http_body_timeout_ms = 30'000;    // EQ_HTTP_BODY_TIMEOUT_MS
+  int64_t http_idle_timeout_ms = 60'000;    // EQ_HTTP_IDLE_TIMEOUT_MS
 
   // Key prefix of this environment: eq_live_ in production, eq_test_ in staging.
   std::string keyPrefix() const { return env == "staging" ? "eq_test_" : "eq_live_"; }

@@ -300,39 +300,6 @@ BOOST_AUTO_TEST_CASE(amqp_url_with_trailing_slash_reaches_the_default_vhost) {
   BOOST_TEST(conn.isOk(), (conn.isOk() ? "" : conn.status().msg()));
 }
 
-namespace {
-
-// Sends raw bytes on a fresh connection to eq-api and reads until the server
-// closes (or 5 s pass). Raw sockets let a test send what curl would not.
-std::string rawExchange(const std::string& bytes) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string url = stack().url("");
-  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1))));
-  BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  auto sendAll = [fd](std::string_view part) {
-    // The server may stop reading early; a failed send is part of the test.
-    while (!part.empty()) {
-      ssize_t n = ::send(fd, part.data(), part.size(), MSG_NOSIGNAL);
-      if (n <= 0) return;
-      part.remove_prefix(static_cast<size_t>(n));
-    }
-  };
-  sendAll(bytes);
-  std::string out;
-  char buf[4096];
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  return out;
-}
-
-}  // namespace
-
 BOOST_AUTO_TEST_CASE(oversized_body_gets_its_413_before_the_connection_closes) {
   // 4 MiB declared and sent by an ordinary client: the 413 is decided from
   // Content-Length, before the body, while the client is still uploading.
@@ -351,7 +318,7 @@ BOOST_AUTO_TEST_CASE(pipelined_requests_are_answered_in_order_and_stop_at_close)
   std::string get = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
   std::string closing = "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
   std::string after = "GET /api/v1/nothing HTTP/1.1\r\nHost: t\r\n\r\n";
-  std::string resp = rawExchange(get + get + closing + after);
+  std::string resp = eq::it::rawExchange(stack().apiPort(), get + get + closing + after);
   size_t first = resp.find("HTTP/1.1 200");
   size_t second = resp.find("HTTP/1.1 200", first + 1);
   size_t third = resp.find("HTTP/1.1 200", second + 1);

@@ -85,6 +85,43 @@ HttpResult httpRequest(const std::string& method, const std::string& url,
   return r;
 }
 
+int connectTo(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string rawExchange(int port, const std::string& bytes, int timeout_ms) {
+  int fd = connectTo(port);
+  BOOST_REQUIRE_MESSAGE(fd >= 0, "cannot connect to port " << port);
+  std::string_view part(bytes);
+  while (!part.empty()) {
+    // The server may stop reading early; a failed send is part of some tests.
+    ssize_t n = ::send(fd, part.data(), part.size(), MSG_NOSIGNAL);
+    if (n <= 0) break;
+    part.remove_prefix(static_cast<size_t>(n));
+  }
+  std::string out;
+  char buf[4096];
+  int64_t until = nowMs() + timeout_ms;
+  while (nowMs() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
 int brokerCtl(const std::string& args) {
   std::string src = requireEnv("EQ_SOURCE_DIR");
   std::string dir = requireEnv("EQ_TEST_BROKER_DIR");

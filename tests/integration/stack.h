@@ -30,6 +30,14 @@ HttpResult httpRequest(const std::string& method, const std::string& url,
                        const std::vector<std::string>& headers = {},
                        const std::string& body = "");
 
+// Sends raw bytes on a fresh connection to 127.0.0.1:port and reads until the
+// server closes or timeout_ms pass. Raw sockets let a test send what curl
+// would not (smuggling attempts, pipelines, slow heads).
+std::string rawExchange(int port, const std::string& bytes, int timeout_ms = 5000);
+
+// A connected client socket to 127.0.0.1:port, or -1.
+int connectTo(int port);
+
 // Runs `rabbitmqctl ARGS` against the test's broker (scripts/lib/broker.sh
 // with EQ_TEST_BROKER_DIR), e.g. "stop_app" / "start_app" to take the broker
 // away and bring it back; returns the exit status.

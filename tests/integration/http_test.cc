@@ -1,0 +1,302 @@
+// The HTTP server as a hostile or careless client meets it: smuggling
+// attempts, oversized and slow heads, pipelining, chunked bodies,
+// Expect: 100-continue, the connection cap, write backpressure and the
+// SIGTERM drain. Raw sockets, real eq-api processes.
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "tests/integration/stack.h"
+
+using eq::it::rawExchange;
+using eq::it::Stack;
+using eq::it::StackOptions;
+
+namespace {
+
+int64_t nowMs() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+// A stack with just eq-api (and the broker it needs for readiness), with
+// short HTTP timeouts so timeout behaviour is testable in about a second.
+StackOptions apiOnly(std::map<std::string, std::string> env = {}) {
+  StackOptions o;
+  o.worker_modes = {"fast"};
+  o.dispatcher = false;
+  o.env = {{"EQ_HTTP_HEADER_TIMEOUT_MS", "800"},
+           {"EQ_HTTP_BODY_TIMEOUT_MS", "800"},
+           {"EQ_HTTP_IDLE_TIMEOUT_MS", "1500"}};
+  for (auto& [k, v] : env) o.env[k] = v;
+  return o;
+}
+
+bool startsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+int count(const std::string& s, const std::string& needle) {
+  int n = 0;
+  for (size_t at = s.find(needle); at != std::string::npos; at = s.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// The resident set of a process in KiB, from /proc.
+long rssKiB(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+struct HttpWorld {
+  Stack stack{apiOnly()};
+  std::string key;
+  HttpWorld() {
+    int rc = -1;
+    std::string out = stack.eqctl({"key", "create", "--name", "http", "--rate", "100000", "--json"}, &rc);
+    BOOST_REQUIRE(rc == 0);
+    size_t at = out.find("\"api_key\":\"");
+    key = out.substr(at + 11, out.find('"', at + 11) - at - 11);
+  }
+  std::string exchange(const std::string& bytes, int timeout_ms = 5000) {
+    return rawExchange(stack.apiPort(), bytes, timeout_ms);
+  }
+  std::string auth() const { return "Authorization: Bearer " + key + "\r\n"; }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(http_server)
+
+BOOST_AUTO_TEST_CASE(smuggling_shapes_are_400_and_close_the_connection) {
+  HttpWorld w;
+  const std::string next = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+  struct Case {
+    const char* name;
+    std::string head;
+  };
+  const Case cases[] = {
+      {"content-length with transfer-encoding",
+       "POST /api/v1/analyze HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
+       "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
+      {"duplicate content-length",
+       "POST /api/v1/analyze HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}"},
+      {"whitespace before colon", "GET /healthz HTTP/1.1\r\nHost : t\r\n\r\n"},
+      {"bare LF", "GET /healthz HTTP/1.1\nHost: t\n\n"},
+      {"obsolete line folding", "GET /healthz HTTP/1.1\r\nHost: t\r\nX-A: b\r\n c\r\n\r\n"},
+      {"unknown transfer-encoding",
+       "POST /api/v1/analyze HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n"},
+  };
+  for (const Case& c : cases) {
+    // A second, valid request rides behind each: it must never be answered,
+    // because after a framing error nobody knows where it begins.
+    std::string resp = w.exchange(c.head + next);
+    BOOST_TEST_CONTEXT(c.name) {
+      BOOST_TEST(startsWith(resp, "HTTP/1.1 400"), resp.substr(0, 120));
+      BOOST_TEST(resp.find("Connection: close") != std::string::npos);
+      BOOST_TEST(resp.find("\"code\":400") != std::string::npos);
+      BOOST_TEST(count(resp, "HTTP/1.1 ") == 1, "a request behind the bad one was served");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(oversized_head_is_431) {
+  HttpWorld w;
+  std::string resp = w.exchange("GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: " +
+                                std::string(17 * 1024, 'a') + "\r\n\r\n");
+  BOOST_TEST(startsWith(resp, "HTTP/1.1 431"), resp.substr(0, 120));
+  // Just under the limit is fine.
+  std::string ok = w.exchange("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\nX-Big: " +
+                              std::string(15 * 1024, 'a') + "\r\n\r\n");
+  BOOST_TEST(startsWith(ok, "HTTP/1.1 200"), ok.substr(0, 120));
+}
+
+BOOST_AUTO_TEST_CASE(slow_head_gets_408_and_is_closed) {
+  HttpWorld w;
+  int fd = eq::it::connectTo(w.stack.apiPort());
+  BOOST_REQUIRE(fd >= 0);
+  std::string part = "GET /healthz HTTP/1.1\r\nHost: t\r\n";  // never finished
+  BOOST_REQUIRE(::send(fd, part.data(), part.size(), MSG_NOSIGNAL) > 0);
+  int64_t start = nowMs();
+  std::string out;
+  char buf[1024];
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  int64_t waited = nowMs() - start;
+  ::close(fd);
+  BOOST_TEST(startsWith(out, "HTTP/1.1 408"), out.substr(0, 120));
+  BOOST_TEST(n == 0, "the server closed the connection");
+  BOOST_TEST(waited < 4000, "closed after " << waited << " ms with an 800 ms head timeout");
+}
+
+BOOST_AUTO_TEST_CASE(idle_keep_alive_connection_is_closed) {
+  HttpWorld w;
+  int64_t start = nowMs();
+  std::string resp = w.exchange("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", 6000);
+  int64_t waited = nowMs() - start;
+  BOOST_TEST(startsWith(resp, "HTTP/1.1 200"));
+  BOOST_TEST(waited >= 1000, "closed after " << waited << " ms, idle timeout is 1500 ms");
+  BOOST_TEST(waited < 5000, "closed after " << waited << " ms, idle timeout is 1500 ms");
+}
+
+BOOST_AUTO_TEST_CASE(keep_alive_and_pipelining_answer_in_order) {
+  HttpWorld w;
+  // Three different routes pipelined in one write: the answers come back in
+  // request order (healthz 200, unknown 404, openapi 200), then the close.
+  std::string resp = w.exchange(
+      "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
+      "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n"
+      "GET /openapi.yaml HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  size_t a = resp.find("HTTP/1.1 200");
+  size_t b = resp.find("HTTP/1.1 404");
+  size_t c = resp.find("HTTP/1.1 200", a + 1);
+  BOOST_REQUIRE(a != std::string::npos);
+  BOOST_REQUIRE(b != std::string::npos);
+  BOOST_REQUIRE(c != std::string::npos);
+  BOOST_TEST((a < b && b < c));
+  BOOST_TEST(resp.find("openapi: 3.0") > c);
+}
+
+BOOST_AUTO_TEST_CASE(chunked_bodies_are_read_and_counted_against_the_limit) {
+  HttpWorld w;
+  std::string body = R"({"message":"今天好开心"})";
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", body.size());
+  std::string resp = w.exchange("POST /api/v1/analyze HTTP/1.1\r\nHost: t\r\n" + w.auth() +
+                                "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                                "Connection: close\r\n\r\n" +
+                                std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n");
+  BOOST_TEST(startsWith(resp, "HTTP/1.1 200"), resp.substr(0, 200));
+  BOOST_TEST(resp.find("\"emotion\":\"joy\"") != std::string::npos, resp);
+
+  // 80 KiB in 8 KiB chunks: no Content-Length to judge by, so the server
+  // counts as the chunks arrive and stops at 64 KiB.
+  std::string chunk(8192, 'a');
+  std::string big = "POST /api/v1/analyze HTTP/1.1\r\nHost: t\r\n" + w.auth() +
+                    "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 10; ++i) big += "2000\r\n" + chunk + "\r\n";
+  big += "0\r\n\r\n";
+  std::string over = w.exchange(big);
+  BOOST_TEST(startsWith(over, "HTTP/1.1 413"), over.substr(0, 200));
+}
+
+BOOST_AUTO_TEST_CASE(expect_100_continue_is_honoured) {
+  HttpWorld w;
+  int fd = eq::it::connectTo(w.stack.apiPort());
+  BOOST_REQUIRE(fd >= 0);
+  std::string body = R"({"message":"thank you so much"})";
+  std::string head = "POST /api/v1/analyze HTTP/1.1\r\nHost: t\r\n" + w.auth() +
+                     "Content-Type: application/json\r\nExpect: 100-continue\r\n"
+                     "Connection: close\r\nContent-Length: " + std::to_string(body.size()) +
+                     "\r\n\r\n";
+  BOOST_REQUIRE(::send(fd, head.data(), head.size(), MSG_NOSIGNAL) > 0);
+  char buf[4096];
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+  BOOST_REQUIRE(n > 0);
+  BOOST_TEST(startsWith(std::string(buf, static_cast<size_t>(n)), "HTTP/1.1 100 Continue\r\n\r\n"));
+  BOOST_REQUIRE(::send(fd, body.data(), body.size(), MSG_NOSIGNAL) > 0);
+  std::string rest;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) rest.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  BOOST_TEST(rest.find("HTTP/1.1 200") != std::string::npos, rest.substr(0, 200));
+
+  std::string weird = w.exchange("POST /api/v1/analyze HTTP/1.1\r\nHost: t\r\nExpect: magic\r\n"
+                                 "Content-Length: 2\r\n\r\n{}");
+  BOOST_TEST(startsWith(weird, "HTTP/1.1 417"), weird.substr(0, 120));
+}
+
+BOOST_AUTO_TEST_CASE(connections_over_the_cap_are_closed_at_once) {
+  Stack stack(apiOnly({{"EQ_HTTP_MAX_CONNECTIONS", "2"}, {"EQ_HTTP_IDLE_TIMEOUT_MS", "10000"}}));
+  int a = eq::it::connectTo(stack.apiPort());
+  int b = eq::it::connectTo(stack.apiPort());
+  BOOST_REQUIRE((a >= 0 && b >= 0));
+  usleep(200000);  // let the server accept both
+  std::string third = rawExchange(stack.apiPort(), "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", 2000);
+  BOOST_TEST(third.empty(), "a third connection was served: " << third.substr(0, 80));
+  ::close(a);
+  usleep(200000);
+  std::string after = rawExchange(stack.apiPort(),
+                                  "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  BOOST_TEST(startsWith(after, "HTTP/1.1 200"), "a slot freed up: " << after.substr(0, 80));
+  ::close(b);
+}
+
+BOOST_AUTO_TEST_CASE(a_client_that_does_not_read_does_not_grow_the_server) {
+  HttpWorld w;
+  eq::it::Process* api = w.stack.process("api-0");
+  long before = rssKiB(api->pid());
+  // 3000 pipelined requests for the ~10 KiB OpenAPI document: about 30 MiB of
+  // answers to a client that reads nothing. With backpressure the server
+  // stops reading once 1 MiB is unsent, so its memory stays flat.
+  int fd = eq::it::connectTo(w.stack.apiPort());
+  BOOST_REQUIRE(fd >= 0);
+  std::string req = "GET /openapi.yaml HTTP/1.1\r\nHost: t\r\n\r\n";
+  std::string all;
+  for (int i = 0; i < 3000; ++i) all += req;
+  // Non-blocking send: the server's reads stop, so our send buffer fills.
+  timeval tv{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  size_t sent = 0;
+  while (sent < all.size()) {
+    ssize_t n = ::send(fd, all.data() + sent, all.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  usleep(500000);
+  long during = rssKiB(api->pid());
+  ::close(fd);
+  BOOST_TEST_MESSAGE("api RSS " << before << " KiB before, " << during << " KiB while stalled");
+  BOOST_TEST(during - before < 12 * 1024, "api grew by " << (during - before) << " KiB");
+  // Still serving others.
+  std::string ok = w.exchange("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  BOOST_TEST(startsWith(ok, "HTTP/1.1 200"));
+}
+
+BOOST_AUTO_TEST_CASE(sigterm_drains_in_flight_sync_calls_then_exits_cleanly) {
+  // No perfect worker: a perfect sync call waits for its 2 s deadline.
+  StackOptions o = apiOnly({{"EQ_SYNC_DEADLINE_MS", "2000"}});
+  Stack stack(o);
+  int rc = -1;
+  std::string out = stack.eqctl({"key", "create", "--name", "drain", "--json"}, &rc);
+  BOOST_REQUIRE(rc == 0);
+  size_t at = out.find("\"api_key\":\"");
+  std::string key = out.substr(at + 11, out.find('"', at + 11) - at - 11);
+
+  long status = 0;
+  int64_t answered_after = 0;
+  int64_t start = nowMs();
+  std::thread caller([&] {
+    eq::it::HttpResult r = eq::it::httpRequest(
+        "POST", stack.url("/api/v1/reply"),
+        {"Authorization: Bearer " + key, "Content-Type: application/json"},
+        R"({"mode":"perfect","message":"在吗"})");
+    status = r.status;
+    answered_after = nowMs() - start;
+  });
+  usleep(400000);
+  eq::it::Process* api = stack.process("api-0");
+  ::kill(api->pid(), SIGTERM);
+  usleep(200000);
+  // Stopped accepting: a new connection is refused.
+  BOOST_TEST(eq::it::connectTo(stack.apiPort()) < 0, "eq-api still accepts after SIGTERM");
+  caller.join();
+  BOOST_TEST(status == 504, "the in-flight call got " << status);
+  BOOST_TEST(answered_after >= 1500, "answered after " << answered_after << " ms, deadline 2000");
+  BOOST_TEST(api->wait(5000) == 0, "eq-api exits 0 after draining");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
