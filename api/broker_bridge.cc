@@ -14,7 +14,12 @@
 namespace eq::api {
 namespace {
 
-constexpr int kMaxBackoffMs = 5000;
+// Reconnect backoff: defaults::kReconnectBackoff*; see there for why the cap
+// is 1 s. Resetting the backoff "on a successful TCP connect" instead would
+// not help: nothing connects while the broker is away, and the sleep is what
+// delays recovery.
+constexpr int kInitialBackoffMs = defaults::kReconnectBackoffInitialMs;
+constexpr int kMaxBackoffMs = defaults::kReconnectBackoffMaxMs;
 constexpr int kSweepIntervalMs = 50;
 constexpr int kMaxPublishAttempts = 3;
 
@@ -183,7 +188,12 @@ bool BrokerBridge::connect() {
   Result<std::unique_ptr<amqp::Connection>> c =
       amqp::Connection::open(url_, conn_name_, defaults::kAmqpHeartbeatSeconds);
   if (!c.isOk()) {
-    log::warn("broker connect failed", {{"error", c.status().msg()}});
+    // One attempt a second during an outage: log the first failure and then
+    // every 30th, so an hour-long outage is 120 lines, not 3600.
+    if (failed_attempts_++ % 30 == 0) {
+      log::warn("broker connect failed", {{"error", c.status().msg()},
+                                          {"attempts", static_cast<long long>(failed_attempts_)}});
+    }
     return false;
   }
   std::unique_ptr<amqp::Connection> conn = std::move(c).value();
@@ -192,6 +202,7 @@ bool BrokerBridge::connect() {
   if (q.isOk()) s = conn->consume(q.value());
   if (s.isOk() && q.isOk()) s = conn->enableConfirms();
   if (!q.isOk() || !s.isOk()) {
+    ++failed_attempts_;
     log::warn("broker setup failed", {{"error", (q.isOk() ? s : q.status()).msg()}});
     return false;
   }
@@ -200,7 +211,9 @@ bool BrokerBridge::connect() {
   if (ever_connected_) reconnects_.fetch_add(1, std::memory_order_relaxed);
   ever_connected_ = true;
   connected_.store(true, std::memory_order_release);
-  log::info("broker connected", {{"reply_queue", reply_queue_}});
+  log::info("broker connected", {{"reply_queue", reply_queue_},
+                                 {"failed_attempts", static_cast<long long>(failed_attempts_)}});
+  failed_attempts_ = 0;
   return true;
 }
 
@@ -317,7 +330,7 @@ void BrokerBridge::waitForWork(int timeout_ms) {
 }
 
 void BrokerBridge::run() {
-  int backoff_ms = 100;
+  int backoff_ms = kInitialBackoffMs;
   while (!stop_.load()) {
     if (!conn_) {
       if (!connect()) {
@@ -326,7 +339,7 @@ void BrokerBridge::run() {
         backoff_ms = std::min(backoff_ms * 2, kMaxBackoffMs);
         continue;
       }
-      backoff_ms = 100;
+      backoff_ms = kInitialBackoffMs;
     }
     drainInbox();
     pumpFrames();

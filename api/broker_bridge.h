@@ -23,6 +23,14 @@
 // on that connection, and those fail at once with 503 (calls already on the
 // next connection are unaffected).
 //
+// Outages: RabbitMQ closes our connection with connection.close when it
+// stops (rabbitmqctl stop_app, a node shutdown), which the poll() above sees
+// at once. From then on connected() is false, so call() and
+// publishPersistent() answer 503 right away instead of queueing, and the
+// broker thread reconnects with a backoff of 100 ms doubling to 1 s: the
+// api is back within about a second of the broker (tests/integration/
+// resilience_test.cc measures it).
+//
 // Persistent publishes (async jobs) whose confirm had not arrived when the
 // connection dropped are published again after reconnecting, up to three
 // times: the broker may or may not have stored the first copy, and a
@@ -146,6 +154,7 @@ class BrokerBridge {
   std::unordered_map<std::string, int64_t> sync_in_flight_;
   int64_t last_prune_ms_ = 0;
   bool ever_connected_ = false;
+  int64_t failed_attempts_ = 0;  // connect attempts since the last success
 
   // Loop thread only.
   uint64_t next_op_id_ = 1;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/defaults.h"
 #include "common/log.h"
 #include "common/messages.h"
 #include "common/timefmt.h"
@@ -47,6 +48,12 @@ Result<std::unique_ptr<Connection>> Connection::open(const std::string& url,
   if (info.vhost == nullptr || *info.vhost == '\0') info.vhost = default_vhost;
   amqp_connection_state_t conn = amqp_new_connection();
   std::unique_ptr<Connection> c(new Connection(conn));
+  // Bound the handshake and every synchronous method: a broker that accepts
+  // TCP but does not answer (booting, overloaded) must not wedge a thread.
+  struct timeval rpc_timeout = {defaults::kAmqpRpcTimeoutMs / 1000,
+                                (defaults::kAmqpRpcTimeoutMs % 1000) * 1000};
+  amqp_set_handshake_timeout(conn, &rpc_timeout);
+  amqp_set_rpc_timeout(conn, &rpc_timeout);
   amqp_socket_t* sock = amqp_tcp_socket_new(conn);
   if (sock == nullptr) return Status(503, "amqp: cannot create socket");
   struct timeval tv = {5, 0};

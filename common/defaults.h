@@ -42,5 +42,15 @@ constexpr int kApiDbBusyTimeoutMs = 500;
 
 // Broker.
 constexpr int kAmqpHeartbeatSeconds = 30;
+// Handshake and synchronous AMQP methods (declare, consume, qos) against a
+// broker that accepted the TCP connection but does not answer.
+constexpr int kAmqpRpcTimeoutMs = 10'000;
+// Reconnect backoff of every process: 100 ms doubling, capped at 1 s. The cap
+// bounds how long a process stays away after the broker is back (eq-api,
+// the workers and the dispatcher all must reconnect before a sync call can
+// succeed again; we promise recovery within 5 s). One attempt a second is a
+// refused TCP connect against a stopped broker: no load worth saving.
+constexpr int kReconnectBackoffInitialMs = 100;
+constexpr int kReconnectBackoffMaxMs = 1000;
 
 }  // namespace eq::defaults

@@ -11,13 +11,15 @@
 namespace eq::dispatch {
 namespace {
 
-constexpr int kMaxBackoffMs = 5000;
+// Task state and webhooks wait for the dispatcher to reconnect: see
+// defaults::kReconnectBackoffMaxMs.
+constexpr int kMaxBackoffMs = defaults::kReconnectBackoffMaxMs;
 constexpr uint16_t kPrefetch = 16;
 
 }  // namespace
 
 int Dispatcher::run() {
-  int backoff_ms = 100;
+  int backoff_ms = defaults::kReconnectBackoffInitialMs;
   while (!stop_.load()) {
     Result<std::unique_ptr<amqp::Connection>> c =
         amqp::Connection::open(amqp_url_, "eq-dispatcher", defaults::kAmqpHeartbeatSeconds);
@@ -30,7 +32,7 @@ int Dispatcher::run() {
       backoff_ms = std::min(backoff_ms * 2, kMaxBackoffMs);
       continue;
     }
-    backoff_ms = 100;
+    backoff_ms = defaults::kReconnectBackoffInitialMs;
     Status s = serve(*c.value());
     if (!s.isOk()) log::warn("broker connection lost; reconnecting", {{"error", s.msg()}});
   }

@@ -18,7 +18,9 @@ namespace {
 using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 
 constexpr int kConfirmTimeoutMs = 10'000;
-constexpr int kMaxBackoffMs = 5000;
+// A sync call published right after the broker returns waits for a worker to
+// reconnect: see defaults::kReconnectBackoffMaxMs.
+constexpr int kMaxBackoffMs = defaults::kReconnectBackoffMaxMs;
 
 engine::Mode toMode(const std::string& m) {
   if (m == "standard") return engine::Mode::kStandard;
@@ -79,7 +81,7 @@ std::string Worker::analysisJson(const engine::Analysis& a) {
 }
 
 int Worker::run() {
-  int backoff_ms = 100;
+  int backoff_ms = defaults::kReconnectBackoffInitialMs;
   while (!stop_.load()) {
     std::string name = "eq-worker " + (opts_.mode.empty() ? std::string("analyze") : opts_.mode);
     Result<std::unique_ptr<amqp::Connection>> c =
@@ -91,7 +93,7 @@ int Worker::run() {
       backoff_ms = std::min(backoff_ms * 2, kMaxBackoffMs);
       continue;
     }
-    backoff_ms = 100;
+    backoff_ms = defaults::kReconnectBackoffInitialMs;
     Status s = serve(*c.value());
     if (!s.isOk()) log::warn("broker connection lost; reconnecting", {{"error", s.msg()}});
   }
