@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "api/validation.h"
+#include "common/crypto.h"
 #include "common/defaults.h"
 #include "common/embedded.h"
 #include "common/ids.h"
@@ -159,12 +160,11 @@ void ApiService::handle(HttpRequest&& req, Responder res) {
     unauthorized(info, res);
     return;
   }
-  Result<std::optional<AuthContext>> auth = ctx_.store->authenticate(key, ctx_.config->env);
+  Result<std::optional<AuthContext>> auth =
+      ctx_.store->authenticate(key, ctx_.config->env, ctx_.clock->nowMs());
   if (!auth.isOk()) {
     log::error("auth lookup failed", {{"error", auth.status().msg()}});
-    HttpResponse r = HttpServer::errorResponse(503, "temporarily unavailable", info->request_id);
-    r.headers.emplace_back("Retry-After", "1");
-    finish(info, res, std::move(r));
+    unavailable(info, res, "the database is busy");
     return;
   }
   if (!auth.value()) {
@@ -178,9 +178,7 @@ void ApiService::handle(HttpRequest&& req, Responder res) {
   Result<RateDecision> rate = ctx_.store->countRequest(who, ctx_.clock->nowMs());
   if (!rate.isOk()) {
     log::error("rate count failed", {{"error", rate.status().msg()}});
-    HttpResponse r = HttpServer::errorResponse(503, "temporarily unavailable", info->request_id);
-    r.headers.emplace_back("Retry-After", "1");
-    finish(info, res, std::move(r));
+    unavailable(info, res, "the database is busy");
     return;
   }
   const RateDecision& d = rate.value();
@@ -188,9 +186,11 @@ void ApiService::handle(HttpRequest&& req, Responder res) {
                          {"X-RateLimit-Remaining", std::to_string(d.remaining)},
                          {"X-RateLimit-Reset", std::to_string(d.reset_seconds)}};
   if (!d.allowed) {
+    ++rate_limited_;
     info->extra_headers.emplace_back("Retry-After", std::to_string(d.reset_seconds));
     sendError(info, res, 429, "rate limit exceeded: " + std::to_string(d.limit) +
-                                  " requests per minute for this key");
+                                  " requests per minute for this key; retry after " +
+                                  std::to_string(d.reset_seconds) + " s");
     return;
   }
 
@@ -198,6 +198,9 @@ void ApiService::handle(HttpRequest&& req, Responder res) {
     sendError(info, res, 415, "unsupported media type: send Content-Type: application/json");
     return;
   }
+
+  bool reply_route = route->path == "/api/v1/reply" || route->path == "/api/v1/reply/async";
+  if (reply_route && !admitIdempotent(req, who, info, res)) return;
 
   if (route->path == "/api/v1/reply") {
     replySync(req, who, info, res);
@@ -212,21 +215,78 @@ void ApiService::handle(HttpRequest&& req, Responder res) {
   }
 }
 
-// Charges one unit; on refusal answers 402/503 itself and returns false.
-static bool chargeOrRefuse(Store* store, const AuthContext& who, const std::string& mode,
-                           int64_t now, std::string* refusal, int* status) {
-  Result<ChargeOutcome> c = store->chargeQuota(who.account_id, mode, now);
+bool ApiService::admitIdempotent(const HttpRequest& req, const AuthContext& who,
+                                 const Info& info, const Responder& res) {
+  const std::string* key = req.header("idempotency-key");
+  if (key == nullptr) return true;
+  if (Status s = checkIdempotencyKey(*key); !s.isOk()) {
+    sendError(info, res, 400, s.msg());
+    return false;
+  }
+  // The digest covers the raw bytes: two bodies that parse to the same JSON
+  // but differ in spacing are different requests, as a client resending the
+  // same request never produces them.
+  IdempotencyRequest ir{who.account_id, *key, info->route, crypto::sha256(req.body),
+                        info->request_id};
+  Result<IdempotencyBegin> begun = ctx_.store->beginIdempotent(ir, ctx_.clock->nowMs());
+  if (!begun.isOk()) {
+    log::error("idempotency lookup failed", {{"error", begun.status().msg()}});
+    unavailable(info, res, "the database is busy");
+    return false;
+  }
+  const IdempotencyBegin& b = begun.value();
+  switch (b.state) {
+    case IdempotencyState::kStarted:
+      info->idempotency = std::move(ir);
+      return true;
+    case IdempotencyState::kReplay: {
+      ++idempotent_replays_;
+      HttpResponse r;
+      r.status = b.http_status;
+      r.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
+      r.headers.emplace_back("Idempotent-Replayed", "true");
+      r.body = b.response_body;
+      finish(info, res, std::move(r));
+      return false;
+    }
+    case IdempotencyState::kConflict:
+      sendError(info, res, 409,
+                b.other_route
+                    ? "conflict: Idempotency-Key already used on another endpoint; use a new "
+                      "key for a new request"
+                    : "conflict: Idempotency-Key reused with a different request body; use a "
+                      "new key for a new request");
+      return false;
+    case IdempotencyState::kInProgress:
+      // Answering 409 rather than waiting keeps the loop free of parked
+      // requests; the client retries and then gets the stored response.
+      info->extra_headers.emplace_back("Retry-After", "1");
+      sendError(info, res, 409,
+                "conflict: a request with this Idempotency-Key is still in progress; retry "
+                "after it completes");
+      return false;
+  }
+  return true;
+}
+
+bool ApiService::charge(const AuthContext& who, const std::string& mode, const Info& info,
+                        const Responder& res) {
+  Result<ChargeOutcome> c = ctx_.store->chargeQuota(who.account_id, mode, ctx_.clock->nowMs());
   if (!c.isOk()) {
     log::error("quota charge failed", {{"error", c.status().msg()}});
-    *status = 503;
-    *refusal = "temporarily unavailable";
+    unavailable(info, res, "the database is busy");
     return false;
   }
   if (c.value() == ChargeOutcome::kCharged) return true;
-  *status = 402;
-  *refusal = c.value() == ChargeOutcome::kExpired
-                 ? "quota expired: the quota of this key has passed its expire_at"
-                 : "quota exhausted: no " + mode + " units left for this key";
+  ++quota_rejected_;
+  sendError(info, res, 402,
+            c.value() == ChargeOutcome::kExpired
+                ? "quota expired: the " + mode +
+                      " quota of this key has passed its expire_at (see GET /api/v1/quota); "
+                      "ask for a renewal"
+                : "quota exhausted: no " + mode +
+                      " units left for this key (see GET /api/v1/quota); use another mode or "
+                      "ask for more units");
   return false;
 }
 
@@ -238,12 +298,7 @@ void ApiService::replySync(const HttpRequest& req, const AuthContext& who, const
     return;
   }
   const ReplyRequest& r = parsed.value();
-  std::string refusal;
-  int status = 0;
-  if (!chargeOrRefuse(ctx_.store, who, r.mode, ctx_.clock->nowMs(), &refusal, &status)) {
-    sendError(info, res, status, refusal);
-    return;
-  }
+  if (!charge(who, r.mode, info, res)) return;
   msg::Job job;
   job.kind = "reply";
   job.request_id = info->request_id;
@@ -261,14 +316,14 @@ void ApiService::replySync(const HttpRequest& req, const AuthContext& who, const
     }
     // Anything but a result refunds the unit charged at admission.
     refund(info, account, mode);
-    if (!out.isOk()) {
-      int code = out.status().code();
-      if (code == 503) info->extra_headers.emplace_back("Retry-After", "1");
-      sendError(info, res, code, code == 504 ? "generation timed out" : out.status().msg());
+    int code = !out.isOk() ? out.status().code() : out.value().code == 503 ? 503 : 500;
+    if (code == 503) {
+      unavailable(info, res, !out.isOk() ? out.status().msg() : out.value().msg);
+    } else if (code == 504) {
+      sendError(info, res, 504,
+                "generation timed out: retry, or use POST /api/v1/reply/async for long modes");
     } else {
-      int code = out.value().code == 503 ? 503 : 500;
-      if (code == 503) info->extra_headers.emplace_back("Retry-After", "1");
-      sendError(info, res, code, code == 503 ? out.value().msg : "generation failed");
+      sendError(info, res, 500, "generation failed; the unit was refunded, retry later");
     }
   });
 }
@@ -282,12 +337,7 @@ void ApiService::replyAsync(const HttpRequest& req, const AuthContext& who, cons
   }
   const ReplyRequest& r = parsed.value();
   int64_t now = ctx_.clock->nowMs();
-  std::string refusal;
-  int status = 0;
-  if (!chargeOrRefuse(ctx_.store, who, r.mode, now, &refusal, &status)) {
-    sendError(info, res, status, refusal);
-    return;
-  }
+  if (!charge(who, r.mode, info, res)) return;
   TaskRecord t;
   t.task_id = ids::newTaskId();
   t.account_id = who.account_id;
@@ -299,8 +349,7 @@ void ApiService::replyAsync(const HttpRequest& req, const AuthContext& who, cons
   if (Status s = ctx_.store->createTask(t); !s.isOk()) {
     log::error("create task failed", {{"error", s.msg()}});
     refund(info, who.account_id, r.mode);
-    info->extra_headers.emplace_back("Retry-After", "1");
-    sendError(info, res, 503, "temporarily unavailable");
+    unavailable(info, res, "the database is busy");
     return;
   }
   msg::Job job;
@@ -332,8 +381,7 @@ void ApiService::replyAsync(const HttpRequest& req, const AuthContext& who, cons
                       {"task_id", task_id},
                       {"error", failed.status().msg()}});
         }
-        info->extra_headers.emplace_back("Retry-After", "1");
-        sendError(info, res, 503, "temporarily unavailable: message broker unavailable");
+        unavailable(info, res, "message broker unavailable");
       });
 }
 
@@ -352,11 +400,12 @@ void ApiService::analyze(const HttpRequest& req, const Info& info, Responder res
   ctx_.broker->call(job, [this, info, res](Result<msg::SyncResult> out) {
     if (out.isOk() && out.value().ok) {
       sendJson(info, res, 200, out.value().data_json, "ok");
-    } else if (!out.isOk()) {
-      if (out.status().code() == 503) info->extra_headers.emplace_back("Retry-After", "1");
-      sendError(info, res, out.status().code(), out.status().msg());
+    } else if (!out.isOk() && out.status().code() == 503) {
+      unavailable(info, res, out.status().msg());
+    } else if (!out.isOk() && out.status().code() == 504) {
+      sendError(info, res, 504, "analysis timed out: retry later");
     } else {
-      sendError(info, res, 500, "analysis failed");
+      sendError(info, res, 500, "analysis failed; retry later");
     }
   });
 }
@@ -364,8 +413,7 @@ void ApiService::analyze(const HttpRequest& req, const Info& info, Responder res
 void ApiService::quota(const AuthContext& who, const Info& info, Responder res) {
   Result<AccountQuota> q = ctx_.store->quota(who.account_id);
   if (!q.isOk()) {
-    info->extra_headers.emplace_back("Retry-After", "1");
-    sendError(info, res, 503, "temporarily unavailable");
+    unavailable(info, res, "the database is busy");
     return;
   }
   rapidjson::StringBuffer sb;
@@ -394,8 +442,7 @@ void ApiService::task(const std::string& task_id, const AuthContext& who, const 
   }
   Result<std::optional<TaskRecord>> t = ctx_.store->task(task_id);
   if (!t.isOk()) {
-    info->extra_headers.emplace_back("Retry-After", "1");
-    sendError(info, res, 503, "temporarily unavailable");
+    unavailable(info, res, "the database is busy");
     return;
   }
   // Another account's task is indistinguishable from a missing one.
@@ -459,11 +506,12 @@ void ApiService::readyz(const Info& info, Responder res) {
     sendJson(info, res, 200, data, "ready");
     return;
   }
-  HttpResponse r;
-  r.status = 503;
-  r.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
+  // Like every error, data is null (PRODUCT.md §2); msg names what is down.
+  std::string msg = "not ready:";
+  if (!broker) msg += " broker unavailable";
+  if (!db) msg += std::string(broker ? "" : ",") + " database unavailable";
+  HttpResponse r = HttpServer::errorResponse(503, msg, info->request_id);
   r.headers.emplace_back("Retry-After", "1");
-  r.body = json::envelope(503, data, "not ready");
   finish(info, res, std::move(r));
 }
 
@@ -497,11 +545,38 @@ void ApiService::sendError(const Info& info, const Responder& res, int status,
   finish(info, res, HttpServer::errorResponse(status, msg, info->request_id));
 }
 
+void ApiService::unavailable(const Info& info, const Responder& res, std::string_view what) {
+  // One second is a guess that matches how these clear up: the write lock
+  // is held for milliseconds, and the broker bridge reconnects within ~1 s.
+  info->extra_headers.emplace_back("Retry-After", "1");
+  sendError(info, res, 503,
+            "temporarily unavailable: " + std::string(what) + "; retry after 1 s");
+}
+
+void ApiService::settleIdempotent(const Info& info, const HttpResponse& r) {
+  if (!info->idempotency) return;
+  // Final outcomes are remembered; a 429 or a 5xx says nothing about what
+  // the request would do, so its row is dropped and a retry runs afresh.
+  bool final = (r.status >= 200 && r.status < 300) ||
+               (r.status >= 400 && r.status < 500 && r.status != 429);
+  Status s = final ? ctx_.store->completeIdempotent(*info->idempotency, r.status, r.body)
+                   : ctx_.store->abandonIdempotent(*info->idempotency);
+  if (!s.isOk()) {
+    // The row stays pending: retries get 409 "in progress" until the lease
+    // (Store::kIdempotencyLeaseMs) lets one take it over.
+    log::error("idempotency record not settled", {{"request_id", info->request_id},
+                                                 {"status", static_cast<long long>(r.status)},
+                                                 {"error", s.msg()}});
+  }
+  info->idempotency.reset();
+}
+
 void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) {
   bool has_id = false;
   for (const auto& [k, v] : r.headers) has_id = has_id || k == "X-Request-Id";
   if (!has_id) r.headers.emplace_back("X-Request-Id", info->request_id);
   for (const auto& h : info->extra_headers) r.headers.push_back(h);
+  settleIdempotent(info, r);
 
   int64_t latency = ctx_.clock->nowMs() - info->started_ms;
   --in_flight_;
@@ -540,6 +615,18 @@ std::string ApiService::renderMetrics() const {
   std::snprintf(sum, sizeof sum, "%.3f", latency_sum_ms_);
   out += "eq_api_request_duration_ms_sum " + std::string(sum) + "\n";
   out += "eq_api_request_duration_ms_count " + std::to_string(latency_count_) + "\n";
+  out += "# HELP eq_api_rate_limited_total Requests refused with 429 by the per-key rate "
+         "limit.\n";
+  out += "# TYPE eq_api_rate_limited_total counter\n";
+  out += "eq_api_rate_limited_total " + std::to_string(rate_limited_) + "\n";
+  out += "# HELP eq_api_quota_rejected_total Reply calls refused with 402 (quota exhausted or "
+         "expired).\n";
+  out += "# TYPE eq_api_quota_rejected_total counter\n";
+  out += "eq_api_quota_rejected_total " + std::to_string(quota_rejected_) + "\n";
+  out += "# HELP eq_api_idempotent_replays_total Stored responses replayed for a repeated "
+         "Idempotency-Key.\n";
+  out += "# TYPE eq_api_idempotent_replays_total counter\n";
+  out += "eq_api_idempotent_replays_total " + std::to_string(idempotent_replays_) + "\n";
   out += "# HELP eq_api_in_flight Requests received and not yet answered.\n";
   out += "# TYPE eq_api_in_flight gauge\n";
   out += "eq_api_in_flight " + std::to_string(in_flight_) + "\n";

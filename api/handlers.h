@@ -11,8 +11,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "api/broker_bridge.h"
 #include "api/http_server.h"
@@ -40,6 +42,9 @@ struct RequestInfo {
   std::string key_prefix;
   int64_t started_ms = 0;
   std::vector<std::pair<std::string, std::string>> extra_headers;  // rate-limit headers
+  // Set while this request owns a pending Idempotency-Key row: finish()
+  // stores a final response in it or deletes it (PRODUCT.md §3).
+  std::optional<IdempotencyRequest> idempotency;
 };
 
 class ApiService {
@@ -48,7 +53,8 @@ class ApiService {
 
   void handle(HttpRequest&& req, Responder res);
 
-  // Requests answered so far by (route, status); rendered by /metrics.
+  // Requests answered so far by (route, status), refusals by rate limit and
+  // quota, and latencies; rendered by /metrics. Counts are per process.
   std::string renderMetrics() const;
   int64_t inFlight() const { return in_flight_; }
 
@@ -61,6 +67,17 @@ class ApiService {
   void quota(const AuthContext& auth, const Info& info, Responder res);
   void task(const std::string& task_id, const AuthContext& auth, const Info& info, Responder res);
   void readyz(const Info& info, Responder res);
+
+  // Idempotency-Key admission of the two reply endpoints. Returns true when
+  // the request should run (with or without a key); otherwise it has
+  // answered (replay, 409, 400 or 503) itself.
+  bool admitIdempotent(const HttpRequest& req, const AuthContext& auth, const Info& info,
+                       const Responder& res);
+  // Charges one unit of mode; on refusal answers 402 or 503 itself.
+  bool charge(const AuthContext& auth, const std::string& mode, const Info& info,
+              const Responder& res);
+  void unavailable(const Info& info, const Responder& res, std::string_view what);
+  void settleIdempotent(const Info& info, const HttpResponse& r);
 
   void finish(const Info& info, const Responder& res, HttpResponse r);
   void sendJson(const Info& info, const Responder& res, int status, std::string_view data_json,
@@ -75,6 +92,9 @@ class ApiService {
   std::map<int, int64_t> latency_buckets_;  // upper bound ms -> count
   int64_t latency_count_ = 0;
   double latency_sum_ms_ = 0;
+  int64_t rate_limited_ = 0;    // 429s
+  int64_t quota_rejected_ = 0;  // 402s
+  int64_t idempotent_replays_ = 0;
 };
 
 }  // namespace eq::api

@@ -116,42 +116,13 @@ size_t codePoints(std::string_view utf8) {
   return n;
 }
 
-Status checkWebhookUrl(std::string_view url, const net::CidrSet& allowed) {
-  if (url.size() > defaults::kMaxWebhookUrlChars) {
-    return badField("webhook_url", "is longer than " +
-                                       std::to_string(defaults::kMaxWebhookUrlChars) + " chars");
-  }
-  for (unsigned char c : url) {
-    if (c <= 0x20 || c == 0x7F) return badField("webhook_url", "must not contain spaces or controls");
-  }
-  // Schemes are case-insensitive (RFC 3986 §3.1).
-  std::string_view rest;
-  if (url.size() > 7 && strncasecmp(url.data(), "http://", 7) == 0) rest = url.substr(7);
-  else if (url.size() > 8 && strncasecmp(url.data(), "https://", 8) == 0) rest = url.substr(8);
-  else return badField("webhook_url", "must be an absolute http:// or https:// URL");
-  std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
-  if (authority.empty() || authority.find('@') != std::string_view::npos) {
-    return badField("webhook_url", "must name a host (and no user info)");
-  }
-  // Host without the port: "[v6]:port", "[v6]", "host:port" or "host".
-  std::string_view host = authority;
-  if (host.front() == '[') {
-    size_t close = host.find(']');
-    if (close == std::string_view::npos) return badField("webhook_url", "has an unclosed '['");
-    host = host.substr(0, close + 1);
-  } else {
-    host = host.substr(0, host.find(':'));
-  }
-  if (host.empty()) return badField("webhook_url", "must name a host");
-  // A literal address is judged now (PRODUCT.md §6); a name is judged by the
-  // dispatcher on the address it actually connects to.
-  struct sockaddr_storage addr;
-  if (net::parseLiteral(host, &addr)) {
-    const auto* sa = reinterpret_cast<const sockaddr*>(&addr);
-    if (net::isNonPublicAddress(sa) && !allowed.contains(sa)) {
-      return badField("webhook_url", "points to a non-public address (loopback, private, "
-                                     "link-local or similar), which webhooks may not reach");
-    }
+Status checkIdempotencyKey(std::string_view key) {
+  bool printable = !key.empty() && key.size() <= kMaxIdempotencyKeyChars;
+  for (unsigned char c : key) printable = printable && c >= 0x20 && c < 0x7F;
+  if (!printable) {
+    return Status(400, "header 'Idempotency-Key' must be 1 to " +
+                           std::to_string(kMaxIdempotencyKeyChars) +
+                           " printable ASCII characters (a UUID is a good choice)");
   }
   return Status::ok();
 }

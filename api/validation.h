@@ -4,9 +4,13 @@
 // what is allowed.
 #pragma once
 
+#include <strings.h>
+#include <sys/socket.h>
+
 #include <string>
 #include <string_view>
 
+#include "common/defaults.h"
 #include "common/netaddr.h"
 #include "common/status.h"
 
@@ -33,9 +37,17 @@ Result<ReplyRequest> parseReplyRequest(std::string_view body, bool async,
                                        const net::CidrSet& webhook_allow);
 Result<AnalyzeRequest> parseAnalyzeRequest(std::string_view body);
 
+// The Idempotency-Key header's value: 1 to 255 printable ASCII characters
+// (PRODUCT.md §3). The bound lives here rather than in common/defaults.h,
+// which is not this module's to change; it is not tunable anyway.
+constexpr std::size_t kMaxIdempotencyKeyChars = 255;
+Status checkIdempotencyKey(std::string_view key);
+
 // Helpers exposed for tests.
 std::string trimUnicodeSpace(std::string_view s);
 std::size_t codePoints(std::string_view utf8);  // input must be valid UTF-8
-Status checkWebhookUrl(std::string_view url, const net::CidrSet& allowed);
+
+// checkWebhookUrl lives in common/netaddr.h: eqctl applies the same rule.
+using net::checkWebhookUrl;
 
 }  // namespace eq::api

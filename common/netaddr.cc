@@ -3,8 +3,13 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <strings.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "common/defaults.h"
 
 namespace eq::net {
 namespace {
@@ -117,6 +122,48 @@ bool parseLiteral(std::string_view host, struct sockaddr_storage* out) {
     return true;
   }
   return false;
+}
+
+Status checkWebhookUrl(std::string_view url, const net::CidrSet& allowed) {
+  auto bad = [](std::string_view what) {
+    return Status(400, "field 'webhook_url' " + std::string(what));
+  };
+  if (url.size() > defaults::kMaxWebhookUrlChars) {
+    return bad("is longer than " + std::to_string(defaults::kMaxWebhookUrlChars) + " chars");
+  }
+  for (unsigned char c : url) {
+    if (c <= 0x20 || c == 0x7F) return bad("must not contain spaces or controls");
+  }
+  // Schemes are case-insensitive (RFC 3986 §3.1).
+  std::string_view rest;
+  if (url.size() > 7 && strncasecmp(url.data(), "http://", 7) == 0) rest = url.substr(7);
+  else if (url.size() > 8 && strncasecmp(url.data(), "https://", 8) == 0) rest = url.substr(8);
+  else return bad("must be an absolute http:// or https:// URL");
+  std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+  if (authority.empty() || authority.find('@') != std::string_view::npos) {
+    return bad("must name a host (and no user info)");
+  }
+  // Host without the port: "[v6]:port", "[v6]", "host:port" or "host".
+  std::string_view host = authority;
+  if (host.front() == '[') {
+    size_t close = host.find(']');
+    if (close == std::string_view::npos) return bad("has an unclosed '['");
+    host = host.substr(0, close + 1);
+  } else {
+    host = host.substr(0, host.find(':'));
+  }
+  if (host.empty()) return bad("must name a host");
+  // A literal address is judged now (PRODUCT.md §6); a name is judged by the
+  // dispatcher on the address it actually connects to.
+  struct sockaddr_storage addr;
+  if (parseLiteral(host, &addr)) {
+    const auto* sa = reinterpret_cast<const sockaddr*>(&addr);
+    if (isNonPublicAddress(sa) && !allowed.contains(sa)) {
+      return bad("points to a non-public address (loopback, private, link-local or similar), "
+                 "which webhooks may not reach");
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace eq::net

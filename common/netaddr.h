@@ -34,6 +34,13 @@ class CidrSet {
 // other non-public ranges (IPv4, IPv6 and IPv4-mapped IPv6).
 bool isNonPublicAddress(const struct sockaddr* addr);
 
+// A webhook_url as PRODUCT.md §3 and §6 accept it: absolute http(s), a host
+// and no user info, at most 2048 chars, and no literal non-public address
+// unless `allowed` has it (a host name is judged later, by the dispatcher, on
+// the address actually connected to). eq-api checks webhook_url with it and
+// eqctl the default webhook URL; a 400 Status names the field.
+Status checkWebhookUrl(std::string_view url, const CidrSet& allowed);
+
 // Parses a literal IPv4 address or IPv6 address (with or without brackets);
 // false when host is a name rather than a literal.
 bool parseLiteral(std::string_view host, struct sockaddr_storage* out);

@@ -13,7 +13,8 @@ namespace {
 
 // The migrations compiled into the binary, in order. A new migration is a new
 // file here and in CMakeLists.txt's eq_embed list; applied ones never change.
-constexpr const char* kMigrations[] = {"schema/migrations/001_init.sql"};
+constexpr const char* kMigrations[] = {"schema/migrations/001_init.sql",
+                                       "schema/migrations/002_contract.sql"};
 
 // A cached prepared statement in use: binds by position, steps, reads columns
 // and resets itself when it goes out of scope so the cache can reuse it.
@@ -74,6 +75,11 @@ bool validMode(std::string_view mode) {
 }
 
 }  // namespace
+
+std::string keyStatusAt(const KeyInfo& key, int64_t now_ms) {
+  if (key.status == "active" && key.expires_at != 0 && key.expires_at <= now_ms) return "expired";
+  return key.status;
+}
 
 const char* taskStatusName(TaskStatus s) {
   switch (s) {
@@ -226,7 +232,7 @@ Result<CreatedKey> Store::createKey(const NewKeyRequest& req) {
 }
 
 Result<std::optional<AuthContext>> Store::authenticate(const std::string& api_key,
-                                                       const std::string& env) {
+                                                       const std::string& env, int64_t now_ms) {
   // The lookup goes through the hash's unique index. Indexing on the digest
   // leaks nothing useful through timing (an attacker cannot steer the digest
   // of a guess), and the constant-time comparison of the fixed-length digests
@@ -235,9 +241,10 @@ Result<std::optional<AuthContext>> Store::authenticate(const std::string& api_ke
   Query q(prepare(
       "SELECT k.id, k.account_id, k.display_prefix, k.key_hash, a.rate_limit_per_min "
       "FROM api_keys k JOIN accounts a ON a.id = k.account_id "
-      "WHERE k.key_hash = ? AND k.status = 'active' AND k.env = ?"));
+      "WHERE k.key_hash = ? AND k.status = 'active' AND k.env = ? "
+      "AND (k.expires_at IS NULL OR k.expires_at > ?)"));
   if (!q.valid()) return error("prepare authenticate");
-  q.bindBlob(1, digest).bind(2, env);
+  q.bindBlob(1, digest).bind(2, env).bind(3, now_ms);
   int rc = q.step();
   if (rc == SQLITE_DONE) return std::optional<AuthContext>();
   if (rc != SQLITE_ROW) return error("authenticate");
@@ -253,13 +260,14 @@ Result<std::optional<AuthContext>> Store::authenticate(const std::string& api_ke
 Result<std::vector<KeyInfo>> Store::listKeys() {
   Query q(prepare(
       "SELECT k.id, k.account_id, a.name, k.env, k.display_prefix, k.status, a.tier, "
-      "k.created_at FROM api_keys k JOIN accounts a ON a.id = k.account_id ORDER BY k.id"));
+      "k.created_at, coalesce(k.expires_at, 0) "
+      "FROM api_keys k JOIN accounts a ON a.id = k.account_id ORDER BY k.id"));
   if (!q.valid()) return error("prepare list keys");
   std::vector<KeyInfo> out;
   int rc;
   while ((rc = q.step()) == SQLITE_ROW) {
     out.push_back(KeyInfo{q.text(0), q.text(1), q.text(2), q.text(3), q.text(4), q.text(5),
-                          q.text(6), q.int64(7)});
+                          q.text(6), q.int64(7), q.int64(8)});
   }
   if (rc != SQLITE_DONE) return error("list keys");
   return out;
@@ -272,6 +280,117 @@ Status Store::revokeKey(const std::string& key_id) {
   if (q.step() != SQLITE_DONE) return error("revoke key");
   if (sqlite3_changes(db_) == 0) return Status(404, "no active key with id " + key_id);
   return Status::ok();
+}
+
+Result<KeyDetails> Store::keyDetails(const std::string& key_id) {
+  Query q(prepare(
+      "SELECT k.id, k.account_id, a.name, k.env, k.display_prefix, k.status, a.tier, "
+      "k.created_at, coalesce(k.expires_at, 0), coalesce(k.revoked_at, 0), "
+      "coalesce(k.rotated_to, ''), a.rate_limit_per_min, coalesce(a.default_webhook_url, ''), "
+      "a.quota_fast, a.quota_standard, a.quota_perfect, a.quota_expire_at "
+      "FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.id = ?"));
+  if (!q.valid()) return error("prepare key details");
+  q.bind(1, key_id);
+  int rc = q.step();
+  if (rc == SQLITE_DONE) return Status(404, "no key with id " + key_id);
+  if (rc != SQLITE_ROW) return error("key details");
+  KeyDetails d;
+  d.key = KeyInfo{q.text(0), q.text(1), q.text(2), q.text(3), q.text(4),
+                  q.text(5), q.text(6), q.int64(7), q.int64(8)};
+  d.revoked_at = q.int64(9);
+  d.rotated_to = q.text(10);
+  d.rate_limit_per_min = static_cast<int>(q.int64(11));
+  d.default_webhook_url = q.text(12);
+  d.quota.remaining = QuotaUnits{q.int64(13), q.int64(14), q.int64(15)};
+  d.quota.expire_at_ms = q.int64(16);
+  d.quota.tier = d.key.tier;
+  return d;
+}
+
+Result<CreatedKey> Store::rotateKey(const std::string& key_id,
+                                    std::optional<int64_t> expires_at_ms, int64_t now_ms) {
+  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  CreatedKey out;
+  Status s;
+  {
+    // Read inside the transaction: a concurrent revoke or rotation of the
+    // same key either happens before (and we answer 404) or waits for us.
+    Query old(prepare(
+        "SELECT k.account_id, k.env, coalesce(k.expires_at, 0), a.tier "
+        "FROM api_keys k JOIN accounts a ON a.id = k.account_id "
+        "WHERE k.id = ? AND k.status = 'active'"));
+    old.bind(1, key_id);
+    int rc = old.step();
+    if (rc == SQLITE_DONE) {
+      s = Status(404, "no active key with id " + key_id);
+    } else if (rc != SQLITE_ROW) {
+      s = error("read key to rotate");
+    } else {
+      std::string env = old.text(1);
+      int64_t expires = expires_at_ms ? *expires_at_ms : old.int64(2);
+      out.account_id = old.text(0);
+      out.tier = old.text(3);
+      out.key_id = ids::newKeyId();
+      out.api_key = (env == "staging" ? "eq_test_" : "eq_live_") +
+                    crypto::base64url(crypto::randomBytes(32));
+      out.display_prefix = out.api_key.substr(0, 16);
+      Query key(prepare(
+          "INSERT INTO api_keys (id, account_id, env, display_prefix, key_hash, created_at, "
+          "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+      key.bind(1, out.key_id).bind(2, out.account_id).bind(3, env);
+      key.bind(4, out.display_prefix).bindBlob(5, crypto::sha256(out.api_key)).bind(6, now_ms);
+      if (expires != 0) key.bind(7, expires); else key.bindNull(7);
+      if (key.step() != SQLITE_DONE) s = error("insert rotated key");
+    }
+  }
+  if (s.isOk()) {
+    Query revoke(prepare(
+        "UPDATE api_keys SET status = 'revoked', revoked_at = ?, rotated_to = ? "
+        "WHERE id = ? AND status = 'active'"));
+    revoke.bind(1, now_ms).bind(2, out.key_id).bind(3, key_id);
+    if (revoke.step() != SQLITE_DONE) s = error("revoke rotated key");
+  }
+  if (!s.isOk()) {
+    exec("ROLLBACK");
+    return s;
+  }
+  if (Status c = commit(); !c.isOk()) return c;
+  return out;
+}
+
+Status Store::updateKey(const std::string& key_id, const KeyUpdate& u) {
+  // One transaction: the key's expiry is on api_keys, the rest on accounts,
+  // and a half-applied `eqctl key set` would be a surprise.
+  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  Status s;
+  {
+    Query acc(prepare(
+        "UPDATE accounts SET rate_limit_per_min = coalesce(?1, rate_limit_per_min), "
+        "tier = coalesce(?2, tier), "
+        "default_webhook_url = CASE WHEN ?3 IS NULL THEN default_webhook_url "
+        "WHEN ?3 = '' THEN NULL ELSE ?3 END "
+        "WHERE id = (SELECT account_id FROM api_keys WHERE id = ?4)"));
+    if (u.rate_limit_per_min) acc.bind(1, int64_t{*u.rate_limit_per_min}); else acc.bindNull(1);
+    if (u.tier) acc.bind(2, *u.tier); else acc.bindNull(2);
+    if (u.default_webhook_url) acc.bind(3, *u.default_webhook_url); else acc.bindNull(3);
+    acc.bind(4, key_id);
+    if (acc.step() != SQLITE_DONE) {
+      s = error("update account");
+    } else if (sqlite3_changes(db_) == 0) {
+      s = Status(404, "no key with id " + key_id);
+    }
+  }
+  if (s.isOk() && u.expires_at_ms) {
+    Query key(prepare("UPDATE api_keys SET expires_at = ? WHERE id = ?"));
+    if (*u.expires_at_ms != 0) key.bind(1, *u.expires_at_ms); else key.bindNull(1);
+    key.bind(2, key_id);
+    if (key.step() != SQLITE_DONE) s = error("update key expiry");
+  }
+  if (!s.isOk()) {
+    exec("ROLLBACK");
+    return s;
+  }
+  return commit();
 }
 
 Result<std::string> Store::accountOfKey(const std::string& key_id) {
@@ -340,16 +459,35 @@ Result<AccountQuota> Store::quota(const std::string& account_id) {
   return out;
 }
 
-Status Store::setQuota(const std::string& account_id, const QuotaUnits& units,
+Status Store::setQuota(const std::string& account_id, const QuotaChange& units,
                        std::optional<int64_t> expire_at_ms, std::optional<std::string> tier) {
   Query q(prepare(
-      "UPDATE accounts SET quota_fast = ?, quota_standard = ?, quota_perfect = ?, "
+      "UPDATE accounts SET quota_fast = coalesce(?, quota_fast), "
+      "quota_standard = coalesce(?, quota_standard), quota_perfect = coalesce(?, quota_perfect), "
       "quota_expire_at = coalesce(?, quota_expire_at), tier = coalesce(?, tier) WHERE id = ?"));
-  q.bind(1, units.fast).bind(2, units.standard).bind(3, units.perfect);
+  int slot = 1;
+  for (const std::optional<int64_t>& v : {units.fast, units.standard, units.perfect}) {
+    if (v) q.bind(slot, *v); else q.bindNull(slot);
+    ++slot;
+  }
   if (expire_at_ms) q.bind(4, *expire_at_ms); else q.bindNull(4);
   if (tier) q.bind(5, *tier); else q.bindNull(5);
   q.bind(6, account_id);
   if (q.step() != SQLITE_DONE) return error("set quota");
+  if (sqlite3_changes(db_) == 0) return Status(404, "no account " + account_id);
+  return Status::ok();
+}
+
+Status Store::grantQuota(const std::string& account_id, const QuotaUnits& add,
+                         std::optional<int64_t> expire_at_ms) {
+  Query q(prepare(
+      "UPDATE accounts SET quota_fast = quota_fast + ?, quota_standard = quota_standard + ?, "
+      "quota_perfect = quota_perfect + ?, quota_expire_at = coalesce(?, quota_expire_at) "
+      "WHERE id = ?"));
+  q.bind(1, add.fast).bind(2, add.standard).bind(3, add.perfect);
+  if (expire_at_ms) q.bind(4, *expire_at_ms); else q.bindNull(4);
+  q.bind(5, account_id);
+  if (q.step() != SQLITE_DONE) return error("grant quota");
   if (sqlite3_changes(db_) == 0) return Status(404, "no account " + account_id);
   return Status::ok();
 }
@@ -373,6 +511,94 @@ Result<RateDecision> Store::countRequest(const AuthContext& auth, int64_t now_ms
   d.remaining = static_cast<int>(count >= d.limit ? 0 : d.limit - count);
   d.reset_seconds = static_cast<int>((window + 60'000 - now_ms + 999) / 1000);
   return d;
+}
+
+// ---------------------------------------------------------------- idempotency
+
+Result<IdempotencyBegin> Store::beginIdempotent(const IdempotencyRequest& req, int64_t now_ms) {
+  // IMMEDIATE: the read of an existing row and the insert or takeover that
+  // follows must not interleave with another process doing the same for a
+  // concurrent duplicate, or both would run (and charge).
+  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  IdempotencyBegin out;
+  Status s;
+  {
+    Query purge(prepare(
+        "DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys "
+        "WHERE created_at <= ? ORDER BY created_at LIMIT ?)"));
+    purge.bind(1, now_ms - kIdempotencyTtlMs).bind(2, int64_t{kIdempotencyPurgeBatch});
+    if (purge.step() != SQLITE_DONE) s = error("purge idempotency keys");
+  }
+  bool take = false;  // insert or take over the row
+  if (s.isOk()) {
+    Query q(prepare(
+        "SELECT route, body_sha256, state, http_status, coalesce(response_body, ''), created_at "
+        "FROM idempotency_keys WHERE account_id = ? AND idem_key = ?"));
+    q.bind(1, req.account_id).bind(2, req.key);
+    int rc = q.step();
+    if (rc == SQLITE_DONE) {
+      take = true;
+    } else if (rc != SQLITE_ROW) {
+      s = error("read idempotency key");
+    } else {
+      int64_t age = now_ms - q.int64(5);
+      bool pending = q.text(2) == "pending";
+      if (age >= kIdempotencyTtlMs || (pending && age >= kIdempotencyLeaseMs)) {
+        // A lapsed record (the purge batch did not reach it yet) or a pending
+        // one whose owner died: the key is free again.
+        take = true;
+      } else if (q.text(0) != req.route) {
+        out.state = IdempotencyState::kConflict;
+        out.other_route = true;
+      } else if (q.blob(1) != req.body_sha256) {
+        out.state = IdempotencyState::kConflict;
+      } else if (pending) {
+        out.state = IdempotencyState::kInProgress;
+      } else {
+        out.state = IdempotencyState::kReplay;
+        out.http_status = static_cast<int>(q.int64(3));
+        out.response_body = q.text(4);
+      }
+    }
+  }
+  if (s.isOk() && take) {
+    Query ins(prepare(
+        "INSERT INTO idempotency_keys (account_id, idem_key, route, body_sha256, state, "
+        "request_id, created_at) VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6) "
+        "ON CONFLICT (account_id, idem_key) DO UPDATE SET route = ?3, body_sha256 = ?4, "
+        "state = 'pending', request_id = ?5, http_status = NULL, response_body = NULL, "
+        "created_at = ?6"));
+    ins.bind(1, req.account_id).bind(2, req.key).bind(3, req.route);
+    ins.bindBlob(4, req.body_sha256).bind(5, req.request_id).bind(6, now_ms);
+    if (ins.step() != SQLITE_DONE) s = error("insert idempotency key");
+    out.state = IdempotencyState::kStarted;
+  }
+  if (!s.isOk()) {
+    exec("ROLLBACK");
+    return s;
+  }
+  if (Status c = commit(); !c.isOk()) return c;
+  return out;
+}
+
+Status Store::completeIdempotent(const IdempotencyRequest& req, int http_status,
+                                 const std::string& response_body) {
+  Query q(prepare(
+      "UPDATE idempotency_keys SET state = 'done', http_status = ?, response_body = ? "
+      "WHERE account_id = ? AND idem_key = ? AND request_id = ? AND state = 'pending'"));
+  q.bind(1, int64_t{http_status}).bind(2, response_body).bind(3, req.account_id);
+  q.bind(4, req.key).bind(5, req.request_id);
+  if (q.step() != SQLITE_DONE) return error("complete idempotency key");
+  return Status::ok();
+}
+
+Status Store::abandonIdempotent(const IdempotencyRequest& req) {
+  Query q(prepare(
+      "DELETE FROM idempotency_keys WHERE account_id = ? AND idem_key = ? AND request_id = ? "
+      "AND state = 'pending'"));
+  q.bind(1, req.account_id).bind(2, req.key).bind(3, req.request_id);
+  if (q.step() != SQLITE_DONE) return error("abandon idempotency key");
+  return Status::ok();
 }
 
 // ---------------------------------------------------------------- tasks

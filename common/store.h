@@ -1,5 +1,6 @@
-// The SQLite store: keys, accounts and quota, rate counters, tasks and webhook
-// deliveries. Every SQL statement of the project lives in store.cc.
+// The SQLite store: keys, accounts and quota, rate counters, Idempotency-Key
+// records, tasks and webhook deliveries. Every SQL statement of the project
+// lives in store.cc.
 //
 // A Store owns one sqlite3 connection and its prepared statements. It is not
 // thread-safe: each thread (in practice, each process's loop thread) opens
@@ -28,6 +29,14 @@ struct QuotaUnits {
   int64_t perfect = 0;
 };
 
+// Absolute new values for some modes (eqctl quota set); absent modes keep
+// their count, untouched by the write.
+struct QuotaChange {
+  std::optional<int64_t> fast;
+  std::optional<int64_t> standard;
+  std::optional<int64_t> perfect;
+};
+
 struct NewKeyRequest {
   std::string name;
   std::string env = "production";
@@ -47,7 +56,8 @@ struct CreatedKey {
   std::string display_prefix;
 };
 
-// The identity of an authenticated request.
+// The identity of an authenticated request. The rate limit lives on the
+// account, so a rotated key keeps the limit of the key it replaced.
 struct AuthContext {
   std::string key_id;
   std::string account_id;
@@ -61,15 +71,39 @@ struct KeyInfo {
   std::string name;
   std::string env;
   std::string display_prefix;
-  std::string status;
+  std::string status;  // active | revoked (see keyStatusAt for "expired")
   std::string tier;
   int64_t created_at = 0;
+  int64_t expires_at = 0;  // 0: never
 };
+
+// "active", "revoked" or "expired": what an operator needs to know about a
+// key at now_ms. Expiry is not a stored state (see 002_contract.sql).
+std::string keyStatusAt(const KeyInfo& key, int64_t now_ms);
 
 struct AccountQuota {
   QuotaUnits remaining;
   int64_t expire_at_ms = 0;
   std::string tier;
+};
+
+// Everything eqctl key show prints: the key, its account's settings and quota.
+struct KeyDetails {
+  KeyInfo key;
+  int64_t revoked_at = 0;           // 0: not revoked
+  std::string rotated_to;           // the key that replaced this one; empty: none
+  int rate_limit_per_min = 0;       // the account's
+  std::string default_webhook_url;  // the account's; empty: none
+  AccountQuota quota;
+};
+
+// A partial update of a key and its account (eqctl key set); absent fields
+// stay as they are.
+struct KeyUpdate {
+  std::optional<int> rate_limit_per_min;
+  std::optional<std::string> tier;
+  std::optional<std::string> default_webhook_url;  // empty string: remove it
+  std::optional<int64_t> expires_at_ms;            // 0: never expires
 };
 
 enum class ChargeOutcome { kCharged, kExhausted, kExpired };
@@ -79,6 +113,30 @@ struct RateDecision {
   int limit = 0;
   int remaining = 0;
   int reset_seconds = 0;  // until the current window ends
+};
+
+// Idempotency-Key (PRODUCT.md §3). beginIdempotent decides, atomically
+// across processes, what a request carrying a key does:
+enum class IdempotencyState {
+  kStarted,     // first use (or the old record lapsed): run it, then complete or abandon
+  kReplay,      // a final response is stored: send it again, charge nothing
+  kConflict,    // the key was used with another body or on another endpoint
+  kInProgress,  // the first request with this key has not finished yet
+};
+
+struct IdempotencyRequest {
+  std::string account_id;
+  std::string key;          // the header's value
+  std::string route;        // "/api/v1/reply" or "/api/v1/reply/async"
+  std::string body_sha256;  // raw digest of the request body
+  std::string request_id;   // owner of the pending row
+};
+
+struct IdempotencyBegin {
+  IdempotencyState state = IdempotencyState::kStarted;
+  bool other_route = false;   // kConflict: the key was first used on the other endpoint
+  int http_status = 0;        // kReplay
+  std::string response_body;  // kReplay
 };
 
 enum class TaskStatus { kQueued, kRunning, kSucceeded, kFailed };
@@ -127,6 +185,15 @@ class Store {
   static Result<std::unique_ptr<Store>> open(const std::string& path,
                                              int busy_timeout_ms = kDefaultBusyTimeoutMs);
   static constexpr int kDefaultBusyTimeoutMs = 5000;
+  // A stored Idempotency-Key response is replayed for 24 h (PRODUCT.md §3).
+  static constexpr int64_t kIdempotencyTtlMs = 24 * 3'600'000LL;
+  // A pending row older than this belongs to a request whose process died
+  // before answering (a live one answers within its sync deadline, 180 s at
+  // most by default), so a retry may take it over rather than wait 24 h.
+  static constexpr int64_t kIdempotencyLeaseMs = 10 * 60'000LL;
+  // Rows purged per insert: bounded so that a backlog never makes one
+  // request slow; steady traffic purges faster than rows lapse.
+  static constexpr int kIdempotencyPurgeBatch = 100;
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -138,12 +205,24 @@ class Store {
 
   // Keys and accounts.
   Result<CreatedKey> createKey(const NewKeyRequest& req);
-  // Looks a presented key up by its hash. nullopt: unknown, revoked, or a key
-  // of the other environment.
+  // Looks a presented key up by its hash. nullopt: unknown, revoked, expired
+  // at now_ms, or a key of the other environment.
   Result<std::optional<AuthContext>> authenticate(const std::string& api_key,
-                                                  const std::string& env);
+                                                  const std::string& env, int64_t now_ms);
   Result<std::vector<KeyInfo>> listKeys();
+  Result<KeyDetails> keyDetails(const std::string& key_id);
   Status revokeKey(const std::string& key_id);
+  // Issues a new key for the same account (quota, tasks, webhook secret,
+  // default webhook URL and rate limit stay: they belong to the account) and
+  // revokes the old one in the same transaction, so there is no moment with
+  // both or neither working. The new key expires when the old one did,
+  // unless expires_at_ms says otherwise (0: never). The returned CreatedKey
+  // has no webhook_secret: the account's secret is unchanged and was printed
+  // when the account was created. 404 when the key is unknown or revoked.
+  Result<CreatedKey> rotateKey(const std::string& key_id, std::optional<int64_t> expires_at_ms,
+                               int64_t now_ms);
+  // 404 when the key is unknown.
+  Status updateKey(const std::string& key_id, const KeyUpdate& update);
   // The account behind a key id, for eqctl commands that take a key id.
   Result<std::string> accountOfKey(const std::string& key_id);
 
@@ -153,11 +232,27 @@ class Store {
                                     int64_t now_ms);
   Status refundQuota(const std::string& account_id, const std::string& mode);
   Result<AccountQuota> quota(const std::string& account_id);
-  Status setQuota(const std::string& account_id, const QuotaUnits& units,
+  // One UPDATE; modes absent from `units` are not written, so a charge
+  // landing meanwhile is never undone.
+  Status setQuota(const std::string& account_id, const QuotaChange& units,
                   std::optional<int64_t> expire_at_ms, std::optional<std::string> tier);
+  // Adds units to each mode in one UPDATE (a concurrent charge is neither
+  // lost nor doubled), and optionally moves expire_at.
+  Status grantQuota(const std::string& account_id, const QuotaUnits& add,
+                    std::optional<int64_t> expire_at_ms);
 
   // Counts one request against the key's current one-minute window.
   Result<RateDecision> countRequest(const AuthContext& auth, int64_t now_ms);
+
+  // Idempotency-Key records. beginIdempotent inserts a pending row or reads
+  // the existing one, in one IMMEDIATE transaction, and purges a bounded
+  // batch of rows older than kIdempotencyTtlMs on the way. complete stores
+  // the final response; abandon deletes the row so a retry runs again. Both
+  // touch the row only while request_id still owns it.
+  Result<IdempotencyBegin> beginIdempotent(const IdempotencyRequest& req, int64_t now_ms);
+  Status completeIdempotent(const IdempotencyRequest& req, int http_status,
+                            const std::string& response_body);
+  Status abandonIdempotent(const IdempotencyRequest& req);
 
   // Tasks: creation and one function per transition of PRODUCT.md §5. A
   // transition from a state that does not allow it changes nothing and

@@ -20,6 +20,14 @@ int main(int argc, char** argv) {
     std::cerr << "eqctl: " << store.status().msg() << "\n";
     return 1;
   }
+  eq::tools::EqctlOptions options;
+  options.env = cfg.value().env;
+  auto allowed = eq::net::CidrSet::parse(cfg.value().webhook_allow_cidrs);
+  if (!allowed.isOk()) {
+    std::cerr << "eqctl: EQ_WEBHOOK_ALLOW_CIDRS: " << allowed.status().msg() << "\n";
+    return 2;
+  }
+  options.webhook_allow = std::move(allowed).value();
   std::vector<std::string> args(argv + 1, argv + argc);
-  return eq::tools::runEqctl(*store.value(), cfg.value().env, args, std::cout, std::cerr);
+  return eq::tools::runEqctl(*store.value(), options, args, std::cout, std::cerr);
 }

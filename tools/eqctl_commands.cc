@@ -4,10 +4,14 @@
 #include <rapidjson/writer.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "common/defaults.h"
+#include "common/netaddr.h"
 #include "common/timefmt.h"
 
 namespace eq::tools {
@@ -15,29 +19,56 @@ namespace {
 
 using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 
+constexpr int64_t kDayMs = 86'400'000;
+constexpr int64_t kMaxUnits = 1'000'000'000;
+constexpr int64_t kMaxDays = 36'500;
+
 constexpr const char* kUsage =
     "usage: eqctl COMMAND\n"
     "  key create --name NAME [--tier free|pro|ultra] [--quota-fast N] [--quota-standard N]\n"
     "             [--quota-perfect N] [--expire-days N] [--rate N] [--json]\n"
-    "  key list [--json]\n"
+    "             (--expire-days: of the quota, default 30)\n"
+    "  key list [--json]                 prefixes only, never full keys\n"
+    "  key show KEY_ID [--json]\n"
     "  key revoke KEY_ID\n"
+    "  key rotate KEY_ID [--expire-days N | --expire-at ISO8601 | --no-expiry] [--json]\n"
+    "             new key for the same account (quota, tasks, webhook secret and rate limit\n"
+    "             stay); the old key stops at once; the new key is printed once\n"
+    "  key set KEY_ID [--rate N] [--tier T] [--webhook-url URL | --no-webhook-url]\n"
+    "             [--expire-days N | --expire-at ISO8601 | --no-expiry] [--json]\n"
+    "             (--expire-*: of the key itself; an expired key is refused like a revoked one)\n"
     "  quota show KEY_ID [--json]\n"
-    "  quota set KEY_ID --fast N --standard N --perfect N [--expire-days N] [--tier T]\n"
+    "  quota set KEY_ID [--fast N] [--standard N] [--perfect N]\n"
+    "             [--expire-days N | --expire-at ISO8601] [--tier T] [--json]\n"
+    "  quota grant KEY_ID [--fast N] [--standard N] [--perfect N]\n"
+    "             [--expire-days N | --expire-at ISO8601] [--json]    adds units\n"
+    "Rate limit, tier, default webhook URL and quota belong to the key's account, so they\n"
+    "survive a rotation. --expire-at takes UTC times such as 2026-01-31T00:00:00Z and may lie\n"
+    "in the past (ends a quota or key now).\n"
     "The database is EQ_DB_PATH; keys are minted for EQ_ENV (production: eq_live_, staging: "
     "eq_test_).\n";
+
+// Options that take no value.
+const std::set<std::string> kFlags = {"json", "no-webhook-url", "no-expiry"};
 
 // Parsed "--flag value" and "--flag" options plus positional arguments.
 struct Args {
   std::vector<std::string> positional;
   std::map<std::string, std::string> options;
+  std::set<std::string> flags;
   bool json = false;
+
+  bool has(const std::string& name) const {
+    return options.count(name) != 0 || flags.count(name) != 0;
+  }
 };
 
 bool parseArgs(const std::vector<std::string>& in, size_t from, Args* out, std::ostream& err) {
   for (size_t i = from; i < in.size(); ++i) {
     const std::string& a = in[i];
-    if (a == "--json") {
-      out->json = true;
+    if (a.rfind("--", 0) == 0 && kFlags.count(a.substr(2)) != 0) {
+      out->flags.insert(a.substr(2));
+      out->json = out->json || a == "--json";
     } else if (a.rfind("--", 0) == 0) {
       if (i + 1 >= in.size()) {
         err << "eqctl: option " << a << " needs a value\n";
@@ -67,10 +98,20 @@ bool intOption(const Args& a, const std::string& name, int64_t lo, int64_t hi, i
 }
 
 bool checkKnown(const Args& a, std::initializer_list<const char*> known, std::ostream& err) {
+  auto isKnown = [&](const std::string& k) {
+    for (const char* n : known) {
+      if (k == n) return true;
+    }
+    return k == "json";
+  };
   for (const auto& [k, v] : a.options) {
-    bool ok = false;
-    for (const char* n : known) ok = ok || k == n;
-    if (!ok) {
+    if (!isKnown(k)) {
+      err << "eqctl: unknown option --" << k << "\n" << kUsage;
+      return false;
+    }
+  }
+  for (const std::string& k : a.flags) {
+    if (!isKnown(k)) {
       err << "eqctl: unknown option --" << k << "\n" << kUsage;
       return false;
     }
@@ -80,19 +121,64 @@ bool checkKnown(const Args& a, std::initializer_list<const char*> known, std::os
 
 bool validTier(const std::string& t) { return t == "free" || t == "pro" || t == "ultra"; }
 
+// --expire-days N or --expire-at T (or, when allowed, --no-expiry, which
+// yields 0). nullopt in *out: none given. False on a usage error.
+bool expiryOption(const Args& a, bool allow_never, std::optional<int64_t>* out,
+                  std::ostream& err) {
+  int given = a.has("expire-days") + a.has("expire-at") + a.has("no-expiry");
+  if (given > 1) {
+    err << "eqctl: give only one of --expire-days, --expire-at"
+        << (allow_never ? ", --no-expiry" : "") << "\n";
+    return false;
+  }
+  if (a.has("expire-days")) {
+    int64_t days = 0;
+    if (!intOption(a, "expire-days", 1, kMaxDays, &days, err)) return false;
+    *out = nowMs() + days * kDayMs;
+  } else if (a.has("expire-at")) {
+    int64_t at = 0;
+    if (!parseIso8601(a.options.at("expire-at"), &at)) {
+      err << "eqctl: --expire-at must be an ISO 8601 UTC time such as 2026-01-31T00:00:00Z\n";
+      return false;
+    }
+    *out = at;
+  } else if (a.has("no-expiry")) {
+    if (!allow_never) {
+      err << "eqctl: --no-expiry is not allowed here\n";
+      return false;
+    }
+    *out = 0;
+  }
+  return true;
+}
+
 void putString(Writer& w, const char* k, const std::string& v) {
   w.Key(k);
   w.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
 }
 
-int keyCreate(Store& store, const std::string& env, const Args& a, std::ostream& out,
+void putOptString(Writer& w, const char* k, const std::string& v) {
+  w.Key(k);
+  if (v.empty()) w.Null(); else w.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
+}
+
+void putOptTime(Writer& w, const char* k, int64_t ms) {
+  putOptString(w, k, ms == 0 ? std::string() : iso8601Offset(ms));
+}
+
+int fail(const Status& s, std::ostream& err) {
+  err << "eqctl: " << s.msg() << "\n";
+  return 1;
+}
+
+int keyCreate(Store& store, const EqctlOptions& opts, const Args& a, std::ostream& out,
               std::ostream& err) {
   if (!checkKnown(a, {"name", "tier", "quota-fast", "quota-standard", "quota-perfect",
                       "expire-days", "rate"}, err)) {
     return 2;
   }
   NewKeyRequest req;
-  req.env = env;
+  req.env = opts.env;
   auto name = a.options.find("name");
   if (name == a.options.end() || name->second.empty()) {
     err << "eqctl: key create needs --name\n";
@@ -106,22 +192,18 @@ int keyCreate(Store& store, const std::string& env, const Args& a, std::ostream&
   }
   int64_t fast = defaults::kDefaultQuotaUnits, standard = fast, perfect = fast;
   int64_t days = defaults::kDefaultQuotaDays, rate = defaults::kDefaultRatePerMinute;
-  constexpr int64_t kMax = 1'000'000'000;
-  if (!intOption(a, "quota-fast", 0, kMax, &fast, err) ||
-      !intOption(a, "quota-standard", 0, kMax, &standard, err) ||
-      !intOption(a, "quota-perfect", 0, kMax, &perfect, err) ||
-      !intOption(a, "expire-days", 1, 36500, &days, err) ||
+  if (!intOption(a, "quota-fast", 0, kMaxUnits, &fast, err) ||
+      !intOption(a, "quota-standard", 0, kMaxUnits, &standard, err) ||
+      !intOption(a, "quota-perfect", 0, kMaxUnits, &perfect, err) ||
+      !intOption(a, "expire-days", 1, kMaxDays, &days, err) ||
       !intOption(a, "rate", 1, 1'000'000, &rate, err)) {
     return 2;
   }
   req.quota = QuotaUnits{fast, standard, perfect};
-  req.expire_at_ms = nowMs() + days * 86'400'000;
+  req.expire_at_ms = nowMs() + days * kDayMs;
   req.rate_limit_per_min = static_cast<int>(rate);
   Result<CreatedKey> k = store.createKey(req);
-  if (!k.isOk()) {
-    err << "eqctl: " << k.status().msg() << "\n";
-    return 1;
-  }
+  if (!k.isOk()) return fail(k.status(), err);
   const CreatedKey& c = k.value();
   if (a.json) {
     rapidjson::StringBuffer sb;
@@ -145,10 +227,8 @@ int keyCreate(Store& store, const std::string& env, const Args& a, std::ostream&
 
 int keyList(Store& store, const Args& a, std::ostream& out, std::ostream& err) {
   Result<std::vector<KeyInfo>> keys = store.listKeys();
-  if (!keys.isOk()) {
-    err << "eqctl: " << keys.status().msg() << "\n";
-    return 1;
-  }
+  if (!keys.isOk()) return fail(keys.status(), err);
+  int64_t now = nowMs();
   if (a.json) {
     rapidjson::StringBuffer sb;
     Writer w(sb);
@@ -159,9 +239,10 @@ int keyList(Store& store, const Args& a, std::ostream& out, std::ostream& err) {
       putString(w, "name", k.name);
       putString(w, "prefix", k.display_prefix);
       putString(w, "env", k.env);
-      putString(w, "status", k.status);
+      putString(w, "status", keyStatusAt(k, now));
       putString(w, "tier", k.tier);
       putString(w, "created_at", iso8601(k.created_at));
+      putOptTime(w, "expires_at", k.expires_at);
       w.EndObject();
     }
     w.EndArray();
@@ -174,20 +255,154 @@ int keyList(Store& store, const Args& a, std::ostream& out, std::ostream& err) {
   out << line;
   for (const KeyInfo& k : keys.value()) {
     std::snprintf(line, sizeof line, "%-30s %-18s %-10s %-8s %-6s %s\n", k.key_id.c_str(),
-                  (k.display_prefix + "...").c_str(), k.env.c_str(), k.status.c_str(),
-                  k.tier.c_str(), k.name.c_str());
+                  (k.display_prefix + "...").c_str(), k.env.c_str(),
+                  keyStatusAt(k, now).c_str(), k.tier.c_str(), k.name.c_str());
     out << line;
   }
   return 0;
 }
 
+int keyShow(Store& store, const std::string& key_id, const Args& a, std::ostream& out,
+            std::ostream& err) {
+  Result<KeyDetails> d = store.keyDetails(key_id);
+  if (!d.isOk()) return fail(d.status(), err);
+  const KeyDetails& k = d.value();
+  std::string status = keyStatusAt(k.key, nowMs());
+  if (a.json) {
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    putString(w, "key_id", k.key.key_id);
+    putString(w, "account_id", k.key.account_id);
+    putString(w, "name", k.key.name);
+    putString(w, "prefix", k.key.display_prefix);
+    putString(w, "env", k.key.env);
+    putString(w, "status", status);
+    putString(w, "tier", k.key.tier);
+    putString(w, "created_at", iso8601Offset(k.key.created_at));
+    putOptTime(w, "expires_at", k.key.expires_at);
+    putOptTime(w, "revoked_at", k.revoked_at);
+    putOptString(w, "rotated_to", k.rotated_to);
+    w.Key("rate_limit_per_min");
+    w.Int(k.rate_limit_per_min);
+    putOptString(w, "default_webhook_url", k.default_webhook_url);
+    w.Key("quota");
+    w.StartObject();
+    w.Key("fast");
+    w.Int64(k.quota.remaining.fast);
+    w.Key("standard");
+    w.Int64(k.quota.remaining.standard);
+    w.Key("perfect");
+    w.Int64(k.quota.remaining.perfect);
+    w.EndObject();
+    putString(w, "quota_expire_at", iso8601Offset(k.quota.expire_at_ms));
+    w.EndObject();
+    out << sb.GetString() << "\n";
+    return 0;
+  }
+  auto orNone = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+  out << "key_id:              " << k.key.key_id << "\n"
+      << "account_id:          " << k.key.account_id << "\n"
+      << "name:                " << k.key.name << "\n"
+      << "prefix:              " << k.key.display_prefix << "...\n"
+      << "env:                 " << k.key.env << "\n"
+      << "status:              " << status << "\n"
+      << "tier:                " << k.key.tier << "\n"
+      << "created_at:          " << iso8601Offset(k.key.created_at) << "\n"
+      << "expires_at:          "
+      << (k.key.expires_at == 0 ? "never" : iso8601Offset(k.key.expires_at)) << "\n"
+      << "revoked_at:          "
+      << (k.revoked_at == 0 ? std::string("-") : iso8601Offset(k.revoked_at)) << "\n"
+      << "rotated_to:          " << orNone(k.rotated_to) << "\n"
+      << "rate_limit_per_min:  " << k.rate_limit_per_min << "\n"
+      << "default_webhook_url: " << orNone(k.default_webhook_url) << "\n"
+      << "quota:               fast " << k.quota.remaining.fast << ", standard "
+      << k.quota.remaining.standard << ", perfect " << k.quota.remaining.perfect << "\n"
+      << "quota_expire_at:     " << iso8601Offset(k.quota.expire_at_ms) << "\n";
+  return 0;
+}
+
+int keyRotate(Store& store, const std::string& key_id, const Args& a, std::ostream& out,
+              std::ostream& err) {
+  if (!checkKnown(a, {"expire-days", "expire-at", "no-expiry"}, err)) return 2;
+  std::optional<int64_t> expires;
+  if (!expiryOption(a, true, &expires, err)) return 2;
+  int64_t now = nowMs();
+  Result<CreatedKey> k = store.rotateKey(key_id, expires, now);
+  if (!k.isOk()) return fail(k.status(), err);
+  const CreatedKey& c = k.value();
+  // The webhook secret is the account's and does not change, so it is not
+  // printed again: it was shown once, when the account's first key was made.
+  if (a.json) {
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    putString(w, "key_id", c.key_id);
+    putString(w, "api_key", c.api_key);
+    putString(w, "tier", c.tier);
+    w.EndObject();
+    out << sb.GetString() << "\n";
+  } else {
+    out << "key_id:  " << c.key_id << "\n"
+        << "api_key: " << c.api_key << "\n"
+        << "tier:    " << c.tier << "\n"
+        << "Revoked " << key_id << ". Store the api_key now: it is shown only once. Quota, "
+        << "tasks, rate limit and the webhook secret are unchanged.\n";
+  }
+  // A carried-over expiry in the past would hand out a key that is already
+  // refused; say so rather than leave the operator puzzled by 401s.
+  Result<KeyDetails> d = store.keyDetails(c.key_id);
+  if (d.isOk() && d.value().key.expires_at != 0 && d.value().key.expires_at <= now) {
+    err << "eqctl: warning: the new key inherited an expiry in the past ("
+        << iso8601Offset(d.value().key.expires_at) << "); extend it with eqctl key set "
+        << c.key_id << " --expire-days N\n";
+  }
+  return 0;
+}
+
+int keySet(Store& store, const EqctlOptions& opts, const std::string& key_id, const Args& a,
+           std::ostream& out, std::ostream& err) {
+  if (!checkKnown(a, {"rate", "tier", "webhook-url", "no-webhook-url", "expire-days",
+                      "expire-at", "no-expiry"}, err)) {
+    return 2;
+  }
+  KeyUpdate u;
+  int64_t rate = 0;
+  if (!intOption(a, "rate", 1, 1'000'000, &rate, err)) return 2;
+  if (rate > 0) u.rate_limit_per_min = static_cast<int>(rate);
+  if (auto t = a.options.find("tier"); t != a.options.end()) {
+    if (!validTier(t->second)) {
+      err << "eqctl: --tier must be free, pro or ultra\n";
+      return 2;
+    }
+    u.tier = t->second;
+  }
+  if (a.has("webhook-url") && a.has("no-webhook-url")) {
+    err << "eqctl: give --webhook-url or --no-webhook-url, not both\n";
+    return 2;
+  }
+  if (auto url = a.options.find("webhook-url"); url != a.options.end()) {
+    if (Status s = net::checkWebhookUrl(url->second, opts.webhook_allow); !s.isOk()) {
+      err << "eqctl: --webhook-url: " << s.msg() << "\n";
+      return 2;
+    }
+    u.default_webhook_url = url->second;
+  } else if (a.has("no-webhook-url")) {
+    u.default_webhook_url = "";
+  }
+  if (!expiryOption(a, true, &u.expires_at_ms, err)) return 2;
+  if (!u.rate_limit_per_min && !u.tier && !u.default_webhook_url && !u.expires_at_ms) {
+    err << "eqctl: key set needs at least one setting to change\n" << kUsage;
+    return 2;
+  }
+  if (Status s = store.updateKey(key_id, u); !s.isOk()) return fail(s, err);
+  return keyShow(store, key_id, a, out, err);
+}
+
 int quotaShow(Store& store, const std::string& account, const Args& a, std::ostream& out,
               std::ostream& err) {
   Result<AccountQuota> q = store.quota(account);
-  if (!q.isOk()) {
-    err << "eqctl: " << q.status().msg() << "\n";
-    return 1;
-  }
+  if (!q.isOk()) return fail(q.status(), err);
   const AccountQuota& v = q.value();
   if (a.json) {
     out << "{\"quota\":{\"fast\":" << v.remaining.fast << ",\"standard\":" << v.remaining.standard
@@ -197,7 +412,8 @@ int quotaShow(Store& store, const std::string& account, const Args& a, std::ostr
     out << "fast:      " << v.remaining.fast << "\n"
         << "standard:  " << v.remaining.standard << "\n"
         << "perfect:   " << v.remaining.perfect << "\n"
-        << "expire_at: " << iso8601Offset(v.expire_at_ms) << "\n"
+        << "expire_at: " << iso8601Offset(v.expire_at_ms)
+        << (v.expire_at_ms <= nowMs() ? " (expired)" : "") << "\n"
         << "tier:      " << v.tier << "\n";
   }
   return 0;
@@ -205,23 +421,18 @@ int quotaShow(Store& store, const std::string& account, const Args& a, std::ostr
 
 int quotaSet(Store& store, const std::string& account, const Args& a, std::ostream& out,
              std::ostream& err) {
-  if (!checkKnown(a, {"fast", "standard", "perfect", "expire-days", "tier"}, err)) return 2;
-  Result<AccountQuota> cur = store.quota(account);
-  if (!cur.isOk()) {
-    err << "eqctl: " << cur.status().msg() << "\n";
-    return 1;
-  }
-  QuotaUnits u = cur.value().remaining;
-  int64_t days = 0;
-  constexpr int64_t kMax = 1'000'000'000;
-  if (!intOption(a, "fast", 0, kMax, &u.fast, err) ||
-      !intOption(a, "standard", 0, kMax, &u.standard, err) ||
-      !intOption(a, "perfect", 0, kMax, &u.perfect, err) ||
-      !intOption(a, "expire-days", 1, 36500, &days, err)) {
+  if (!checkKnown(a, {"fast", "standard", "perfect", "expire-days", "expire-at", "tier"}, err)) {
     return 2;
   }
+  QuotaChange u;
+  for (auto [name, slot] : {std::pair{"fast", &u.fast}, std::pair{"standard", &u.standard},
+                            std::pair{"perfect", &u.perfect}}) {
+    int64_t v = 0;
+    if (!intOption(a, name, 0, kMaxUnits, &v, err)) return 2;
+    if (a.has(name)) *slot = v;
+  }
   std::optional<int64_t> expire;
-  if (days > 0) expire = nowMs() + days * 86'400'000;
+  if (!expiryOption(a, false, &expire, err)) return 2;
   std::optional<std::string> tier;
   if (auto t = a.options.find("tier"); t != a.options.end()) {
     if (!validTier(t->second)) {
@@ -230,16 +441,99 @@ int quotaSet(Store& store, const std::string& account, const Args& a, std::ostre
     }
     tier = t->second;
   }
-  if (Status s = store.setQuota(account, u, expire, tier); !s.isOk()) {
-    err << "eqctl: " << s.msg() << "\n";
-    return 1;
-  }
+  if (Status s = store.setQuota(account, u, expire, tier); !s.isOk()) return fail(s, err);
   return quotaShow(store, account, a, out, err);
+}
+
+int quotaGrant(Store& store, const std::string& account, const Args& a, std::ostream& out,
+               std::ostream& err) {
+  if (!checkKnown(a, {"fast", "standard", "perfect", "expire-days", "expire-at"}, err)) return 2;
+  QuotaUnits add;
+  if (!intOption(a, "fast", 0, kMaxUnits, &add.fast, err) ||
+      !intOption(a, "standard", 0, kMaxUnits, &add.standard, err) ||
+      !intOption(a, "perfect", 0, kMaxUnits, &add.perfect, err)) {
+    return 2;
+  }
+  std::optional<int64_t> expire;
+  if (!expiryOption(a, false, &expire, err)) return 2;
+  if (!a.has("fast") && !a.has("standard") && !a.has("perfect") && !expire) {
+    err << "eqctl: quota grant needs --fast, --standard, --perfect or an expiry\n" << kUsage;
+    return 2;
+  }
+  if (Status s = store.grantQuota(account, add, expire); !s.isOk()) return fail(s, err);
+  int rc = quotaShow(store, account, a, out, err);
+  Result<AccountQuota> now = store.quota(account);
+  if (rc == 0 && now.isOk() && now.value().expire_at_ms <= nowMs()) {
+    err << "eqctl: warning: this quota has expired, so the units cannot be used until it is "
+           "extended (--expire-days N)\n";
+  }
+  return rc;
 }
 
 }  // namespace
 
-int runEqctl(Store& store, const std::string& env, const std::vector<std::string>& args,
+bool parseIso8601(const std::string& text, int64_t* unix_ms) {
+  // Fixed-position fields, read by hand: sscanf's %d would also take signs
+  // and spaces ("2026- 1-01").
+  const char* p = text.c_str();
+  auto digits = [&p](int n, int* out) {
+    int v = 0;
+    for (int i = 0; i < n; ++i) {
+      if (p[i] < '0' || p[i] > '9') return false;
+      v = v * 10 + (p[i] - '0');
+    }
+    *out = v;
+    p += n;
+    return true;
+  };
+  auto expect = [&p](char c) { return *p == c ? (++p, true) : false; };
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
+  if (!digits(4, &y) || !expect('-') || !digits(2, &mo) || !expect('-') || !digits(2, &d)) {
+    return false;
+  }
+  int64_t frac_ms = 0, offset_min = 0;
+  if (expect('T') || expect('t')) {
+    if (!digits(2, &h) || !expect(':') || !digits(2, &mi) || !expect(':') || !digits(2, &s)) {
+      return false;
+    }
+    if (expect('.')) {
+      int n = 0;
+      for (; *p >= '0' && *p <= '9'; ++p, ++n) {
+        if (n < 3) frac_ms = frac_ms * 10 + (*p - '0');
+      }
+      if (n == 0) return false;
+      for (int i = n; i < 3; ++i) frac_ms *= 10;
+    }
+    if (expect('Z') || expect('z')) {
+      // UTC
+    } else if (*p == '+' || *p == '-') {
+      int sign = *p++ == '-' ? -1 : 1;
+      int oh = 0, om = 0;
+      if (!digits(2, &oh) || !expect(':') || !digits(2, &om) || oh > 23 || om > 59) return false;
+      offset_min = sign * (oh * 60 + om);
+    } else {
+      return false;  // a time without a zone would be read in some zone; refuse to guess
+    }
+  }
+  if (*p != '\0' || y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 ||
+      s > 59) {
+    return false;
+  }
+  std::tm tm{};
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = s;
+  time_t t = timegm(&tm);
+  // timegm normalises 2026-02-31 to March; a date that moved was not real.
+  if (tm.tm_mday != d || tm.tm_mon != mo - 1) return false;
+  *unix_ms = (static_cast<int64_t>(t) - offset_min * 60) * 1000 + frac_ms;
+  return true;
+}
+
+int runEqctl(Store& store, const EqctlOptions& opts, const std::vector<std::string>& args,
              std::ostream& out, std::ostream& err) {
   if (args.size() < 2) {
     err << kUsage;
@@ -250,29 +544,30 @@ int runEqctl(Store& store, const std::string& env, const std::vector<std::string
   Args a;
   if (!parseArgs(args, 2, &a, err)) return 2;
 
-  if (noun == "key" && verb == "create") return keyCreate(store, env, a, out, err);
+  if (noun == "key" && verb == "create") return keyCreate(store, opts, a, out, err);
   if (noun == "key" && verb == "list") return keyList(store, a, out, err);
-  if ((noun == "key" && verb == "revoke") || noun == "quota") {
+
+  bool key_verb = verb == "show" || verb == "revoke" || verb == "rotate" || verb == "set";
+  bool quota_verb = verb == "show" || verb == "set" || verb == "grant";
+  if ((noun == "key" && key_verb) || (noun == "quota" && quota_verb)) {
     if (a.positional.size() != 1) {
       err << "eqctl: " << noun << " " << verb << " needs one KEY_ID\n" << kUsage;
       return 2;
     }
     const std::string& key_id = a.positional[0];
     if (noun == "key") {
-      if (Status s = store.revokeKey(key_id); !s.isOk()) {
-        err << "eqctl: " << s.msg() << "\n";
-        return 1;
-      }
+      if (verb == "show") return keyShow(store, key_id, a, out, err);
+      if (verb == "rotate") return keyRotate(store, key_id, a, out, err);
+      if (verb == "set") return keySet(store, opts, key_id, a, out, err);
+      if (Status s = store.revokeKey(key_id); !s.isOk()) return fail(s, err);
       out << "revoked " << key_id << "\n";
       return 0;
     }
     Result<std::string> account = store.accountOfKey(key_id);
-    if (!account.isOk()) {
-      err << "eqctl: " << account.status().msg() << "\n";
-      return 1;
-    }
+    if (!account.isOk()) return fail(account.status(), err);
     if (verb == "show") return quotaShow(store, account.value(), a, out, err);
     if (verb == "set") return quotaSet(store, account.value(), a, out, err);
+    return quotaGrant(store, account.value(), a, out, err);
   }
   err << "eqctl: unknown command '" << noun << " " << verb << "'\n" << kUsage;
   return 2;

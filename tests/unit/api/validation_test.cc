@@ -139,4 +139,18 @@ BOOST_AUTO_TEST_CASE(analyze_takes_message_and_context_only) {
   BOOST_TEST(!parseAnalyzeRequest(R"({"context":"x"})").isOk());
 }
 
+BOOST_AUTO_TEST_CASE(idempotency_key_is_1_to_255_printable_ascii) {
+  using eq::api::checkIdempotencyKey;
+  BOOST_TEST(checkIdempotencyKey("8e0f6f0c-3b7a-4c55-9d1e-2f4a1b7c9d00").isOk());
+  BOOST_TEST(checkIdempotencyKey(std::string(255, 'k')).isOk());
+  BOOST_TEST(checkIdempotencyKey("order 42").isOk());  // inner spaces are printable
+  eq::Status too_long = checkIdempotencyKey(std::string(256, 'k'));
+  BOOST_TEST(too_long.code() == 400);
+  BOOST_TEST(mentions(too_long.msg(), "Idempotency-Key"));
+  BOOST_TEST(mentions(too_long.msg(), "255"));
+  BOOST_TEST(checkIdempotencyKey("").code() == 400);
+  BOOST_TEST(checkIdempotencyKey("tab\there").code() == 400);
+  BOOST_TEST(checkIdempotencyKey("\xE4\xBD\xA0\xE5\xA5\xBD").code() == 400);  // 你好
+}
+
 BOOST_AUTO_TEST_SUITE_END()

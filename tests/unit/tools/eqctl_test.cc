@@ -6,6 +6,8 @@
 #include <boost/test/unit_test.hpp>
 #include <sstream>
 
+#include "common/timefmt.h"
+
 using namespace eq;
 
 namespace {
@@ -25,12 +27,31 @@ struct Fixture {
   }
   int run(std::vector<std::string> args, std::string* out, std::string* err = nullptr) {
     std::ostringstream o, e;
-    int rc = tools::runEqctl(*store, "production", args, o, e);
+    tools::EqctlOptions opts;  // no webhook ranges allowed beyond public ones
+    int rc = tools::runEqctl(*store, opts, args, o, e);
     *out = o.str();
     if (err != nullptr) *err = e.str();
     return rc;
   }
+  // Runs a command that must succeed and print JSON; returns the document.
+  rapidjson::Document json(std::vector<std::string> args) {
+    std::string out, err;
+    args.push_back("--json");
+    int rc = run(args, &out, &err);
+    BOOST_REQUIRE_MESSAGE(rc == 0, "eqctl failed (" << rc << "): " << err);
+    rapidjson::Document d;
+    d.Parse(out.c_str());
+    BOOST_REQUIRE_MESSAGE(d.IsObject(), "not a JSON object: " << out);
+    return d;
+  }
+  std::string createKey(std::string* api_key = nullptr) {
+    rapidjson::Document d = json({"key", "create", "--name", "t", "--quota-fast", "5"});
+    if (api_key != nullptr) *api_key = d["api_key"].GetString();
+    return d["key_id"].GetString();
+  }
 };
+
+std::string str(const rapidjson::Value& v) { return v.IsString() ? v.GetString() : "<not a string>"; }
 
 }  // namespace
 
@@ -63,7 +84,7 @@ BOOST_AUTO_TEST_CASE(create_json_prints_key_once_and_list_hides_it) {
   BOOST_TEST(f.store->quota(f.store->accountOfKey(key_id).value()).value().remaining.perfect == 3);
 
   BOOST_REQUIRE(f.run({"key", "revoke", key_id}, &out) == 0);
-  BOOST_TEST(!f.store->authenticate(key, "production").value().has_value());
+  BOOST_TEST(!f.store->authenticate(key, "production", nowMs()).value().has_value());
 }
 
 BOOST_AUTO_TEST_CASE(bad_usage_is_reported) {
@@ -74,6 +95,126 @@ BOOST_AUTO_TEST_CASE(bad_usage_is_reported) {
   BOOST_TEST(f.run({"key", "create", "--name", "x", "--tier", "gold"}, &out, &err) == 2);
   BOOST_TEST(f.run({"quota", "show", "key_missing"}, &out, &err) == 1);
   BOOST_TEST(f.run({"frobnicate", "now"}, &out, &err) == 2);
+}
+
+BOOST_AUTO_TEST_CASE(rotate_prints_a_new_key_once_and_keeps_the_account) {
+  Fixture f;
+  std::string old_key;
+  std::string old_id = f.createKey(&old_key);
+  std::string account = f.store->accountOfKey(old_id).value();
+  rapidjson::Document r = f.json({"key", "rotate", old_id});
+  std::string new_id = str(r["key_id"]);
+  std::string new_key = str(r["api_key"]);
+  BOOST_TEST(new_key.rfind("eq_live_", 0) == 0u);
+  BOOST_TEST(str(r["tier"]) == "free");
+  BOOST_TEST(!r.HasMember("webhook_secret"));  // unchanged, so not printed again
+  BOOST_TEST(f.store->accountOfKey(new_id).value() == account);
+  BOOST_TEST(!f.store->authenticate(old_key, "production", nowMs()).value().has_value());
+  BOOST_TEST(f.store->authenticate(new_key, "production", nowMs()).value().has_value());
+  rapidjson::Document q = f.json({"quota", "show", new_id});
+  BOOST_TEST(q["quota"]["fast"].GetInt() == 5);
+  rapidjson::Document shown = f.json({"key", "show", old_id});
+  BOOST_TEST(str(shown["status"]) == "revoked");
+  BOOST_TEST(str(shown["rotated_to"]) == new_id);
+
+  std::string out, err;
+  BOOST_TEST(f.run({"key", "rotate", old_id}, &out, &err) == 1);  // already revoked
+  BOOST_TEST(err.find("no active key") != std::string::npos);
+  BOOST_TEST(f.run({"key", "rotate"}, &out, &err) == 2);
+}
+
+BOOST_AUTO_TEST_CASE(key_set_changes_rate_tier_webhook_and_expiry) {
+  Fixture f;
+  std::string api_key;
+  std::string id = f.createKey(&api_key);
+  rapidjson::Document d = f.json({"key", "set", id, "--rate", "5", "--tier", "ultra",
+                                  "--webhook-url", "https://hooks.example/eq"});
+  BOOST_TEST(d["rate_limit_per_min"].GetInt() == 5);
+  BOOST_TEST(str(d["tier"]) == "ultra");
+  BOOST_TEST(str(d["default_webhook_url"]) == "https://hooks.example/eq");
+  BOOST_TEST(d["expires_at"].IsNull());
+  BOOST_TEST(str(d["status"]) == "active");
+  BOOST_TEST(f.store->authenticate(api_key, "production", nowMs()).value()->rate_limit_per_min ==
+             5);
+
+  d = f.json({"key", "set", id, "--no-webhook-url", "--expire-days", "2"});
+  BOOST_TEST(d["default_webhook_url"].IsNull());
+  BOOST_TEST(str(d["status"]) == "active");
+  BOOST_TEST(str(d["expires_at"]).size() == 25u);
+
+  d = f.json({"key", "set", id, "--expire-at", "2020-01-01T00:00:00Z"});
+  BOOST_TEST(str(d["status"]) == "expired");
+  BOOST_TEST(str(d["expires_at"]) == "2020-01-01T00:00:00+00:00");
+  BOOST_TEST(!f.store->authenticate(api_key, "production", nowMs()).value().has_value());
+  d = f.json({"key", "set", id, "--no-expiry"});
+  BOOST_TEST(str(d["status"]) == "active");
+  BOOST_TEST(f.store->authenticate(api_key, "production", nowMs()).value().has_value());
+
+  std::string out, err;
+  BOOST_TEST(f.run({"key", "set", id, "--webhook-url", "ftp://x.example/"}, &out, &err) == 2);
+  BOOST_TEST(err.find("http") != std::string::npos);
+  BOOST_TEST(f.run({"key", "set", id, "--webhook-url", "http://10.1.2.3/h"}, &out, &err) == 2);
+  BOOST_TEST(err.find("non-public") != std::string::npos);
+  BOOST_TEST(f.run({"key", "set", id, "--webhook-url", "https://a.example/", "--no-webhook-url"},
+                   &out, &err) == 2);
+  BOOST_TEST(f.run({"key", "set", id, "--expire-days", "1", "--no-expiry"}, &out, &err) == 2);
+  BOOST_TEST(f.run({"key", "set", id, "--rate", "0"}, &out, &err) == 2);
+  BOOST_TEST(f.run({"key", "set", id}, &out, &err) == 2);
+  BOOST_TEST(f.run({"key", "set", "key_missing", "--rate", "3"}, &out, &err) == 1);
+  BOOST_TEST(f.run({"key", "show", "key_missing"}, &out, &err) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(list_shows_expired_keys_as_expired_and_never_the_key) {
+  Fixture f;
+  std::string api_key;
+  std::string id = f.createKey(&api_key);
+  std::string out;
+  BOOST_REQUIRE(f.run({"key", "set", id, "--expire-at", "2021-06-01"}, &out) == 0);
+  BOOST_REQUIRE(f.run({"key", "list"}, &out) == 0);
+  BOOST_TEST(out.find("expired") != std::string::npos);
+  BOOST_TEST(out.find(api_key) == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(quota_grant_adds_units_and_expire_at_sets_any_time) {
+  Fixture f;
+  std::string id = f.createKey();
+  rapidjson::Document q = f.json({"quota", "grant", id, "--fast", "10", "--perfect", "1"});
+  BOOST_TEST(q["quota"]["fast"].GetInt() == 15);
+  BOOST_TEST(q["quota"]["standard"].GetInt() == 100);
+  BOOST_TEST(q["quota"]["perfect"].GetInt() == 101);
+
+  q = f.json({"quota", "set", id, "--standard", "0", "--expire-at", "2030-05-06T07:08:09Z"});
+  BOOST_TEST(q["quota"]["fast"].GetInt() == 15);  // not named, not written
+  BOOST_TEST(q["quota"]["standard"].GetInt() == 0);
+  BOOST_TEST(str(q["expire_at"]) == "2030-05-06T07:08:09+00:00");
+
+  std::string out, err;
+  BOOST_REQUIRE(f.run({"quota", "grant", id, "--fast", "1", "--expire-at", "2020-01-01T00:00:00Z"},
+                      &out, &err) == 0);
+  BOOST_TEST(err.find("expired") != std::string::npos);  // a warning: units unusable
+  BOOST_TEST(f.run({"quota", "grant", id}, &out, &err) == 2);
+  BOOST_TEST(f.run({"quota", "grant", id, "--fast", "-1"}, &out, &err) == 2);
+  BOOST_TEST(f.run({"quota", "grant", id, "--fast", "1", "--expire-days", "1", "--expire-at",
+                    "2030-01-01"}, &out, &err) == 2);
+  BOOST_TEST(f.run({"quota", "set", id, "--expire-at", "tomorrow"}, &out, &err) == 2);
+  BOOST_TEST(f.run({"quota", "grant", "key_missing", "--fast", "1"}, &out, &err) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(iso8601_accepts_utc_forms_and_refuses_the_rest) {
+  int64_t ms = 0;
+  BOOST_TEST(tools::parseIso8601("2026-01-31", &ms));
+  BOOST_TEST(ms == 1'769'817'600'000);
+  BOOST_TEST(tools::parseIso8601("2026-01-31T00:00:00Z", &ms));
+  BOOST_TEST(ms == 1'769'817'600'000);
+  BOOST_TEST(tools::parseIso8601("2026-01-31T08:00:00+08:00", &ms));
+  BOOST_TEST(ms == 1'769'817'600'000);
+  BOOST_TEST(tools::parseIso8601("2026-01-30T23:00:00.250-01:00", &ms));
+  BOOST_TEST(ms == 1'769'817'600'250);
+  for (const char* bad : {"", "2026-1-31", "2026-01-31T00:00:00", "2026-02-30", "2026- 1-01",
+                          "2026-01-31T24:00:00Z", "2026-01-31 00:00:00Z", "2026-01-31T00:00:00Zx",
+                          "yesterday"}) {
+    BOOST_TEST(!tools::parseIso8601(bad, &ms), bad);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
