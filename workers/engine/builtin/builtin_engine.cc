@@ -475,8 +475,15 @@ constexpr std::array<std::string_view, 7> kTermKindNames = {
 // Optional tags of an emotion term (fifth field). "news" marks a joy that
 // reports an event (升职, got the job) rather than a mood (哈哈): only news
 // calls for congratulations.
-enum TermTag : uint8_t { kTagNews = 1 };
-constexpr std::array<std::string_view, 1> kTermTagNames = {"news"};
+// not_joy and not_affection mark a lexicalized negation of a positive feeling
+// (不开心, 心情不好): negated once more ("没有不开心", "我不是不开心") it affirms
+// that feeling, weakly, instead of being cancelled like other negative terms.
+// "rhetorical" marks a complaint shaped as a question to the reader (就不能,
+// 有完没完, can't you just): the feeling stays the sender's and is not re-read
+// as concern for the reader (attributeQuestions).
+enum TermTag : uint8_t { kTagNews = 1, kTagNotJoy = 2, kTagNotAffection = 4, kTagRhetorical = 8 };
+constexpr std::array<std::string_view, 4> kTermTagNames = {"news", "not_joy", "not_affection",
+                                                           "rhetorical"};
 
 struct Term {
   TermKind kind = TermKind::kSkip;
@@ -668,7 +675,11 @@ Status parseLexicon(std::string_view text, Data* tables) {
         if (f.size() == 5) {
           for (std::string_view tag : splitOn(f[4], ',')) {
             const int t = indexOf(kTermTagNames, tag);
-            if (t < 0) return lineError(kFile, line, "unknown tag " + quoted(tag) + " (news)");
+            if (t < 0) {
+              return lineError(kFile, line,
+                               "unknown tag " + quoted(tag) +
+                                   " (news, not_joy, not_affection, rhetorical)");
+            }
             term.tags |= static_cast<uint8_t>(1u << t);
           }
         }
@@ -1029,6 +1040,7 @@ struct EmotionHit {
   size_t clause = 0;  // index into the clause list
   bool echoable = true;
   bool news = false;
+  bool rhetorical = false;  // a complaint shaped as a question: stays the sender's
 };
 
 struct Signals {
@@ -1541,6 +1553,7 @@ Fold foldHits(const Data& tables, std::string_view t, const std::vector<Hit>& hi
         e.feel_end = e.chain_end = h.end;
         e.clause = fold.clauses.size();
         e.news = (term.tags & kTagNews) != 0;
+        e.rhetorical = (term.tags & kTagRhetorical) != 0;
         bool cancelled = false;
         if (chain.active) {
           e.chain_begin = chain.begin;
@@ -1549,7 +1562,13 @@ Fold foldHits(const Data& tables, std::string_view t, const std::vector<Hit>& hi
           }
           if (chain.negations % 2 == 1) {
             const auto flip = negationFlip(term.emotion);
-            if (flip) {
+            if ((term.tags & (kTagNotJoy | kTagNotAffection)) != 0) {
+              // "没有不开心": the negation of a negated positive affirms it.
+              e.emotion = (term.tags & kTagNotJoy) != 0 ? Emotion::kJoy : Emotion::kAffection;
+              e.strength *= kDoubleNegation;
+              e.feel_begin = chain.negation_begin;
+              e.news = false;
+            } else if (flip) {
               e.emotion = flip->first;
               e.strength *= flip->second;
               e.feel_begin = chain.negation_begin;
@@ -1591,7 +1610,7 @@ void attributeQuestions(std::string_view t, Fold* fold) {
     if (c < fold->clauses.size()) fold->clauses[c].question = true;
   }
   for (EmotionHit& e : fold->found) {
-    if (!e.echoable || e.clause >= fold->clauses.size()) continue;
+    if (!e.echoable || e.rhetorical || e.clause >= fold->clauses.size()) continue;
     const Clause& c = fold->clauses[e.clause];
     if (!c.question || !readerNamedLast(t, c.begin, e.chain_begin)) continue;
     if (isNegative(e.emotion)) {

@@ -1,0 +1,187 @@
+// Accuracy of the built-in engine's emotion analyzer on the project's own
+// evaluation sets (tests/data/eval_{zh,en}.tsv, read from EQ_TEST_DATA_DIR),
+// plus individually pinned tricky messages. The floors sit a little below the
+// accuracy measured when they were set (docs/engine.md): a lexicon or rule
+// change that costs more than a couple of messages fails here and has to be
+// looked at with tools/engine_eval --misses.
+//
+// When the CLUE validation split is present (../shared/data/ next to the
+// source tree, or EQ_CLUE_JSONL), it is measured and printed too, asserting
+// only that the analyzer beats the majority class; it is never required.
+#include <array>
+#include <boost/test/unit_test.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "workers/engine/builtin/builtin_engine.h"
+#include "workers/engine/builtin/evaluation.h"
+
+namespace {
+
+namespace eval = eq::engine::builtin::eval;
+using eq::engine::AnalyzeInput;
+using eq::engine::builtin::BuiltinEngine;
+
+// Accuracy floors, in percent, a little below what was measured when they
+// were set (docs/engine.md has the measured values and the date). The eval
+// sets were used for tuning, so their floors guard against regressions; the
+// held-out sets were not, so theirs are the honest ones.
+constexpr double kZhFloor = 86.0;         // measured 88.4 (438 messages)
+constexpr double kEnFloor = 95.0;         // measured 96.8 (154 messages)
+constexpr double kZhHoldoutFloor = 75.0;  // measured 77.5 (80 messages)
+constexpr double kEnHoldoutFloor = 77.0;  // measured 80.0 (40 messages)
+// CLUE (Weibo posts, no neutral label): the majority class is 35-36% of the
+// validation split and a fine-tuned BERT-base reaches 60.7% on the test split.
+// The lexicon reaches 34.6%, just below the majority class; the floor only
+// catches a collapse. See docs/engine.md for why and what would close the gap.
+constexpr double kClueFloor = 33.0;
+
+std::string envOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : fallback;
+}
+
+bool readFile(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in.good()) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+// tests/data: EQ_TEST_DATA_DIR (set by tests/CMakeLists.txt for ctest), else
+// next to this source file, which also works when unit_tests is run by hand.
+std::string sourceRoot() {
+  std::string file = __FILE__;  // <root>/tests/unit/engine_eval_test.cc
+  for (int i = 0; i < 3; ++i) {
+    const size_t slash = file.rfind('/');
+    if (slash == std::string::npos) return ".";
+    file.resize(slash);
+  }
+  return file.empty() ? "/" : file;
+}
+
+std::string testDataDir() { return envOr("EQ_TEST_DATA_DIR", sourceRoot() + "/tests/data"); }
+
+std::string mustRead(const std::string& path) {
+  std::string text;
+  BOOST_TEST_REQUIRE(readFile(path, &text), "cannot open " << path);
+  return text;
+}
+
+const BuiltinEngine& engine() {
+  static const std::unique_ptr<BuiltinEngine> e = [] {
+    const std::string dir = envOr("EQ_ENGINE_DATA_DIR", "workers/engine/builtin/data");
+    auto r = BuiltinEngine::create(mustRead(dir + "/lexicon.tsv"), mustRead(dir + "/phrases.tsv"));
+    BOOST_TEST_REQUIRE(r.isOk(), "create failed: " << r.status().msg());
+    return std::move(r).value();
+  }();
+  return *e;
+}
+
+eval::Report measure(const std::string& file) {
+  const std::string path = testDataDir() + "/" + file;
+  auto samples = eval::parseTsv(mustRead(path), path);
+  BOOST_TEST_REQUIRE(samples.isOk(), samples.status().msg());
+  const eval::Report r = eval::evaluate(engine(), samples.value());
+  BOOST_TEST_MESSAGE(file << ": " << r.format());
+  BOOST_TEST(r.failed == 0);
+  return r;
+}
+
+std::string emotionOf(const std::string& message) {
+  AnalyzeInput in;
+  in.message = message;
+  auto r = engine().analyze(in);
+  BOOST_TEST_REQUIRE(r.isOk(), r.status().msg());
+  return r.value().emotion;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(engine_eval)
+
+BOOST_AUTO_TEST_CASE(sets_are_large_and_cover_every_emotion) {
+  for (const char* file : {"eval_zh.tsv", "eval_en.tsv"}) {
+    const std::string path = testDataDir() + "/" + file;
+    auto samples = eval::parseTsv(mustRead(path), path);
+    BOOST_TEST_REQUIRE(samples.isOk(), samples.status().msg());
+    const bool zh = std::string(file) == "eval_zh.tsv";
+    BOOST_TEST(samples.value().size() >= (zh ? 400u : 150u), file);
+    std::array<int, eval::kEmotionCount> per{};
+    for (const auto& s : samples.value()) ++per[static_cast<size_t>(eval::emotionIndex(s.emotion))];
+    for (size_t i = 0; i < eval::kEmotionCount; ++i) {
+      BOOST_TEST(per[i] >= (zh ? 45 : 15), file << " " << eval::kEmotions[i]);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(chinese_accuracy_stays_above_its_floor) {
+  const eval::Report r = measure("eval_zh.tsv");
+  BOOST_TEST(100.0 * r.accuracy() >= kZhFloor);
+}
+
+BOOST_AUTO_TEST_CASE(english_accuracy_stays_above_its_floor) {
+  const eval::Report r = measure("eval_en.tsv");
+  BOOST_TEST(100.0 * r.accuracy() >= kEnFloor);
+}
+
+BOOST_AUTO_TEST_CASE(held_out_accuracy_stays_above_its_floor) {
+  BOOST_TEST(100.0 * measure("holdout_zh.tsv").accuracy() >= kZhHoldoutFloor);
+  BOOST_TEST(100.0 * measure("holdout_en.tsv").accuracy() >= kEnHoldoutFloor);
+}
+
+// The cases the issue names, and a few more that once went wrong.
+BOOST_AUTO_TEST_CASE(pinned_tricky_messages) {
+  struct Case {
+    const char* message;
+    const char* emotion;
+  };
+  const Case cases[] = {
+      {"我不是不喜欢你", "affection"},              // double negation affirms
+      {"一点也不生气", "neutral"},                  // negated anger is no emotion at all
+      {"笑死我了", "joy"},                          // 死 is a degree here, not sadness
+      {"呵呵", "disgust"},                          // dismissive, not laughter
+      {"没有不开心啊", "joy"},                      // negated 不开心 (tag not_joy)
+      {"我一点都不开心", "sadness"},                // negated joy turns sad
+      {"行，你厉害，你说的都对", "anger"},          // irony without a marker
+      {"呵呵，你开心就好", "disgust"},              // 开心 inside a brush-off
+      {"你就不能早点说吗", "anger"},                // rhetorical, not concern (tag rhetorical)
+      {"好想念外婆", "sadness"},                    // longing for someone absent
+      {"好想念你", "affection"},                    // ...and said to the reader
+      {"我先挂了", "neutral"},                      // 挂了 is not failing an exam here
+      {"卧槽？？？", "surprise"},                   // slang plus a ?-burst
+      {"吓我一跳", "surprise"},                     // not 吓我 (anxiety)
+      {"😭😭😭", "sadness"},                        // emoji only
+      {"虽然下雨了，但是玩得很开心", "joy"},        // the clause after 但是 weighs more
+      {"虽然很开心，但是好累", "sadness"},
+      {"I don't not like you", "affection"},
+      {"I'm not angry at all", "neutral"},
+      {"I'm not happy", "sadness"},
+      {"it was long but so much fun", "joy"},
+  };
+  for (const Case& c : cases) BOOST_TEST(emotionOf(c.message) == c.emotion, c.message);
+}
+
+BOOST_AUTO_TEST_CASE(clue_validation_split_when_present) {
+  // ../shared/data next to the source tree (/work/shared/data for /work/main).
+  const std::string path = envOr(
+      "EQ_CLUE_JSONL", testDataDir() + "/../../../shared/data/clue-emotion-valid.jsonl");
+  std::string text;
+  if (!readFile(path, &text)) {
+    BOOST_TEST_MESSAGE("CLUE validation split not found at " << path << "; skipped");
+    return;
+  }
+  auto samples = eval::parseClueJsonl(text, path);
+  BOOST_TEST_REQUIRE(samples.isOk(), samples.status().msg());
+  const eval::Report r = eval::evaluate(engine(), samples.value());
+  BOOST_TEST_MESSAGE("CLUE valid (fine-tuned BERT-base: 60.7%): " << r.format());
+  BOOST_TEST(100.0 * r.accuracy() > kClueFloor);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
