@@ -22,6 +22,13 @@ constexpr int kInitialBackoffMs = defaults::kReconnectBackoffInitialMs;
 constexpr int kMaxBackoffMs = defaults::kReconnectBackoffMaxMs;
 constexpr int kSweepIntervalMs = 50;
 constexpr int kMaxPublishAttempts = 3;
+// A healthy broker confirms a quorum-queue publish in milliseconds (tens
+// under load); one that has not confirmed in 3 s is blocking us (a resource
+// alarm) or stuck. Long enough never to fail a merely busy broker's
+// publishes, short enough that clients see a 503 well before their own
+// timeouts. Checked once per broker-thread turn, so a publish fails 3 to 4 s
+// after it was sent.
+constexpr int64_t kConfirmTimeoutMs = 3000;
 
 }  // namespace
 
@@ -144,6 +151,14 @@ void BrokerBridge::handleOutcome(Outcome& o) {
       done(std::move(r));
       return;
     }
+    case Outcome::Kind::kCallFailed: {
+      auto it = calls_.find(o.correlation_id);
+      if (it == calls_.end()) return;  // answered meanwhile (deadline)
+      CallDone done = std::move(it->second.done);
+      calls_.erase(it);
+      done(Status(503, o.error));
+      return;
+    }
     case Outcome::Kind::kDisconnected: {
       // The reply queue was exclusive to the lost connection: the calls
       // published on it can no longer get their answers.
@@ -208,6 +223,7 @@ bool BrokerBridge::connect() {
   }
   conn_ = std::move(conn);
   reply_queue_ = q.value();
+  stalled_.store(false, std::memory_order_release);
   if (ever_connected_) reconnects_.fetch_add(1, std::memory_order_relaxed);
   ever_connected_ = true;
   connected_.store(true, std::memory_order_release);
@@ -225,6 +241,7 @@ void BrokerBridge::disconnect(const std::string& why) {
   // their original order, to be published again on the next connection.
   std::deque<Outgoing> retry;
   for (auto& [seq, op] : unconfirmed_) {
+    if (op.answered) continue;     // failed already (confirm timeout)
     if (op.wants_reply) continue;  // its call fails below with the others
     if (op.attempts >= kMaxPublishAttempts) {
       emit(Outcome{Outcome::Kind::kRejected, op.op_id, "", "", "message broker connection lost", {}});
@@ -251,6 +268,28 @@ void BrokerBridge::pruneExpiredCalls() {
   std::erase_if(sync_in_flight_, [now](const auto& kv) { return kv.second < now; });
 }
 
+void BrokerBridge::expireUnconfirmed() {
+  int64_t now = nowMs();
+  int expired = 0;
+  for (auto& [seq, op] : unconfirmed_) {
+    if (op.answered || now - op.published_ms < kConfirmTimeoutMs) continue;
+    op.answered = true;
+    ++expired;
+    const char* why = "message broker is not confirming publishes";
+    if (op.wants_reply) {
+      sync_in_flight_.erase(op.opts.correlation_id);
+      emit(Outcome{Outcome::Kind::kCallFailed, 0, op.opts.correlation_id, "", why, {}});
+    } else {
+      emit(Outcome{Outcome::Kind::kRejected, op.op_id, "", "", why, {}});
+    }
+  }
+  if (expired > 0 && !stalled_.exchange(true, std::memory_order_acq_rel)) {
+    log::warn("broker stopped confirming publishes (resource alarm?); answering 503",
+              {{"unconfirmed", static_cast<long long>(unconfirmed_.size())},
+               {"timeout_ms", static_cast<long long>(kConfirmTimeoutMs)}});
+  }
+}
+
 void BrokerBridge::drainInbox() {
   std::deque<Outgoing> ops;
   {
@@ -259,7 +298,9 @@ void BrokerBridge::drainInbox() {
   }
   for (size_t i = 0; i < ops.size(); ++i) {
     Outgoing& op = ops[i];
-    if (!conn_) {
+    // Stalled: the broker is not reading what we publish, so answer now
+    // instead of adding to what waits for the confirm timeout.
+    if (!conn_ || stalled_.load(std::memory_order_relaxed)) {
       if (op.wants_reply) {
         emit(Outcome{Outcome::Kind::kReply, 0, op.opts.correlation_id,
                      msg::encodeSyncResult({false, "", 503, "message broker unavailable"}), "",
@@ -272,6 +313,7 @@ void BrokerBridge::drainInbox() {
     }
     if (op.wants_reply) op.opts.reply_to = reply_queue_;
     ++op.attempts;
+    op.published_ms = nowMs();
     Result<uint64_t> seq = conn_->publish(op.queue, op.body, op.opts);
     if (!seq.isOk()) {
       // The op may or may not have left: treat it as unconfirmed, so
@@ -306,10 +348,16 @@ void BrokerBridge::pumpFrames() {
       continue;
     }
     const auto& c = std::get<amqp::Confirm>(ev.value());
+    // Any confirm shows the broker reads from us again.
+    if (stalled_.exchange(false, std::memory_order_acq_rel)) {
+      log::info("broker confirms publishes again");
+    }
     for (auto it = unconfirmed_.begin(); it != unconfirmed_.end();) {
       if (it->first == c.tag || (c.multiple && it->first <= c.tag)) {
-        emit(Outcome{c.ack ? Outcome::Kind::kConfirmed : Outcome::Kind::kRejected,
-                     it->second.op_id, "", "", "message broker refused the message", {}});
+        if (!it->second.answered) {
+          emit(Outcome{c.ack ? Outcome::Kind::kConfirmed : Outcome::Kind::kRejected,
+                       it->second.op_id, "", "", "message broker refused the message", {}});
+        }
         it = unconfirmed_.erase(it);
       } else {
         ++it;
@@ -346,6 +394,7 @@ void BrokerBridge::run() {
     if (conn_ && !conn_->hasBuffered()) waitForWork(1000);
     pumpFrames();
     pruneExpiredCalls();
+    expireUnconfirmed();
   }
   // Give the last publishes' confirms a moment; the api only stops the
   // bridge after its HTTP requests finished, so normally nothing is pending.

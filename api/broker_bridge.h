@@ -38,6 +38,18 @@
 // idempotent on the task id. Only when the broker stays away is the publish
 // reported as failed.
 //
+// Blocked publishing: under a memory or disk alarm RabbitMQ keeps the
+// connection open but stops reading from it once we publish, so no confirm
+// comes and nothing fails (tests/integration/pipeline_test.cc, case 7: async
+// calls hung for a minute). A publish not confirmed within
+// kConfirmTimeoutMs therefore fails with 503 (a sync call too, without
+// waiting for its deadline), and the bridge counts as stalled: connected()
+// is false, so /readyz says 503 and new calls answer 503 at once, until any
+// confirm arrives (the broker reads again: the timed-out publishes are
+// still tracked for this) or the connection is replaced. A timed-out job
+// may still be enqueued once the alarm clears; its task is failed and
+// refunded by then, and the dispatcher's state guards ignore its outcome.
+//
 // Owned by the api's main(); stop() must be called on the loop thread before
 // the loop ends; it joins the broker thread.
 #pragma once
@@ -74,9 +86,12 @@ class BrokerBridge {
   void start();
   void stop();
 
-  // True while the broker thread holds a working connection (for /readyz and
-  // to fail fast with 503 instead of queueing into a dead connection).
-  bool connected() const { return connected_.load(std::memory_order_acquire); }
+  // True while the broker thread holds a working connection that confirms
+  // publishes (for /readyz and to fail fast with 503 instead of queueing
+  // into a dead or blocked connection).
+  bool connected() const {
+    return connected_.load(std::memory_order_acquire) && !stalled_.load(std::memory_order_acquire);
+  }
   uint64_t reconnects() const { return reconnects_.load(std::memory_order_relaxed); }
   std::size_t pendingCalls() const { return calls_.size(); }
 
@@ -97,9 +112,12 @@ class BrokerBridge {
     bool wants_reply = false;
     int64_t deadline_ms = 0;  // sync calls
     int attempts = 0;         // publishes so far (persistent ones are retried)
+    int64_t published_ms = 0;  // last publish, for the confirm timeout
+    bool answered = false;     // failed for want of a confirm; kept to see a late one
   };
   struct Outcome {
-    enum class Kind { kConfirmed, kRejected, kReply, kDisconnected } kind;
+    // kCallFailed: a sync call's publish was never confirmed (error says why).
+    enum class Kind { kConfirmed, kRejected, kReply, kDisconnected, kCallFailed } kind;
     uint64_t op_id = 0;
     std::string correlation_id;
     std::string body;
@@ -120,6 +138,7 @@ class BrokerBridge {
   void emit(Outcome o);
   void waitForWork(int timeout_ms);
   void pruneExpiredCalls();
+  void expireUnconfirmed();
 
   // Loop thread.
   static void onAsync(uv_async_t* handle);
@@ -136,6 +155,7 @@ class BrokerBridge {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> connected_{false};
+  std::atomic<bool> stalled_{false};  // a publish went unconfirmed too long (see above)
   std::atomic<uint64_t> reconnects_{0};
 
   std::mutex mu_;  // guards inbox_ and outbox_

@@ -1,5 +1,6 @@
 #include "common/config.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -30,6 +31,49 @@ Status intFromEnv(const char* name, int64_t lo, int64_t hi, int64_t* out) {
 }
 
 }  // namespace
+
+Status parseRetrySchedule(std::string_view text, std::vector<int64_t>* steps_ms) {
+  constexpr int64_t kMaxStepMs = 7 * 86'400'000LL;
+  constexpr size_t kMaxSteps = 100;
+  std::vector<int64_t> out;
+  size_t pos = 0;
+  while (true) {
+    size_t comma = text.find(',', pos);
+    std::string_view item =
+        text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    // Digits, then optionally a point and 1 to 3 digits, read by hand:
+    // strtod would also take signs, exponents, "inf" and "nan".
+    int64_t whole = 0, frac_ms = 0;
+    size_t i = 0, int_digits = 0, frac_digits = 0;
+    for (; i < item.size() && item[i] >= '0' && item[i] <= '9'; ++i, ++int_digits) {
+      whole = std::min(whole * 10 + (item[i] - '0'), kMaxStepMs);  // saturates: no overflow
+    }
+    bool ok = int_digits > 0;
+    if (ok && i < item.size() && item[i] == '.') {
+      for (++i; i < item.size() && item[i] >= '0' && item[i] <= '9'; ++i, ++frac_digits) {
+        if (frac_digits < 3) frac_ms = frac_ms * 10 + (item[i] - '0');
+      }
+      ok = frac_digits >= 1 && frac_digits <= 3;  // refuses "1." and "0.0001"
+      for (size_t k = frac_digits; k < 3; ++k) frac_ms *= 10;
+    }
+    int64_t ms = whole * 1000 + frac_ms;
+    if (!ok || i != item.size() || ms <= 0 || ms > kMaxStepMs) {
+      return Status(500, "EQ_WEBHOOK_RETRY_SCHEDULE must be comma-separated seconds, each "
+                         "more than 0 and at most 604800 with up to 3 decimals (e.g. "
+                         "\"5,30,120\"), got '" + std::string(text) + "'");
+    }
+    out.push_back(ms);
+    if (out.size() > kMaxSteps) {
+      return Status(500, "EQ_WEBHOOK_RETRY_SCHEDULE has more than 100 steps");
+    }
+    if (comma == std::string_view::npos) break;
+    pos = comma + 1;
+  }
+  *steps_ms = std::move(out);
+  return Status::ok();
+}
 
 Result<Config> Config::fromEnv() {
   Config c;
@@ -64,6 +108,26 @@ Result<Config> Config::fromEnv() {
   }
   if (Status s = intFromEnv("EQ_HTTP_MAX_CONNECTIONS", 1, 1'000'000, &c.http_max_connections);
       !s.isOk()) {
+    return s;
+  }
+  if (Status s = parseRetrySchedule(envOr("EQ_WEBHOOK_RETRY_SCHEDULE",
+                                          defaults::kWebhookRetrySchedule),
+                                    &c.webhook_retry_schedule_ms);
+      !s.isOk()) {
+    return s;
+  }
+  c.webhook_timeout_ms = defaults::kWebhookTimeoutMs;
+  c.webhook_max_in_flight = defaults::kWebhookMaxInFlight;
+  c.retention_days = defaults::kRetentionDays;
+  if (Status s = intFromEnv("EQ_WEBHOOK_TIMEOUT_MS", 100, 600'000, &c.webhook_timeout_ms);
+      !s.isOk()) {
+    return s;
+  }
+  if (Status s = intFromEnv("EQ_WEBHOOK_MAX_IN_FLIGHT", 1, 1024, &c.webhook_max_in_flight);
+      !s.isOk()) {
+    return s;
+  }
+  if (Status s = intFromEnv("EQ_RETENTION_DAYS", 1, 3650, &c.retention_days); !s.isOk()) {
     return s;
   }
   return c;

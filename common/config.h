@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -24,6 +26,11 @@ struct Config {
   int64_t http_header_timeout_ms = 10'000;  // EQ_HTTP_HEADER_TIMEOUT_MS
   int64_t http_body_timeout_ms = 30'000;    // EQ_HTTP_BODY_TIMEOUT_MS
   int64_t http_idle_timeout_ms = 60'000;    // EQ_HTTP_IDLE_TIMEOUT_MS
+  // eq-dispatcher (PRODUCT.md §5, §6); defaults in common/defaults.h.
+  std::vector<int64_t> webhook_retry_schedule_ms;  // EQ_WEBHOOK_RETRY_SCHEDULE
+  int64_t webhook_timeout_ms = 10'000;             // EQ_WEBHOOK_TIMEOUT_MS
+  int64_t webhook_max_in_flight = 64;              // EQ_WEBHOOK_MAX_IN_FLIGHT
+  int64_t retention_days = 7;                      // EQ_RETENTION_DAYS
 
   // Key prefix of this environment: eq_live_ in production, eq_test_ in staging.
   std::string keyPrefix() const { return env == "staging" ? "eq_test_" : "eq_live_"; }
@@ -31,5 +38,12 @@ struct Config {
   // Reads the environment; a malformed value is an error naming the variable.
   static Result<Config> fromEnv();
 };
+
+// Parses EQ_WEBHOOK_RETRY_SCHEDULE: comma-separated delays in seconds, the
+// n-th being the wait after the n-th failed attempt, so N steps make N + 1
+// attempts ("1,1,1": 4 attempts). Decimals with up to 3 places are allowed
+// ("0.2,0.2") so tests can compress the schedule below a second; each step
+// is in (0, 7 days], at most 100 steps, spaces around commas ignored.
+Status parseRetrySchedule(std::string_view text, std::vector<int64_t>* steps_ms);
 
 }  // namespace eq

@@ -33,8 +33,38 @@ constexpr int64_t kSyncDeadlineStandardMs = 120'000;
 constexpr int64_t kSyncDeadlinePerfectMs = 180'000;
 constexpr int64_t kAnalyzeDeadlineMs = 30'000;
 
-// Webhooks (PRODUCT.md §6).
+// Webhooks (PRODUCT.md §6). An attempt succeeds with a 2xx within the
+// timeout; otherwise the next one follows after the schedule's step (seconds
+// after the failed attempt, each with +-10% jitter), so 9 steps make 10
+// attempts over about 16 h. EQ_WEBHOOK_RETRY_SCHEDULE and
+// EQ_WEBHOOK_TIMEOUT_MS override them (tests compress both).
 constexpr long kWebhookTimeoutMs = 10'000;
+constexpr const char* kWebhookRetrySchedule = "5,30,120,600,1800,3600,7200,14400,28800";
+constexpr double kWebhookJitter = 0.10;
+// Retry-After on a 429 or 503 replaces the schedule's step, up to this.
+constexpr int64_t kWebhookMaxRetryAfterMs = 3'600'000;
+// Deliveries in flight at once (one libcurl easy handle each); more due ones
+// wait in SQLite until a slot frees.
+constexpr int kWebhookMaxInFlight = 64;
+// How often the sender looks for due deliveries in SQLite. New deliveries
+// from this process wake it at once; this bounds the delay for retries,
+// replays by eqctl and deliveries another process left behind.
+constexpr int kWebhookScanIntervalMs = 200;
+// A claimed delivery's next_attempt_at moves this far past the attempt's
+// timeout: a dispatcher killed mid-attempt leaves the delivery due again
+// that much later, and a second dispatcher never sends it meanwhile.
+constexpr int64_t kWebhookLeaseMarginMs = 5'000;
+// Response bodies are not needed; reading stops after this many bytes.
+constexpr std::size_t kWebhookMaxResponseBytes = 64 * 1024;
+
+// Retention (PRODUCT.md §5): tasks with their deliveries and attempts are
+// purged after EQ_RETENTION_DAYS; rate-limit windows after an hour. The
+// dispatcher purges at start and then hourly, in batches of bounded size so
+// that one purge never holds the write lock for long.
+constexpr int64_t kRetentionDays = 7;
+constexpr int64_t kRetentionIntervalMs = 3'600'000;
+constexpr int64_t kRateCounterRetentionMs = 3'600'000;
+constexpr int kRetentionBatch = 500;
 
 // SQLite: how long eq-api waits for another process's write lock before
 // answering 503 (PRODUCT.md §2: 503 "within a second", never a hang).

@@ -1,6 +1,6 @@
 // The SQLite store: keys, accounts and quota, rate counters, Idempotency-Key
-// records, tasks and webhook deliveries. Every SQL statement of the project
-// lives in store.cc.
+// records, tasks, webhook deliveries and their retention. Every SQL statement
+// of the project lives in store.cc.
 //
 // A Store owns one sqlite3 connection and its prepared statements. It is not
 // thread-safe: each thread (in practice, each process's loop thread) opens
@@ -158,22 +158,41 @@ struct TaskRecord {
   int64_t finished_at = 0;
 };
 
+// One webhook delivery of a task (PRODUCT.md §6): one id for every attempt,
+// retried on a schedule while pending. Its retry state is durable: a pending
+// delivery is due at next_attempt_at, whichever dispatcher process is running
+// then.
 struct DeliveryRecord {
   std::string delivery_id;
   std::string task_id;
   std::string url;
   std::string event;
   std::string status;  // pending | delivered | failed
-  int attempts = 0;
+  int attempts = 0;    // every attempt ever made, replays included
   int64_t last_attempt_at = 0;
   int last_status = 0;  // HTTP status of the last attempt; 0 when none came back
+  int64_t next_attempt_at = 0;  // pending: when the next attempt is due; else 0
+  int64_t created_at = 0;
+  // Attempts made before the current retry schedule started: a replay starts
+  // the schedule over without resetting `attempts`.
+  int schedule_offset = 0;
+  int64_t replayed_at = 0;  // 0: never replayed
+  std::string last_error;   // the last attempt's error; empty when none (or not read)
 };
 
 struct DeliveryAttempt {
   int64_t at = 0;
-  int http_status = 0;
+  int http_status = 0;  // 0: no HTTP answer (refused, timed out, blocked)
   int64_t latency_ms = 0;
   std::string error;
+  int number = 0;  // 1-based, over the delivery's whole life (filled when read)
+};
+
+// Which deliveries eqctl delivery list shows; empty fields do not filter.
+struct DeliveryFilter {
+  std::string status;   // pending | delivered | failed
+  std::string task_id;
+  int limit = 100;      // newest first
 };
 
 class Store {
@@ -269,12 +288,45 @@ class Store {
   // Account's webhook secret (for signing).
   Result<std::string> webhookSecret(const std::string& account_id);
 
-  // Deliveries.
+  // Deliveries. createDelivery inserts the task's delivery, pending and due
+  // at now_ms, or returns the existing one (a task has at most one delivery,
+  // so a redelivered event never sends twice).
   Result<DeliveryRecord> createDelivery(const std::string& task_id, const std::string& url,
                                         const std::string& event, int64_t now_ms);
   Result<std::optional<DeliveryRecord>> deliveryForTask(const std::string& task_id);
-  Status recordAttempt(const std::string& delivery_id, const DeliveryAttempt& attempt,
-                       const std::string& new_status);
+  Result<std::optional<DeliveryRecord>> delivery(const std::string& delivery_id);
+  // Newest first, with last_error filled.
+  Result<std::vector<DeliveryRecord>> listDeliveries(const DeliveryFilter& filter);
+  // Every attempt of a delivery, oldest first.
+  Result<std::vector<DeliveryAttempt>> deliveryAttempts(const std::string& delivery_id);
+  // Claims up to `limit` pending deliveries due at now_ms, oldest due first,
+  // in one UPDATE: each one's next_attempt_at moves to lease_until_ms, so
+  // neither a later scan nor another dispatcher picks it up while its attempt
+  // runs, and if this process dies mid-attempt it becomes due again then.
+  // last_error is not filled.
+  Result<std::vector<DeliveryRecord>> claimDueDeliveries(int64_t now_ms, int64_t lease_until_ms,
+                                                         int limit);
+  // Records one attempt (delivery_attempts row, counters) and the delivery's
+  // new state in one transaction: "pending" with next_attempt_at_ms, or
+  // "delivered" / "failed". Only a pending delivery is changed; false when
+  // it was not pending (or no longer exists).
+  Result<bool> finishAttempt(const std::string& delivery_id, const DeliveryAttempt& attempt,
+                             const std::string& new_status, int64_t next_attempt_at_ms);
+  // Hands a claimed delivery back without an attempt (shutdown): due at due_ms.
+  Status releaseDelivery(const std::string& delivery_id, int64_t due_ms);
+  // eqctl delivery replay: a delivered or failed delivery becomes pending
+  // and due at now_ms, with the same id; its attempts keep counting and its
+  // retry schedule starts over. 404 unknown, 409 already pending.
+  Result<DeliveryRecord> replayDelivery(const std::string& delivery_id, int64_t now_ms);
+
+  // Retention (run by eq-dispatcher). Each call deletes at most `limit` rows
+  // (tasks: with their delivery and its attempts) in one transaction, oldest
+  // first, and returns how many it deleted; callers repeat while the answer
+  // equals `limit`. A task whose delivery is still pending is kept until the
+  // delivery has finished.
+  Result<int> purgeTasksBefore(int64_t cutoff_ms, int limit);
+  Result<int> purgeIdempotencyBefore(int64_t cutoff_ms, int limit);
+  Result<int> purgeRateCountersBefore(int64_t cutoff_ms, int limit);
 
  private:
   explicit Store(sqlite3* db) : db_(db) {}

@@ -11,7 +11,8 @@
 namespace eq::dispatch {
 namespace {
 
-// Task state and webhooks wait for the dispatcher to reconnect: see
+// Task state waits for the dispatcher to reconnect (webhooks already
+// pending do not: the sender thread goes on); see
 // defaults::kReconnectBackoffMaxMs.
 constexpr int kMaxBackoffMs = defaults::kReconnectBackoffMaxMs;
 constexpr uint16_t kPrefetch = 16;
@@ -98,7 +99,7 @@ Status Dispatcher::apply(const msg::TaskEvent& e) {
                                 {"event", e.event},
                                 {"applied", static_cast<long long>(changed.value())}});
   if (e.event == "task.running") return Status::ok();
-  return deliverIfDue(e.task_id);
+  return createDeliveryIfFinal(e.task_id);
 }
 
 Status Dispatcher::applyDeadLetter(const amqp::Delivery& d) {
@@ -113,10 +114,10 @@ Status Dispatcher::applyDeadLetter(const amqp::Delivery& d) {
   Result<bool> changed =
       store_.markTaskFailed(task_id, 500, "task failed: workers could not process it", nowMs());
   if (!changed.isOk()) return changed.status();
-  return deliverIfDue(task_id);
+  return createDeliveryIfFinal(task_id);
 }
 
-Status Dispatcher::deliverIfDue(const std::string& task_id) {
+Status Dispatcher::createDeliveryIfFinal(const std::string& task_id) {
   Result<std::optional<TaskRecord>> t = store_.task(task_id);
   if (!t.isOk()) return t.status();
   if (!t.value()) {
@@ -130,30 +131,12 @@ Status Dispatcher::deliverIfDue(const std::string& task_id) {
   std::string event = task.status == "succeeded" ? "task.succeeded" : "task.failed";
   Result<DeliveryRecord> d = store_.createDelivery(task_id, task.webhook_url, event, nowMs());
   if (!d.isOk()) return d.status();
-  if (d.value().status != "pending") return Status::ok();  // already delivered or given up
-  Result<std::string> secret = store_.webhookSecret(task.account_id);
-  if (!secret.isOk()) return secret.status();
-
-  WebhookRequest req;
-  req.url = task.webhook_url;
-  req.timestamp = nowMs() / 1000;
-  req.body = webhookBody(task, event, req.timestamp);
-  req.secret = secret.value();
-  req.delivery_id = d.value().delivery_id;
-  req.event = event;
-  WebhookResult r = sender_.send(req);
-  // TODO(issue 4): retries on the PRODUCT.md §6 schedule. For now one
-  // attempt decides the delivery's fate.
-  std::string new_status = r.delivered ? "delivered" : "failed";
-  log::info("webhook attempt", {{"task_id", task_id},
-                                {"delivery_id", req.delivery_id},
-                                {"http_status", static_cast<long long>(r.http_status)},
-                                {"latency_ms", static_cast<long long>(r.latency_ms)},
-                                {"outcome", new_status},
-                                {"error", r.error}});
-  return store_.recordAttempt(req.delivery_id,
-                              DeliveryAttempt{nowMs(), r.http_status, r.latency_ms, r.error},
-                              new_status);
+  if (d.value().status == "pending" && d.value().attempts == 0) {
+    log::info("webhook delivery created",
+              {{"task_id", task_id}, {"delivery_id", d.value().delivery_id}, {"event", event}});
+  }
+  if (on_delivery_due_) on_delivery_due_();
+  return Status::ok();
 }
 
 }  // namespace eq::dispatch

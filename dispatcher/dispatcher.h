@@ -1,35 +1,42 @@
-// The dispatcher's consumer loop: reads task events (and dead-lettered jobs),
-// records each task transition in SQLite, and delivers the signed webhook
-// when a task reaches a final state.
+// The dispatcher's consumer: reads task events (and dead-lettered jobs),
+// records each task transition in SQLite and, when a task reaches a final
+// state and has a webhook URL, inserts its pending delivery, due now. It does
+// no HTTP: the sender (dispatcher/sender.h), on its own thread, sends due
+// deliveries and retries them; `on_delivery_due` tells it to look at once.
 //
-// The event is acked only after its transition is committed and its webhook
-// attempt is recorded, so a dispatcher killed at any point leaves the event
-// to be redelivered; transitions are guarded by the current state, so a
-// repeated event changes nothing and only completes what was left undone.
+// The event is acked only after its transition and its pending delivery are
+// committed, so a dispatcher killed at any point leaves the event to be
+// redelivered; transitions are guarded by the current state and a task has at
+// most one delivery, so a repeated event changes nothing and only completes
+// what was left undone.
 //
 // Runs on the calling thread until `stop` becomes true. Borrows the Store
-// and the WebhookSender, which must outlive it; owns its broker connection.
+// (this thread's own connection), which must outlive it; owns its broker
+// connection.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <string>
 
 #include "common/amqp.h"
 #include "common/messages.h"
 #include "common/store.h"
-#include "dispatcher/webhook.h"
 
 namespace eq::dispatch {
 
 class Dispatcher {
  public:
-  Dispatcher(Store& store, WebhookSender& sender, std::string amqp_url,
-             const std::atomic<bool>& stop)
-      : store_(store), sender_(sender), amqp_url_(std::move(amqp_url)), stop_(stop) {}
+  Dispatcher(Store& store, std::string amqp_url, const std::atomic<bool>& stop,
+             std::function<void()> on_delivery_due = {})
+      : store_(store),
+        amqp_url_(std::move(amqp_url)),
+        stop_(stop),
+        on_delivery_due_(std::move(on_delivery_due)) {}
 
   int run();
 
-  // Applies one event to the store and delivers its webhook if it is final.
+  // Applies one event to the store and creates its delivery if it is final.
   // Exposed for tests; returns non-ok only for failures worth a redelivery.
   Status apply(const msg::TaskEvent& e);
   // A dead-lettered message: an async job that exhausted its deliveries
@@ -38,12 +45,12 @@ class Dispatcher {
 
  private:
   Status serve(amqp::Connection& conn);
-  Status deliverIfDue(const std::string& task_id);
+  Status createDeliveryIfFinal(const std::string& task_id);
 
   Store& store_;
-  WebhookSender& sender_;
   std::string amqp_url_;
   const std::atomic<bool>& stop_;
+  std::function<void()> on_delivery_due_;
 };
 
 }  // namespace eq::dispatch

@@ -1,16 +1,19 @@
-// eq-dispatcher: records task transitions and delivers signed webhooks until
-// SIGTERM/SIGINT; the event in hand is finished before exit.
+// eq-dispatcher: records task transitions (consumer, main thread) and
+// delivers signed webhooks with retries (sender thread) until SIGTERM/SIGINT;
+// see dispatcher/sender.h for why two threads. The event in hand is finished
+// before exit; webhook attempts in flight get a short grace.
 #include <curl/curl.h>
 
 #include <csignal>
 #include <cstring>
+#include <thread>
 
 #include "common/config.h"
 #include "common/defaults.h"
 #include "common/log.h"
 #include "common/store.h"
 #include "dispatcher/dispatcher.h"
-#include "dispatcher/webhook.h"
+#include "dispatcher/sender.h"
 
 namespace {
 
@@ -34,9 +37,15 @@ int main() {
     eq::log::error("bad EQ_WEBHOOK_ALLOW_CIDRS", {{"error", allowed.status().msg()}});
     return 2;
   }
-  auto store = eq::Store::open(config.db_path);
-  if (!store.isOk()) {
-    eq::log::error("cannot open database", {{"error", store.status().msg()}});
+  // One connection per thread: a Store is not thread-safe.
+  auto consumer_store = eq::Store::open(config.db_path);
+  if (!consumer_store.isOk()) {
+    eq::log::error("cannot open database", {{"error", consumer_store.status().msg()}});
+    return 1;
+  }
+  auto sender_store = eq::Store::open(config.db_path);
+  if (!sender_store.isOk()) {
+    eq::log::error("cannot open database", {{"error", sender_store.status().msg()}});
     return 1;
   }
 
@@ -47,13 +56,29 @@ int main() {
   sigaction(SIGINT, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  eq::dispatch::SenderOptions opts;
+  opts.policy.steps_ms = config.webhook_retry_schedule_ms;
+  opts.policy.jitter = eq::defaults::kWebhookJitter;
+  opts.policy.max_retry_after_ms = eq::defaults::kWebhookMaxRetryAfterMs;
+  opts.timeout_ms = config.webhook_timeout_ms;
+  opts.max_in_flight = static_cast<int>(config.webhook_max_in_flight);
+  opts.scan_interval_ms = eq::defaults::kWebhookScanIntervalMs;
+  opts.lease_margin_ms = eq::defaults::kWebhookLeaseMarginMs;
+  opts.allowed = std::move(allowed).value();
+  opts.retention.task_retention_ms = config.retention_days * 86'400'000LL;
+  opts.retention.rate_counter_retention_ms = eq::defaults::kRateCounterRetentionMs;
+  opts.retention.interval_ms = eq::defaults::kRetentionIntervalMs;
+  opts.retention.batch = eq::defaults::kRetentionBatch;
+
   curl_global_init(CURL_GLOBAL_DEFAULT);
   int rc;
   {
-    eq::dispatch::CurlWebhookSender sender(std::move(allowed).value(),
-                                           eq::defaults::kWebhookTimeoutMs);
-    eq::dispatch::Dispatcher dispatcher(*store.value(), sender, config.amqp_url, g_stop);
+    eq::dispatch::DeliverySender sender(*sender_store.value(), std::move(opts), g_stop);
+    std::thread sender_thread([&sender] { sender.run(); });
+    eq::dispatch::Dispatcher dispatcher(*consumer_store.value(), config.amqp_url, g_stop,
+                                        [&sender] { sender.wakeup(); });
     rc = dispatcher.run();
+    sender_thread.join();
   }
   curl_global_cleanup();
   return rc;

@@ -3,8 +3,6 @@
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
-#include <sys/socket.h>
-
 
 #include "common/crypto.h"
 #include "common/json.h"
@@ -19,8 +17,6 @@ void putString(Writer& w, const char* key, const std::string& v) {
   w.Key(key);
   w.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
 }
-
-size_t writeDiscard(char*, size_t size, size_t n, void*) { return size * n; }
 
 }  // namespace
 
@@ -78,80 +74,19 @@ std::string webhookBody(const TaskRecord& task, const std::string& event, int64_
   return std::string(sb.GetString(), sb.GetSize());
 }
 
-// ------------------------------------------------------------------ sender
-
-CurlWebhookSender::CurlWebhookSender(net::CidrSet allowed, long timeout_ms)
-    : curl_(curl_easy_init()), allowed_(std::move(allowed)), timeout_ms_(timeout_ms) {}
-
-CurlWebhookSender::~CurlWebhookSender() { curl_easy_cleanup(curl_); }
-
-// libcurl calls this with the address it is about to connect to, after DNS
-// resolution: the only place where a check cannot be raced by a DNS answer
-// that changes between check and use.
-curl_socket_t CurlWebhookSender::openSocket(void* self_ptr, curlsocktype purpose,
-                                            struct curl_sockaddr* addr) {
-  auto* self = static_cast<CurlWebhookSender*>(self_ptr);
-  if (purpose != CURLSOCKTYPE_IPCXN) return CURL_SOCKET_BAD;
-  const sockaddr* sa = &addr->addr;
-  if (net::isNonPublicAddress(sa) && !self->allowed_.contains(sa)) {
-    self->blocked_ = true;
-    return CURL_SOCKET_BAD;
-  }
-  return ::socket(addr->family, addr->socktype, addr->protocol);
-}
-
-WebhookResult CurlWebhookSender::send(const WebhookRequest& req) {
-  WebhookResult out;
-  blocked_ = false;
-  std::string ts = std::to_string(req.timestamp);
-  struct curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, "Content-Type: application/json; charset=utf-8");
-  headers = curl_slist_append(headers, ("X-Service-Signature: " +
-                                        serviceSignature(req.secret, req.body)).c_str());
-  headers = curl_slist_append(headers, ("X-Service-Event: " + req.event).c_str());
-  headers = curl_slist_append(headers, ("X-Service-Delivery: " + req.delivery_id).c_str());
-  headers = curl_slist_append(headers, ("webhook-id: " + req.delivery_id).c_str());
-  headers = curl_slist_append(headers, ("webhook-timestamp: " + ts).c_str());
+std::vector<std::string> webhookHeaders(const WebhookRequest& req) {
+  std::vector<std::string> h;
+  h.push_back("Content-Type: application/json; charset=utf-8");
+  h.push_back("X-Service-Signature: " + serviceSignature(req.secret, req.body));
+  h.push_back("X-Service-Event: " + req.event);
+  h.push_back("X-Service-Delivery: " + req.delivery_id);
+  h.push_back("webhook-id: " + req.delivery_id);
+  h.push_back("webhook-timestamp: " + std::to_string(req.timestamp));
   std::string std_sig = standardSignature(req.secret, req.delivery_id, req.timestamp, req.body);
-  if (!std_sig.empty()) {
-    headers = curl_slist_append(headers, ("webhook-signature: " + std_sig).c_str());
-  }
-  headers = curl_slist_append(headers, "User-Agent: eq-reply-webhooks/1.0");
-  headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
-
-  curl_easy_reset(curl_);
-  curl_easy_setopt(curl_, CURLOPT_URL, req.url.c_str());
-  curl_easy_setopt(curl_, CURLOPT_POST, 1L);
-  curl_easy_setopt(curl_, CURLOPT_POSTFIELDS, req.body.c_str());
-  curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.body.size()));
-  curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl_, CURLOPT_TIMEOUT_MS, timeout_ms_);
-  curl_easy_setopt(curl_, CURLOPT_FOLLOWLOCATION, 0L);  // redirects are not followed
-  curl_easy_setopt(curl_, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
-  // No proxy, not even one from http_proxy/ALL_PROXY in the environment:
-  // through a proxy, openSocket would vet the proxy's address instead of
-  // the receiver's and the SSRF guard would be bypassed.
-  curl_easy_setopt(curl_, CURLOPT_PROXY, "");
-  curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, writeDiscard);
-  curl_easy_setopt(curl_, CURLOPT_OPENSOCKETFUNCTION, &CurlWebhookSender::openSocket);
-  curl_easy_setopt(curl_, CURLOPT_OPENSOCKETDATA, this);
-
-  int64_t start = nowMs();
-  CURLcode rc = curl_easy_perform(curl_);
-  out.latency_ms = nowMs() - start;
-  curl_slist_free_all(headers);
-  if (rc != CURLE_OK) {
-    out.error = blocked_ ? "refused: webhook host resolves to a non-public address"
-                         : curl_easy_strerror(rc);
-    return out;
-  }
-  long code = 0;
-  curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &code);
-  out.http_status = static_cast<int>(code);
-  out.delivered = code >= 200 && code < 300;
-  if (!out.delivered) out.error = "receiver answered HTTP " + std::to_string(code);
-  return out;
+  if (!std_sig.empty()) h.push_back("webhook-signature: " + std_sig);
+  h.push_back("User-Agent: eq-reply-webhooks/1.0");
+  h.push_back("Expect:");  // no 100-continue round trip
+  return h;
 }
 
 }  // namespace eq::dispatch

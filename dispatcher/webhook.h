@@ -1,4 +1,4 @@
-// Webhook bodies, signatures and the HTTP sender.
+// Webhook bodies, signatures and request headers.
 //
 // Signing follows PRODUCT.md §6: X-Service-Signature is sha256=<hex
 // HMAC-SHA256 of the raw body> keyed with the secret string exactly as
@@ -6,19 +6,13 @@
 // v1,<base64 HMAC-SHA256 of "id.timestamp.body"> keyed with the
 // base64-decoded part after whsec_.
 //
-// CurlWebhookSender owns one libcurl easy handle (so connections to a
-// receiver are reused) and is used by one thread. WebhookSender is the test
-// seam for code that sends webhooks.
+// Pure functions, thread-safe; the HTTP side is dispatcher/sender.h.
 #pragma once
-
-#include <curl/curl.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "common/netaddr.h"
-#include "common/status.h"
 #include "common/store.h"
 
 namespace eq::dispatch {
@@ -31,44 +25,19 @@ std::string standardSignature(const std::string& secret, const std::string& msg_
 // The body of PRODUCT.md §6 for a task in a final state.
 std::string webhookBody(const TaskRecord& task, const std::string& event, int64_t timestamp);
 
+// One attempt's request. The timestamp is taken when the attempt starts, so
+// a retry hours later still passes receivers' replay windows (Standard
+// Webhooks verifiers refuse timestamps more than 5 minutes off).
 struct WebhookRequest {
   std::string url;
-  std::string body;
+  std::string body;  // built with the same timestamp
   std::string secret;
   std::string delivery_id;
   std::string event;
   int64_t timestamp = 0;  // unix seconds
 };
 
-struct WebhookResult {
-  bool delivered = false;  // a 2xx came back in time
-  int http_status = 0;     // 0: no HTTP answer (refused, timeout, blocked)
-  int64_t latency_ms = 0;
-  std::string error;
-};
-
-class WebhookSender {
- public:
-  virtual ~WebhookSender() = default;
-  virtual WebhookResult send(const WebhookRequest& req) = 0;
-};
-
-class CurlWebhookSender final : public WebhookSender {
- public:
-  CurlWebhookSender(net::CidrSet allowed, long timeout_ms);
-  ~CurlWebhookSender() override;
-  CurlWebhookSender(const CurlWebhookSender&) = delete;
-  CurlWebhookSender& operator=(const CurlWebhookSender&) = delete;
-
-  WebhookResult send(const WebhookRequest& req) override;
-
- private:
-  static curl_socket_t openSocket(void* self, curlsocktype purpose, struct curl_sockaddr* addr);
-
-  CURL* curl_;
-  net::CidrSet allowed_;
-  long timeout_ms_;
-  bool blocked_ = false;  // set by openSocket for the current request
-};
+// The request's header lines ("Name: value"), signatures included.
+std::vector<std::string> webhookHeaders(const WebhookRequest& req);
 
 }  // namespace eq::dispatch

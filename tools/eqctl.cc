@@ -1,4 +1,4 @@
-// eqctl: the operator's CLI (keys and quota). Opens EQ_DB_PATH and runs one
+// eqctl: the operator's CLI (keys, quota, webhook deliveries). Opens EQ_DB_PATH and runs one
 // command; see tools/eqctl_commands.h.
 #include <iostream>
 

@@ -42,6 +42,11 @@ constexpr const char* kUsage =
     "             [--expire-days N | --expire-at ISO8601] [--tier T] [--json]\n"
     "  quota grant KEY_ID [--fast N] [--standard N] [--perfect N]\n"
     "             [--expire-days N | --expire-at ISO8601] [--json]    adds units\n"
+    "  delivery list [--failed | --status pending|delivered|failed] [--task TASK_ID]\n"
+    "             [--limit N] [--json]          webhook deliveries, newest first (default 100)\n"
+    "  delivery show DELIVERY_ID [--json]       with every attempt (time, status, latency, error)\n"
+    "  delivery replay DELIVERY_ID [--json]     a delivered or failed delivery is sent again now,\n"
+    "             same delivery id, on a fresh retry schedule; attempts keep counting\n"
     "Rate limit, tier, default webhook URL and quota belong to the key's account, so they\n"
     "survive a rotation. --expire-at takes UTC times such as 2026-01-31T00:00:00Z and may lie\n"
     "in the past (ends a quota or key now).\n"
@@ -49,7 +54,7 @@ constexpr const char* kUsage =
     "eq_test_).\n";
 
 // Options that take no value.
-const std::set<std::string> kFlags = {"json", "no-webhook-url", "no-expiry"};
+const std::set<std::string> kFlags = {"json", "no-webhook-url", "no-expiry", "failed"};
 
 // Parsed "--flag value" and "--flag" options plus positional arguments.
 struct Args {
@@ -470,6 +475,156 @@ int quotaGrant(Store& store, const std::string& account, const Args& a, std::ost
   return rc;
 }
 
+// ---------------------------------------------------------------- deliveries
+
+void putDelivery(Writer& w, const DeliveryRecord& d) {
+  putString(w, "delivery_id", d.delivery_id);
+  putString(w, "task_id", d.task_id);
+  putString(w, "url", d.url);
+  putString(w, "event", d.event);
+  putString(w, "status", d.status);
+  w.Key("attempts");
+  w.Int(d.attempts);
+  putOptString(w, "last_attempt_at", d.last_attempt_at == 0 ? "" : iso8601(d.last_attempt_at));
+  w.Key("last_status");
+  if (d.last_status > 0) w.Int(d.last_status); else w.Null();
+  putOptString(w, "last_error", d.last_error);
+  putOptString(w, "next_attempt_at", d.next_attempt_at == 0 ? "" : iso8601(d.next_attempt_at));
+  putString(w, "created_at", iso8601(d.created_at));
+  putOptString(w, "replayed_at", d.replayed_at == 0 ? "" : iso8601(d.replayed_at));
+}
+
+std::string orDash(const std::string& s) { return s.empty() ? "-" : s; }
+std::string timeOrDash(int64_t ms) { return ms == 0 ? "-" : iso8601(ms); }
+
+int deliveryList(Store& store, const Args& a, std::ostream& out, std::ostream& err) {
+  if (!checkKnown(a, {"failed", "status", "task", "limit"}, err)) return 2;
+  if (!a.positional.empty()) {
+    err << "eqctl: delivery list takes no positional arguments\n" << kUsage;
+    return 2;
+  }
+  DeliveryFilter f;
+  if (a.has("failed") && a.has("status")) {
+    err << "eqctl: give --failed or --status, not both\n";
+    return 2;
+  }
+  if (a.has("failed")) f.status = "failed";
+  if (auto st = a.options.find("status"); st != a.options.end()) {
+    if (st->second != "pending" && st->second != "delivered" && st->second != "failed") {
+      err << "eqctl: --status must be pending, delivered or failed\n";
+      return 2;
+    }
+    f.status = st->second;
+  }
+  if (auto t = a.options.find("task"); t != a.options.end()) f.task_id = t->second;
+  int64_t limit = f.limit;
+  if (!intOption(a, "limit", 1, 10'000, &limit, err)) return 2;
+  f.limit = static_cast<int>(limit);
+  Result<std::vector<DeliveryRecord>> list = store.listDeliveries(f);
+  if (!list.isOk()) return fail(list.status(), err);
+  if (a.json) {
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartArray();
+    for (const DeliveryRecord& d : list.value()) {
+      w.StartObject();
+      putDelivery(w, d);
+      w.EndObject();
+    }
+    w.EndArray();
+    out << sb.GetString() << "\n";
+    return 0;
+  }
+  char line[512];
+  std::snprintf(line, sizeof line, "%-30s %-30s %-9s %8s %4s %-24s %-24s %s\n", "DELIVERY_ID",
+                "TASK_ID", "STATUS", "ATTEMPTS", "LAST", "LAST_ATTEMPT_AT", "NEXT_ATTEMPT_AT",
+                "URL");
+  out << line;
+  for (const DeliveryRecord& d : list.value()) {
+    std::snprintf(line, sizeof line, "%-30s %-30s %-9s %8d %4s %-24s %-24s ",
+                  d.delivery_id.c_str(), d.task_id.c_str(), d.status.c_str(), d.attempts,
+                  d.last_status > 0 ? std::to_string(d.last_status).c_str() : "-",
+                  timeOrDash(d.last_attempt_at).c_str(), timeOrDash(d.next_attempt_at).c_str());
+    out << line << d.url << "\n";
+  }
+  return 0;
+}
+
+int deliveryShow(Store& store, const std::string& id, const Args& a, std::ostream& out,
+                 std::ostream& err) {
+  if (!checkKnown(a, {}, err)) return 2;
+  Result<std::optional<DeliveryRecord>> d = store.delivery(id);
+  if (!d.isOk()) return fail(d.status(), err);
+  if (!d.value()) return fail(Status(404, "no delivery " + id), err);
+  Result<std::vector<DeliveryAttempt>> attempts = store.deliveryAttempts(id);
+  if (!attempts.isOk()) return fail(attempts.status(), err);
+  const DeliveryRecord& r = *d.value();
+  if (a.json) {
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    putDelivery(w, r);
+    w.Key("attempt_log");
+    w.StartArray();
+    for (const DeliveryAttempt& at : attempts.value()) {
+      w.StartObject();
+      w.Key("attempt");
+      w.Int(at.number);
+      putString(w, "at", iso8601(at.at));
+      w.Key("http_status");
+      if (at.http_status > 0) w.Int(at.http_status); else w.Null();
+      w.Key("latency_ms");
+      w.Int64(at.latency_ms);
+      putOptString(w, "error", at.error);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    out << sb.GetString() << "\n";
+    return 0;
+  }
+  out << "delivery_id:     " << r.delivery_id << "\n"
+      << "task_id:         " << r.task_id << "\n"
+      << "url:             " << r.url << "\n"
+      << "event:           " << r.event << "\n"
+      << "status:          " << r.status << "\n"
+      << "attempts:        " << r.attempts << "\n"
+      << "next_attempt_at: " << timeOrDash(r.next_attempt_at) << "\n"
+      << "created_at:      " << iso8601(r.created_at) << "\n"
+      << "replayed_at:     " << timeOrDash(r.replayed_at) << "\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%7s  %-24s %6s %10s  %s\n", "ATTEMPT", "AT", "STATUS",
+                "LATENCY_MS", "ERROR");
+  out << line;
+  for (const DeliveryAttempt& at : attempts.value()) {
+    std::snprintf(line, sizeof line, "%7d  %-24s %6s %10lld  ", at.number, iso8601(at.at).c_str(),
+                  at.http_status > 0 ? std::to_string(at.http_status).c_str() : "-",
+                  static_cast<long long>(at.latency_ms));
+    out << line << orDash(at.error) << "\n";
+  }
+  return 0;
+}
+
+int deliveryReplay(Store& store, const std::string& id, const Args& a, std::ostream& out,
+                   std::ostream& err) {
+  if (!checkKnown(a, {}, err)) return 2;
+  Result<DeliveryRecord> d = store.replayDelivery(id, nowMs());
+  if (!d.isOk()) return fail(d.status(), err);
+  const DeliveryRecord& r = d.value();
+  if (a.json) {
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    putDelivery(w, r);
+    w.EndObject();
+    out << sb.GetString() << "\n";
+  } else {
+    out << "replayed " << r.delivery_id << " (task " << r.task_id << "): pending, due now; "
+        << "the dispatcher sends it as attempt " << r.attempts + 1 << " with the same delivery id\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 bool parseIso8601(const std::string& text, int64_t* unix_ms) {
@@ -546,6 +701,16 @@ int runEqctl(Store& store, const EqctlOptions& opts, const std::vector<std::stri
 
   if (noun == "key" && verb == "create") return keyCreate(store, opts, a, out, err);
   if (noun == "key" && verb == "list") return keyList(store, a, out, err);
+
+  if (noun == "delivery" && verb == "list") return deliveryList(store, a, out, err);
+  if (noun == "delivery" && (verb == "show" || verb == "replay")) {
+    if (a.positional.size() != 1) {
+      err << "eqctl: delivery " << verb << " needs one DELIVERY_ID\n" << kUsage;
+      return 2;
+    }
+    if (verb == "show") return deliveryShow(store, a.positional[0], a, out, err);
+    return deliveryReplay(store, a.positional[0], a, out, err);
+  }
 
   bool key_verb = verb == "show" || verb == "revoke" || verb == "rotate" || verb == "set";
   bool quota_verb = verb == "show" || verb == "set" || verb == "grant";

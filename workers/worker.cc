@@ -160,6 +160,17 @@ Status Worker::handle(amqp::Connection& conn, const amqp::Delivery& d) {
       return s;
     }
   }
+  // One line per delivery, before any work: with EQ_LOG_LEVEL=debug an
+  // operator can tell which job a worker held when it died, and how often
+  // the broker has handed this job out already (delivery_count counts the
+  // earlier deliveries that were never acked; the queue's delivery limit
+  // dead-letters the job after the third, see common/amqp.cc).
+  log::debug("job started", {{"request_id", job.request_id},
+                             {"task_id", job.task_id},
+                             {"kind", job.kind},
+                             {"mode", job.mode},
+                             {"redelivered", static_cast<long long>(d.redelivered)},
+                             {"delivery_count", static_cast<long long>(d.delivery_count)}});
 
   // Run the engine.
   msg::SyncResult result;

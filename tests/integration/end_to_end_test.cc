@@ -227,6 +227,9 @@ BOOST_AUTO_TEST_CASE(async_reply_delivers_a_signed_webhook_and_is_queryable) {
   BOOST_TEST(w.headers["webhook-id"] == w.headers["x-service-delivery"]);
   BOOST_TEST(w.headers["webhook-signature"].rfind("v1,", 0) == 0u);
   BOOST_TEST(w.headers["content-type"] == "application/json; charset=utf-8");
+  // And both schemes pass independent off-the-shelf verifiers from npm.
+  std::string verdict;
+  BOOST_TEST(eq::it::verifyWithNpm(key().secret, w, &verdict), verdict);
 
   rapidjson::Document body;
   body.Parse(w.body.c_str());

@@ -442,3 +442,323 @@ bool Stack::stopAll() {
 }
 
 }  // namespace eq::it
+
+// ------------------------------------------- appended: spawn, management API
+
+namespace eq::it {
+
+Process* Stack::spawn(const std::string& name, const std::vector<std::string>& args,
+                      const std::map<std::string, std::string>& env) {
+  BOOST_REQUIRE(!args.empty());
+  std::map<std::string, std::string> merged = env_;
+  for (const auto& [k, v] : env) merged[k] = v;
+  std::vector<std::string> argv = args;
+  argv[0] = bin_ + "/" + argv[0];
+  procs_.push_back(std::make_unique<Process>(name, argv, merged, dir_ + "/" + name + ".log"));
+  by_name_[name] = procs_.back().get();
+  return procs_.back().get();
+}
+
+HttpResult Stack::management(const std::string& path) {
+  std::string p = path;
+  if (size_t at = p.find("{vhost}"); at != std::string::npos) p.replace(at, 7, vhost_);
+  return httpRequest("GET", mgmt_ + "/api" + p, {env_.at("EQ_MGMT_AUTH")});
+}
+
+// ------------------------------------------------------ TaskWebhookReceiver
+
+TaskWebhookReceiver::TaskWebhookReceiver(int delay_ms) : delay_ms_(delay_ms) {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  BOOST_REQUIRE(::listen(listen_fd_, 256) == 0);
+  socklen_t len = sizeof addr;
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  thread_ = std::thread([this] { run(); });
+}
+
+TaskWebhookReceiver::~TaskWebhookReceiver() {
+  stop_ = true;
+  thread_.join();
+  for (std::thread& t : handlers_) t.join();
+  ::close(listen_fd_);
+}
+
+std::string TaskWebhookReceiver::url() const {
+  return "http://127.0.0.1:" + std::to_string(port_) + "/hook";
+}
+
+void TaskWebhookReceiver::run() {
+  while (!stop_) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    // Only this thread touches handlers_ until the destructor joins it.
+    handlers_.emplace_back([this, fd] { serve(fd); });
+  }
+}
+
+void TaskWebhookReceiver::serve(int fd) {
+  std::string in;
+  char buf[4096];
+  size_t header_end = std::string::npos;
+  size_t need = 0;
+  int64_t until = nowMs() + 10000;
+  while (nowMs() < until && !stop_) {
+    pollfd q{fd, POLLIN, 0};
+    if (::poll(&q, 1, 100) <= 0) continue;
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    in.append(buf, static_cast<size_t>(n));
+    if (header_end == std::string::npos) {
+      header_end = in.find("\r\n\r\n");
+      if (header_end != std::string::npos) {
+        std::string lowered = lower(in.substr(0, header_end));
+        size_t cl = lowered.find("content-length:");
+        need = cl == std::string::npos ? 0 : std::stoul(lowered.substr(cl + 15));
+      }
+    }
+    if (header_end != std::string::npos && in.size() >= header_end + 4 + need) break;
+  }
+  if (header_end == std::string::npos || in.size() < header_end + 4 + need) {
+    ::close(fd);
+    return;
+  }
+  std::string body = in.substr(header_end + 4, need);
+  std::string task_id;
+  const std::string marker = "\"task_id\":\"";
+  if (size_t at = body.find(marker); at != std::string::npos) {
+    size_t from = at + marker.size();
+    task_id = body.substr(from, body.find('"', from) - from);
+  }
+  {
+    // Counted on arrival: the receiver has seen it even if the sender dies
+    // before the answer below.
+    std::lock_guard<std::mutex> lock(mu_);
+    ++by_task_[task_id];
+    ++total_;
+  }
+  cv_.notify_all();
+  for (int slept = 0; slept < delay_ms_ && !stop_; slept += 20) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const char reply[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+  // MSG_NOSIGNAL: a sender killed while we waited must not SIGPIPE the test.
+  ssize_t ignored = ::send(fd, reply, sizeof reply - 1, MSG_NOSIGNAL);
+  (void)ignored;
+  ::close(fd);
+}
+
+size_t TaskWebhookReceiver::total() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return total_;
+}
+
+std::map<std::string, int> TaskWebhookReceiver::countsByTask() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return by_task_;
+}
+
+bool TaskWebhookReceiver::waitForTotal(size_t n, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return total_ >= n; });
+}
+
+bool TaskWebhookReceiver::waitForAll(const std::vector<std::string>& ids, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+    for (const std::string& id : ids) {
+      if (by_task_.count(id) == 0) return false;
+    }
+    return true;
+  });
+}
+
+}  // namespace eq::it
+
+// ------------------------------------ appended: scripted receiver, verifiers
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+namespace eq::it {
+namespace {
+
+// Reads what is available into *in, waiting in short polls; false when the
+// peer closed, on error, or when `stop` is set.
+bool readSome(int fd, std::string* in, const std::atomic<bool>& stop) {
+  char buf[8192];
+  while (!stop) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) return false;
+    in->append(buf, static_cast<size_t>(n));
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+HookServer::HookServer(ReplyFn reply) : reply_(std::move(reply)) {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  BOOST_REQUIRE(::listen(listen_fd_, 128) == 0);
+  socklen_t len = sizeof addr;
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  thread_ = std::thread([this] { run(); });
+}
+
+HookServer::~HookServer() {
+  stop_ = true;
+  thread_.join();
+  for (std::thread& t : handlers_) t.join();
+  ::close(listen_fd_);
+}
+
+std::string HookServer::url(const std::string& path) const {
+  return "http://127.0.0.1:" + std::to_string(port_) + path;
+}
+
+void HookServer::setReply(ReplyFn reply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  reply_ = std::move(reply);
+}
+
+void HookServer::run() {
+  while (!stop_) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    int connection;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      connection = ++connections_;
+    }
+    handlers_.emplace_back([this, fd, connection] { serve(fd, connection); });
+  }
+}
+
+void HookServer::serve(int fd, int connection) {
+  std::string in;
+  while (!stop_) {
+    size_t header_end;
+    while ((header_end = in.find("\r\n\r\n")) == std::string::npos) {
+      if (!readSome(fd, &in, stop_)) {
+        ::close(fd);
+        return;
+      }
+    }
+    ReceivedWebhook w;
+    size_t need = 0;
+    std::istringstream lines(in.substr(0, header_end));
+    std::string line;
+    std::getline(lines, line);  // request line
+    while (std::getline(lines, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      size_t colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      std::string v = line.substr(colon + 1);
+      while (!v.empty() && v.front() == ' ') v.erase(0, 1);
+      std::string name = lower(line.substr(0, colon));
+      if (name == "content-length") need = std::stoul(v);
+      w.headers[name] = v;
+    }
+    while (in.size() < header_end + 4 + need) {
+      if (!readSome(fd, &in, stop_)) {
+        ::close(fd);
+        return;
+      }
+    }
+    w.body = in.substr(header_end + 4, need);
+    in.erase(0, header_end + 4 + need);
+
+    ReplyFn reply;
+    size_t n;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      got_.push_back(HookRequest{w, nowMs(), connection});
+      n = got_.size();
+      reply = reply_;
+    }
+    cv_.notify_all();
+    HookReply r = reply ? reply(w, n) : HookReply{};
+    if (r.hang) {
+      // Never answer: wait for the client to give up (it closes) or the end.
+      std::string ignored;
+      while (readSome(fd, &ignored, stop_)) ignored.clear();
+      break;
+    }
+    std::string out = "HTTP/1.1 " + std::to_string(r.status) + " Scripted\r\nContent-Length: 0\r\n";
+    for (const std::string& h : r.headers) out += h + "\r\n";
+    out += "\r\n";
+    if (::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) {
+      break;
+    }
+  }
+  ::close(fd);
+}
+
+bool HookServer::waitFor(size_t n, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                      [&] { return got_.size() >= n; });
+}
+
+std::vector<HookRequest> HookServer::received() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return got_;
+}
+
+int HookServer::connections() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return connections_;
+}
+
+bool verifyWithNpm(const std::string& secret, const ReceivedWebhook& w, std::string* output) {
+  std::string src = requireEnv("EQ_SOURCE_DIR");
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> j(sb);
+  j.StartObject();
+  j.Key("secret");
+  j.String(secret.c_str(), static_cast<rapidjson::SizeType>(secret.size()));
+  j.Key("headers");
+  j.StartObject();
+  for (const auto& [k, v] : w.headers) {
+    j.Key(k.c_str(), static_cast<rapidjson::SizeType>(k.size()));
+    j.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
+  }
+  j.EndObject();
+  j.Key("body");
+  j.String(w.body.c_str(), static_cast<rapidjson::SizeType>(w.body.size()));
+  j.EndObject();
+
+  char in_tmpl[] = "/tmp/eq-verify-XXXXXX";
+  int fd = mkstemp(in_tmpl);
+  BOOST_REQUIRE(fd >= 0);
+  BOOST_REQUIRE(::write(fd, sb.GetString(), sb.GetSize()) == static_cast<ssize_t>(sb.GetSize()));
+  ::close(fd);
+  std::string in_path = in_tmpl, out_path = in_path + ".out";
+  std::string cmd = "node '" + src + "/tests/webhook-verify/verify.js' < '" + in_path + "' > '" +
+                    out_path + "' 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::ifstream out(out_path);
+  std::stringstream ss;
+  ss << out.rdbuf();
+  if (output != nullptr) *output = ss.str();
+  std::remove(in_path.c_str());
+  std::remove(out_path.c_str());
+  return WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
+}
+
+}  // namespace eq::it

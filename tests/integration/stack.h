@@ -118,6 +118,17 @@ class Stack {
   bool stopAll();
   const std::string& dir() const { return dir_; }
 
+  // Starts one more process with the stack's environment (plus `env`), such
+  // as a second worker of a mode or a replacement for a killed dispatcher:
+  // args[0] names a binary of EQ_BIN_DIR ("eq-worker"). Its log is
+  // dir()/<name>.log (opened for appending, so a FIFO made there first
+  // receives it); process(name) then returns this process. Returns at once.
+  Process* spawn(const std::string& name, const std::vector<std::string>& args,
+                 const std::map<std::string, std::string>& env = {});
+  // GET on the RabbitMQ management API, path relative to /api with "{vhost}"
+  // replaced by this stack's vhost, e.g. "/queues/{vhost}/eq.jobs.fast".
+  HttpResult management(const std::string& path);
+
   WebhookReceiver receiver;
 
  private:
@@ -130,5 +141,100 @@ class Stack {
   std::vector<std::unique_ptr<Process>> procs_;
   std::map<std::string, Process*> by_name_;
 };
+
+// A webhook receiver for many concurrent deliveries: every request is
+// answered 200 on a thread of its own, after `delay_ms` (a slow receiver
+// keeps deliveries in flight), and counted under the "task_id" of its body.
+class TaskWebhookReceiver {
+ public:
+  explicit TaskWebhookReceiver(int delay_ms = 0);
+  ~TaskWebhookReceiver();
+  TaskWebhookReceiver(const TaskWebhookReceiver&) = delete;
+  TaskWebhookReceiver& operator=(const TaskWebhookReceiver&) = delete;
+
+  std::string url() const;  // http://127.0.0.1:<port>/hook
+  size_t total();           // requests answered so far
+  std::map<std::string, int> countsByTask();
+  // Waits until `n` requests were answered, or every id in `ids` was seen.
+  bool waitForTotal(size_t n, int timeout_ms);
+  bool waitForAll(const std::vector<std::string>& ids, int timeout_ms);
+
+ private:
+  void run();
+  void serve(int fd);
+  int delay_ms_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::thread> handlers_;  // joined by the destructor
+  std::map<std::string, int> by_task_;
+  size_t total_ = 0;
+};
+
+}  // namespace eq::it
+
+// ------------------------------------ appended: scripted receiver, verifiers
+
+#include <functional>
+
+namespace eq::it {
+
+// How a HookServer answers one request.
+struct HookReply {
+  int status = 200;
+  std::vector<std::string> headers;  // extra "Name: value" lines
+  bool hang = false;  // read the request and never answer (until the peer or server closes)
+};
+
+struct HookRequest {
+  ReceivedWebhook webhook;
+  int64_t at_ms = 0;   // steady clock, when the request was fully read
+  int connection = 0;  // 1-based index of the TCP connection it came on
+};
+
+// A webhook receiver on 127.0.0.1 whose answers a test scripts: a function
+// of the request and its 1-based number picks status, headers or a hang.
+// Keeps connections alive (so the dispatcher's connection reuse shows in
+// connections()) and serves each connection on a thread of its own, so a
+// hanging answer holds only its connection. The destructor ends hangs.
+class HookServer {
+ public:
+  using ReplyFn = std::function<HookReply(const ReceivedWebhook&, size_t n)>;
+  explicit HookServer(ReplyFn reply = {});
+  ~HookServer();
+  HookServer(const HookServer&) = delete;
+  HookServer& operator=(const HookServer&) = delete;
+
+  int port() const { return port_; }
+  std::string url(const std::string& path = "/hook") const;
+  void setReply(ReplyFn reply);  // for the requests that come next
+  bool waitFor(size_t n, int timeout_ms);
+  std::vector<HookRequest> received();
+  int connections();
+
+ private:
+  void run();
+  void serve(int fd, int connection);
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  ReplyFn reply_;
+  std::vector<HookRequest> got_;
+  std::vector<std::thread> handlers_;  // touched by the accept thread only, joined at the end
+  int connections_ = 0;
+};
+
+// Runs tests/webhook-verify/verify.js (node with @octokit/webhooks-methods
+// and standardwebhooks, installed by scripts/test) on a received webhook.
+// True only when both off-the-shelf verifiers accept it with `secret`;
+// *output gets what the script printed.
+bool verifyWithNpm(const std::string& secret, const ReceivedWebhook& w,
+                   std::string* output = nullptr);
 
 }  // namespace eq::it

@@ -5,6 +5,7 @@
 
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "common/crypto.h"
@@ -164,7 +165,7 @@ BOOST_AUTO_TEST_CASE(migrations_apply_once) {
   db.store.reset();
   auto again = Store::open(db.path);  // a second process starting on the same file
   BOOST_REQUIRE(again.isOk());
-  BOOST_TEST(db.scalar("SELECT count(*) FROM schema_migrations") == "2");
+  BOOST_TEST(db.scalar("SELECT count(*) FROM schema_migrations") == "3");
 }
 
 BOOST_AUTO_TEST_CASE(expired_key_is_not_authenticated) {
@@ -361,6 +362,226 @@ BOOST_AUTO_TEST_CASE(idempotency_pending_row_of_a_dead_request_is_taken_over_aft
   BOOST_TEST(db.store->beginIdempotent(idem(k, "k", "{}", "req_3"), t + Store::kIdempotencyLeaseMs + 1)
                  .value()
                  .response_body == "mine");
+}
+
+// ---------------------------------------------------------------- deliveries
+
+namespace {
+
+// A finished task of the key's account, created at created_at.
+std::string finishedTask(TempDb& db, const CreatedKey& k, const std::string& id,
+                         int64_t created_at) {
+  TaskRecord t{id, k.account_id, k.key_id, "req_" + id, "fast", "", "http://hook.example/x",
+               "", 0, "", created_at, 0, 0};
+  BOOST_REQUIRE(db.store->createTask(t).isOk());
+  BOOST_REQUIRE(db.store->markTaskSucceeded(id, R"({"replies":[]})", created_at + 1).value());
+  return id;
+}
+
+DeliveryAttempt attemptAt(int64_t at, int status, const std::string& error = "") {
+  return DeliveryAttempt{at, status, 12, error, 0};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(delivery_is_one_per_task_and_claimed_only_when_due) {
+  TempDb db;
+  CreatedKey k = db.key();
+  finishedTask(db, k, "tsk_d1", 1000);
+  DeliveryRecord d = db.store->createDelivery("tsk_d1", "http://hook.example/x",
+                                              "task.succeeded", 1000).value();
+  BOOST_TEST(d.status == "pending");
+  BOOST_TEST(d.delivery_id.rfind("dlv_", 0) == 0u);
+  BOOST_TEST(d.next_attempt_at == 1000);
+  // A redelivered event finds the same delivery, unchanged.
+  BOOST_TEST(db.store->createDelivery("tsk_d1", "http://other/", "task.succeeded", 2000)
+                 .value().delivery_id == d.delivery_id);
+
+  BOOST_TEST(db.store->claimDueDeliveries(999, 5000, 10).value().empty());  // not yet due
+  auto claimed = db.store->claimDueDeliveries(1000, 5000, 10).value();
+  BOOST_REQUIRE(claimed.size() == 1u);
+  BOOST_TEST(claimed[0].delivery_id == d.delivery_id);
+  BOOST_TEST(claimed[0].attempts == 0);
+  BOOST_TEST(claimed[0].url == "http://hook.example/x");
+  // Leased: a second scan (or another dispatcher) does not take it ...
+  BOOST_TEST(db.store->claimDueDeliveries(4999, 9000, 10).value().empty());
+  // ... until the lease ends, as after a crash mid-attempt.
+  BOOST_TEST(db.store->claimDueDeliveries(5000, 9000, 10).value().size() == 1u);
+  // Released at shutdown: due at once.
+  BOOST_REQUIRE(db.store->releaseDelivery(d.delivery_id, 5001).isOk());
+  BOOST_TEST(db.store->claimDueDeliveries(5001, 9000, 10).value().size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(claims_take_the_oldest_due_first_up_to_the_limit) {
+  TempDb db;
+  CreatedKey k = db.key();
+  for (int i = 0; i < 5; ++i) {
+    std::string id = "tsk_l" + std::to_string(i);
+    finishedTask(db, k, id, 100);
+    BOOST_REQUIRE(db.store->createDelivery(id, "http://h/", "task.succeeded", 1000 - i).isOk());
+  }
+  auto first = db.store->claimDueDeliveries(2000, 9000, 2).value();
+  BOOST_REQUIRE(first.size() == 2u);
+  std::set<std::string> tasks = {first[0].task_id, first[1].task_id};
+  BOOST_TEST((tasks == std::set<std::string>{"tsk_l4", "tsk_l3"}));
+  BOOST_TEST(db.store->claimDueDeliveries(2000, 9000, 10).value().size() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(attempts_are_logged_and_final_states_stay_final) {
+  TempDb db;
+  CreatedKey k = db.key();
+  finishedTask(db, k, "tsk_a1", 1000);
+  std::string id = db.store->createDelivery("tsk_a1", "http://h/", "task.succeeded", 1000)
+                       .value().delivery_id;
+  BOOST_TEST(db.store->finishAttempt(id, attemptAt(1000, 500, "receiver answered HTTP 500"),
+                                     "pending", 6000).value());
+  DeliveryRecord d = db.store->delivery(id).value().value();
+  BOOST_TEST(d.status == "pending");
+  BOOST_TEST(d.attempts == 1);
+  BOOST_TEST(d.last_status == 500);
+  BOOST_TEST(d.last_attempt_at == 1000);
+  BOOST_TEST(d.next_attempt_at == 6000);
+  BOOST_TEST(d.last_error == "receiver answered HTTP 500");
+  BOOST_TEST(db.store->claimDueDeliveries(5999, 20000, 10).value().empty());
+
+  // A timeout has no HTTP status: last_status goes back to none.
+  BOOST_TEST(db.store->finishAttempt(id, attemptAt(6000, 0, "timed out"), "pending", 7000).value());
+  BOOST_TEST(db.store->deliveryForTask("tsk_a1").value()->last_status == 0);
+
+  BOOST_TEST(db.store->finishAttempt(id, attemptAt(7000, 204), "delivered", 0).value());
+  d = db.store->delivery(id).value().value();
+  BOOST_TEST(d.status == "delivered");
+  BOOST_TEST(d.next_attempt_at == 0);
+  BOOST_TEST(d.last_error == "");
+  // A late duplicate outcome does not touch a delivery that is no longer pending.
+  BOOST_TEST(!db.store->finishAttempt(id, attemptAt(8000, 500), "pending", 9000).value());
+  BOOST_TEST(db.store->delivery(id).value()->attempts == 3);
+  BOOST_TEST(db.store->claimDueDeliveries(100'000, 200'000, 10).value().empty());
+
+  auto log = db.store->deliveryAttempts(id).value();
+  BOOST_REQUIRE(log.size() == 3u);
+  BOOST_TEST(log[0].number == 1);
+  BOOST_TEST(log[0].http_status == 500);
+  BOOST_TEST(log[0].latency_ms == 12);
+  BOOST_TEST(log[1].http_status == 0);
+  BOOST_TEST(log[1].error == "timed out");
+  BOOST_TEST(log[2].number == 3);
+  BOOST_TEST(log[2].at == 7000);
+}
+
+BOOST_AUTO_TEST_CASE(replay_keeps_the_id_and_count_and_restarts_the_schedule) {
+  TempDb db;
+  CreatedKey k = db.key();
+  finishedTask(db, k, "tsk_r1", 1000);
+  std::string id = db.store->createDelivery("tsk_r1", "http://h/", "task.succeeded", 1000)
+                       .value().delivery_id;
+  BOOST_TEST(db.store->replayDelivery(id, 2000).status().code() == 409);  // still pending
+  BOOST_TEST(db.store->replayDelivery("dlv_nope", 2000).status().code() == 404);
+  BOOST_REQUIRE(db.store->finishAttempt(id, attemptAt(1000, 500), "pending", 1500).value());
+  BOOST_REQUIRE(db.store->finishAttempt(id, attemptAt(1500, 410), "failed", 0).value());
+
+  DeliveryRecord r = db.store->replayDelivery(id, 3000).value();
+  BOOST_TEST(r.delivery_id == id);
+  BOOST_TEST(r.status == "pending");
+  BOOST_TEST(r.attempts == 2);
+  BOOST_TEST(r.schedule_offset == 2);
+  BOOST_TEST(r.next_attempt_at == 3000);
+  BOOST_TEST(r.replayed_at == 3000);
+  auto claimed = db.store->claimDueDeliveries(3000, 9000, 10).value();
+  BOOST_REQUIRE(claimed.size() == 1u);
+  BOOST_TEST(claimed[0].schedule_offset == 2);
+  BOOST_REQUIRE(db.store->finishAttempt(id, attemptAt(3000, 200), "delivered", 0).value());
+  BOOST_TEST(db.store->delivery(id).value()->attempts == 3);
+  // A delivered one can be replayed too (a receiver that lost it).
+  BOOST_TEST(db.store->replayDelivery(id, 4000).value().schedule_offset == 3);
+}
+
+BOOST_AUTO_TEST_CASE(deliveries_list_filters_by_status_and_task_newest_first) {
+  TempDb db;
+  CreatedKey k = db.key();
+  for (int i = 0; i < 4; ++i) {
+    std::string id = "tsk_f" + std::to_string(i);
+    finishedTask(db, k, id, 100);
+    std::string d = db.store->createDelivery(id, "http://h/", "task.succeeded", 1000 + i)
+                        .value().delivery_id;
+    if (i % 2 == 1) {
+      BOOST_REQUIRE(db.store->finishAttempt(d, attemptAt(2000, 410, "gone"), "failed", 0).value());
+    }
+  }
+  auto all = db.store->listDeliveries(DeliveryFilter{}).value();
+  BOOST_REQUIRE(all.size() == 4u);
+  BOOST_TEST(all[0].task_id == "tsk_f3");
+  BOOST_TEST(all[3].task_id == "tsk_f0");
+  auto failed = db.store->listDeliveries(DeliveryFilter{"failed", "", 100}).value();
+  BOOST_REQUIRE(failed.size() == 2u);
+  BOOST_TEST(failed[0].task_id == "tsk_f3");
+  BOOST_TEST(failed[0].last_error == "gone");
+  BOOST_TEST(db.store->listDeliveries(DeliveryFilter{"", "tsk_f2", 100}).value().size() == 1u);
+  BOOST_TEST(db.store->listDeliveries(DeliveryFilter{"failed", "tsk_f2", 100}).value().empty());
+  BOOST_TEST(db.store->listDeliveries(DeliveryFilter{"", "", 3}).value().size() == 3u);
+}
+
+// ---------------------------------------------------------------- retention
+
+BOOST_AUTO_TEST_CASE(retention_purges_old_tasks_with_their_deliveries_in_batches) {
+  TempDb db;
+  CreatedKey k = db.key();
+  const int64_t day = 86'400'000;
+  const int64_t now = 1'800'000'000'000;
+  for (int i = 0; i < 5; ++i) {  // old, each with a finished delivery and an attempt
+    std::string id = "tsk_old" + std::to_string(i);
+    finishedTask(db, k, id, now - 8 * day + i);
+    std::string d = db.store->createDelivery(id, "http://h/", "task.succeeded", now - 8 * day)
+                        .value().delivery_id;
+    BOOST_REQUIRE(db.store->finishAttempt(d, attemptAt(now - 8 * day, 200), "delivered", 0)
+                      .value());
+  }
+  // Old, but its delivery is still being retried: kept until it finishes.
+  finishedTask(db, k, "tsk_oldpending", now - 8 * day);
+  std::string pending = db.store->createDelivery("tsk_oldpending", "http://h/", "task.succeeded",
+                                                 now - 8 * day).value().delivery_id;
+  finishedTask(db, k, "tsk_new", now - 6 * day);  // within 7 days: kept
+
+  const int64_t cutoff = now - 7 * day;
+  BOOST_TEST(db.store->purgeTasksBefore(cutoff, 2).value() == 2);  // bounded
+  BOOST_TEST(db.scalar("SELECT count(*) FROM tasks") == "5");
+  BOOST_TEST(db.store->purgeTasksBefore(cutoff, 2).value() == 2);
+  BOOST_TEST(db.store->purgeTasksBefore(cutoff, 2).value() == 1);
+  BOOST_TEST(db.store->purgeTasksBefore(cutoff, 2).value() == 0);
+  BOOST_TEST(db.scalar("SELECT group_concat(id) FROM (SELECT id FROM tasks ORDER BY id)") ==
+             "tsk_new,tsk_oldpending");
+  BOOST_TEST(db.scalar("SELECT count(*) FROM deliveries") == "1");
+  BOOST_TEST(db.scalar("SELECT count(*) FROM delivery_attempts") == "0");
+
+  BOOST_REQUIRE(db.store->finishAttempt(pending, attemptAt(now, 410), "failed", 0).value());
+  BOOST_TEST(db.store->purgeTasksBefore(cutoff, 2).value() == 1);
+  BOOST_TEST(db.scalar("SELECT group_concat(id) FROM tasks") == "tsk_new");
+  BOOST_TEST(db.scalar("SELECT count(*) FROM deliveries") == "0");
+}
+
+BOOST_AUTO_TEST_CASE(retention_purges_idempotency_keys_and_rate_windows_by_age) {
+  TempDb db;
+  CreatedKey k = db.key();
+  const int64_t now = 1'800'000'000'000;
+  AuthContext auth{k.key_id, k.account_id, k.display_prefix, 60};
+  for (int m = 0; m < 90; m += 10) {  // windows from 90 to 10 minutes ago
+    BOOST_REQUIRE(db.store->countRequest(auth, now - (90 - m) * 60'000LL).isOk());
+  }
+  BOOST_TEST(db.scalar("SELECT count(*) FROM rate_counters") == "9");
+  BOOST_TEST(db.store->purgeRateCountersBefore(now - 3'600'000, 2).value() == 2);
+  BOOST_TEST(db.store->purgeRateCountersBefore(now - 3'600'000, 100).value() == 1);
+  BOOST_TEST(db.scalar("SELECT count(*) FROM rate_counters") == "6");  // the last hour's
+
+  for (int i = 0; i < 3; ++i) {
+    BOOST_REQUIRE(db.store->beginIdempotent(idem(k, "old" + std::to_string(i), "{}",
+                                                 "req_o" + std::to_string(i)),
+                                            now - Store::kIdempotencyTtlMs - 10'000).isOk());
+  }
+  // Inserted before the old ones lapse, so eq-api's own lazy purge leaves them.
+  BOOST_REQUIRE(db.store->beginIdempotent(idem(k, "fresh", "{}", "req_n"), now - 20'000).isOk());
+  BOOST_TEST(db.scalar("SELECT count(*) FROM idempotency_keys") == "4");
+  BOOST_TEST(db.store->purgeIdempotencyBefore(now - Store::kIdempotencyTtlMs, 100).value() == 3);
+  BOOST_TEST(db.scalar("SELECT idem_key FROM idempotency_keys") == "fresh");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

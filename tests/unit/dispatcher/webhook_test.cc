@@ -1,5 +1,6 @@
 #include "dispatcher/webhook.h"
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 
 #include "common/crypto.h"
@@ -42,6 +43,28 @@ BOOST_AUTO_TEST_CASE(body_has_every_field_of_product_6) {
                             "\"finished_at\":", "\"timestamp\":42"}) {
     BOOST_TEST(body.find(field) != std::string::npos, field);
   }
+}
+
+BOOST_AUTO_TEST_CASE(headers_carry_both_signatures_and_the_delivery_id) {
+  WebhookRequest req;
+  req.secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  req.body = R"({"timestamp":1614265330})";
+  req.delivery_id = "dlv_1";
+  req.event = "task.failed";
+  req.timestamp = 1614265330;
+  std::vector<std::string> h = webhookHeaders(req);
+  auto has = [&](const std::string& line) {
+    return std::find(h.begin(), h.end(), line) != h.end();
+  };
+  BOOST_TEST(has("Content-Type: application/json; charset=utf-8"));
+  BOOST_TEST(has("X-Service-Signature: " + serviceSignature(req.secret, req.body)));
+  BOOST_TEST(has("X-Service-Event: task.failed"));
+  BOOST_TEST(has("X-Service-Delivery: dlv_1"));
+  BOOST_TEST(has("webhook-id: dlv_1"));
+  BOOST_TEST(has("webhook-timestamp: 1614265330"));
+  BOOST_TEST(has("webhook-signature: " +
+                 standardSignature(req.secret, "dlv_1", 1614265330, req.body)));
+  BOOST_TEST(has("Expect:"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

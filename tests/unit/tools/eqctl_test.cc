@@ -217,4 +217,107 @@ BOOST_AUTO_TEST_CASE(iso8601_accepts_utc_forms_and_refuses_the_rest) {
   }
 }
 
+// ---------------------------------------------------------------- deliveries
+
+namespace {
+
+// A succeeded task of the key's account with a delivery that failed after
+// `attempts` attempts (the last one a 410); returns the delivery id.
+std::string failedDelivery(Fixture& f, const std::string& key_id, const std::string& task_id,
+                           int attempts) {
+  std::string account = f.store->accountOfKey(key_id).value();
+  TaskRecord t{task_id, account, key_id, "req_" + task_id, "fast", "", "http://hook.example/x",
+               "", 0, "", nowMs(), 0, 0};
+  BOOST_REQUIRE(f.store->createTask(t).isOk());
+  BOOST_REQUIRE(f.store->markTaskSucceeded(task_id, R"({"replies":[]})", nowMs()).value());
+  std::string id = f.store->createDelivery(task_id, t.webhook_url, "task.succeeded", nowMs())
+                       .value().delivery_id;
+  for (int i = 1; i <= attempts; ++i) {
+    bool last = i == attempts;
+    DeliveryAttempt a{nowMs(), last ? 410 : 0, 30 + i, last ? "receiver answered HTTP 410"
+                                                              : "timed out after 10000 ms", 0};
+    BOOST_REQUIRE(f.store->finishAttempt(id, a, last ? "failed" : "pending", nowMs()).value());
+  }
+  return id;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(delivery_list_show_and_replay) {
+  Fixture f;
+  std::string key_id = f.createKey();
+  std::string failed = failedDelivery(f, key_id, "tsk_dl1", 3);
+  std::string account = f.store->accountOfKey(key_id).value();
+  TaskRecord ok{"tsk_dl2", account, key_id, "req_2", "fast", "", "http://h/ok", "", 0, "",
+                nowMs(), 0, 0};
+  BOOST_REQUIRE(f.store->createTask(ok).isOk());
+  BOOST_REQUIRE(f.store->markTaskSucceeded("tsk_dl2", "{}", nowMs()).value());
+  BOOST_REQUIRE(f.store->createDelivery("tsk_dl2", "http://h/ok", "task.succeeded", nowMs())
+                    .isOk());
+
+  std::string out, err;
+  BOOST_REQUIRE(f.run({"delivery", "list"}, &out, &err) == 0);
+  BOOST_TEST(out.find(failed) != std::string::npos);
+  BOOST_TEST(out.find("tsk_dl2") != std::string::npos);
+  BOOST_REQUIRE(f.run({"delivery", "list", "--failed"}, &out, &err) == 0);
+  BOOST_TEST(out.find(failed) != std::string::npos);
+  BOOST_TEST(out.find("tsk_dl2") == std::string::npos);
+  BOOST_TEST(out.find("410") != std::string::npos);
+
+  BOOST_REQUIRE(f.run({"delivery", "list", "--failed", "--json"}, &out, &err) == 0);
+  rapidjson::Document list;
+  list.Parse(out.c_str());
+  BOOST_REQUIRE_MESSAGE(list.IsArray() && list.Size() == 1u, out);
+  BOOST_TEST(str(list[0]["delivery_id"]) == failed);
+  BOOST_TEST(str(list[0]["status"]) == "failed");
+  BOOST_TEST(list[0]["attempts"].GetInt() == 3);
+  BOOST_TEST(list[0]["last_status"].GetInt() == 410);
+  BOOST_TEST(str(list[0]["last_error"]) == "receiver answered HTTP 410");
+  BOOST_TEST(list[0]["next_attempt_at"].IsNull());
+  BOOST_REQUIRE(f.run({"delivery", "list", "--task", "tsk_dl2", "--json"}, &out, &err) == 0);
+  list.Parse(out.c_str());
+  BOOST_REQUIRE(list.IsArray() && list.Size() == 1u);
+  BOOST_TEST(str(list[0]["status"]) == "pending");
+  BOOST_TEST(list[0]["next_attempt_at"].IsString());
+
+  rapidjson::Document shown = f.json({"delivery", "show", failed});
+  BOOST_TEST(str(shown["task_id"]) == "tsk_dl1");
+  BOOST_REQUIRE(shown["attempt_log"].IsArray());
+  BOOST_REQUIRE(shown["attempt_log"].Size() == 3u);
+  BOOST_TEST(shown["attempt_log"][0]["attempt"].GetInt() == 1);
+  BOOST_TEST(shown["attempt_log"][0]["http_status"].IsNull());
+  BOOST_TEST(str(shown["attempt_log"][0]["error"]) == "timed out after 10000 ms");
+  BOOST_TEST(shown["attempt_log"][2]["http_status"].GetInt() == 410);
+  BOOST_TEST(shown["attempt_log"][2]["latency_ms"].GetInt() == 33);
+  BOOST_REQUIRE(f.run({"delivery", "show", failed}, &out, &err) == 0);
+  BOOST_TEST(out.find("timed out after 10000 ms") != std::string::npos);
+
+  rapidjson::Document replayed = f.json({"delivery", "replay", failed});
+  BOOST_TEST(str(replayed["delivery_id"]) == failed);
+  BOOST_TEST(str(replayed["status"]) == "pending");
+  BOOST_TEST(replayed["attempts"].GetInt() == 3);
+  DeliveryRecord d = f.store->delivery(failed).value().value();
+  BOOST_TEST(d.status == "pending");
+  BOOST_TEST(d.schedule_offset == 3);
+  BOOST_TEST(d.next_attempt_at <= nowMs());
+  // Already pending: refused, nothing changes.
+  BOOST_TEST(f.run({"delivery", "replay", failed}, &out, &err) == 1);
+  BOOST_TEST(err.find("already pending") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(delivery_bad_usage_is_reported) {
+  Fixture f;
+  std::string out, err;
+  BOOST_TEST(f.run({"delivery", "show"}, &out, &err) == 2);
+  BOOST_TEST(f.run({"delivery", "replay", "a", "b"}, &out, &err) == 2);
+  BOOST_TEST(f.run({"delivery", "show", "dlv_missing"}, &out, &err) == 1);
+  BOOST_TEST(err.find("no delivery") != std::string::npos);
+  BOOST_TEST(f.run({"delivery", "replay", "dlv_missing"}, &out, &err) == 1);
+  BOOST_TEST(f.run({"delivery", "list", "--status", "lost"}, &out, &err) == 2);
+  BOOST_TEST(f.run({"delivery", "list", "--failed", "--status", "failed"}, &out, &err) == 2);
+  BOOST_TEST(f.run({"delivery", "list", "--limit", "0"}, &out, &err) == 2);
+  BOOST_TEST(f.run({"delivery", "list", "--bogus", "1"}, &out, &err) == 2);
+  BOOST_TEST(f.run({"delivery", "frob"}, &out, &err) == 2);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,68 @@
+#include "dispatcher/retention.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace eq::dispatch {
+namespace {
+
+// After a database error the purge is tried again this much later (or at
+// the next interval, if sooner): the database is busy or down, and the next
+// purge catches up anyway.
+constexpr int64_t kRetryAfterErrorMs = 60'000;
+
+}  // namespace
+
+bool RetentionPurger::step(int64_t now_ms) {
+  if (phase_ == Phase::kIdle) {
+    if (now_ms < next_run_ms_) return false;
+    phase_ = Phase::kTasks;
+    started_ms_ = now_ms;
+    current_ = Counts{};
+  }
+  Result<int> n = 0;
+  int64_t* total = nullptr;
+  Phase next = phase_;
+  switch (phase_) {
+    case Phase::kTasks:
+      n = store_.purgeTasksBefore(started_ms_ - opts_.task_retention_ms, opts_.batch);
+      total = &current_.tasks;
+      next = Phase::kIdempotency;
+      break;
+    case Phase::kIdempotency:
+      n = store_.purgeIdempotencyBefore(started_ms_ - opts_.idempotency_retention_ms, opts_.batch);
+      total = &current_.idempotency_keys;
+      next = Phase::kRateCounters;
+      break;
+    case Phase::kRateCounters:
+      n = store_.purgeRateCountersBefore(started_ms_ - opts_.rate_counter_retention_ms,
+                                         opts_.batch);
+      total = &current_.rate_counters;
+      next = Phase::kIdle;
+      break;
+    case Phase::kIdle:
+      return false;
+  }
+  if (!n.isOk()) {
+    log::warn("retention purge failed; will retry", {{"error", n.status().msg()}});
+    phase_ = Phase::kIdle;
+    next_run_ms_ = now_ms + std::min(kRetryAfterErrorMs, opts_.interval_ms);
+    return false;
+  }
+  *total += n.value();
+  if (n.value() >= opts_.batch) return true;  // more of the same phase
+  phase_ = next;
+  if (phase_ != Phase::kIdle) return true;
+  last_ = current_;
+  ++finished_;
+  next_run_ms_ = started_ms_ + opts_.interval_ms;
+  log::info("retention purge done",
+            {{"tasks", static_cast<long long>(last_.tasks)},
+             {"idempotency_keys", static_cast<long long>(last_.idempotency_keys)},
+             {"rate_counters", static_cast<long long>(last_.rate_counters)},
+             {"took_ms", static_cast<long long>(now_ms - started_ms_)}});
+  return false;
+}
+
+}  // namespace eq::dispatch

@@ -1,0 +1,61 @@
+// Retention (PRODUCT.md §5): purges what the service no longer needs to keep.
+//   - tasks older than EQ_RETENTION_DAYS (7), with their delivery and its
+//     attempts (a task whose delivery is still pending waits for it);
+//   - Idempotency-Key records past their 24 h life (eq-api purges them
+//     lazily on new keys too; an idle account's rows would otherwise stay);
+//   - rate-limit windows older than an hour.
+//
+// A purge runs when the dispatcher starts and then every interval, as a
+// sequence of bounded batches (one short write transaction each), so it
+// never holds the SQLite write lock long enough to make eq-api answer 503.
+// The owner calls step() from its loop: one batch per call.
+//
+// Lives on the sender thread (dispatcher/sender.h) and borrows that thread's
+// Store.
+#pragma once
+
+#include <cstdint>
+
+#include "common/store.h"
+
+namespace eq::dispatch {
+
+struct RetentionOptions {
+  int64_t task_retention_ms = 7 * 86'400'000LL;
+  int64_t idempotency_retention_ms = Store::kIdempotencyTtlMs;
+  int64_t rate_counter_retention_ms = 3'600'000;
+  int64_t interval_ms = 3'600'000;
+  int batch = 500;
+};
+
+class RetentionPurger {
+ public:
+  RetentionPurger(Store& store, RetentionOptions opts) : store_(store), opts_(opts) {}
+
+  // Runs one batch if a purge is due or under way. Returns true while the
+  // purge has more batches to run, so the caller comes back at once.
+  bool step(int64_t now_ms);
+
+  // Totals of the last finished purge, for tests and the log.
+  struct Counts {
+    int64_t tasks = 0;
+    int64_t idempotency_keys = 0;
+    int64_t rate_counters = 0;
+  };
+  const Counts& lastPurge() const { return last_; }
+  int64_t purgesFinished() const { return finished_; }
+
+ private:
+  enum class Phase { kIdle, kTasks, kIdempotency, kRateCounters };
+
+  Store& store_;
+  RetentionOptions opts_;
+  Phase phase_ = Phase::kIdle;
+  int64_t next_run_ms_ = 0;  // 0: at once (start-up)
+  int64_t started_ms_ = 0;   // cut-offs are taken from the purge's start
+  Counts current_;
+  Counts last_;
+  int64_t finished_ = 0;
+};
+
+}  // namespace eq::dispatch

@@ -1,0 +1,334 @@
+#include "dispatcher/sender.h"
+
+#include <strings.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+
+#include "common/defaults.h"
+#include "common/log.h"
+#include "common/timefmt.h"
+#include "dispatcher/webhook.h"
+
+namespace eq::dispatch {
+
+// Everything one attempt needs while libcurl runs it. The body and header
+// list must outlive the easy handle (CURLOPT_POSTFIELDS does not copy).
+struct DeliverySender::Transfer {
+  DeliveryRecord delivery;
+  std::string task_id;
+  std::string body;
+  curl_slist* headers = nullptr;
+  int64_t started_ms = 0;
+  const net::CidrSet* allowed = nullptr;
+  bool blocked = false;  // openSocket refused the address
+  size_t response_bytes = 0;
+  bool response_cut = false;  // we stopped reading a long response body
+  std::string retry_after;    // the final response's Retry-After, if any
+
+  ~Transfer() { curl_slist_free_all(headers); }
+};
+
+DeliverySender::DeliverySender(Store& store, SenderOptions opts, const std::atomic<bool>& stop)
+    : store_(store),
+      opts_(std::move(opts)),
+      stop_(stop),
+      multi_(curl_multi_init()),
+      purger_(store, opts_.retention),
+      rng_(std::random_device{}()) {
+  if (multi_ == nullptr) {
+    log::error("curl_multi_init failed");
+    std::abort();
+  }
+  // Idle connections kept for reuse: one per slot is plenty.
+  curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(opts_.max_in_flight));
+}
+
+DeliverySender::~DeliverySender() {
+  for (auto& [easy, t] : in_flight_) {
+    curl_multi_remove_handle(multi_, easy);
+    curl_easy_cleanup(easy);
+  }
+  in_flight_.clear();
+  curl_multi_cleanup(multi_);
+}
+
+void DeliverySender::wakeup() {
+  woken_.store(true);
+  curl_multi_wakeup(multi_);
+}
+
+void DeliverySender::run() {
+  log::info("webhook sender started",
+            {{"max_attempts", static_cast<long long>(opts_.policy.maxAttempts())},
+             {"timeout_ms", static_cast<long long>(opts_.timeout_ms)},
+             {"max_in_flight", static_cast<long long>(opts_.max_in_flight)}});
+  next_scan_ms_ = 0;  // scan at once: deliveries a previous process left due
+  int64_t stop_deadline = 0;
+  while (true) {
+    int64_t now = nowMs();
+    bool stopping = stop_.load();
+    if (stopping) {
+      if (stop_deadline == 0) stop_deadline = now + opts_.stop_grace_ms;
+      if (in_flight_.empty() || now >= stop_deadline) break;
+    }
+    bool has_room = static_cast<int>(in_flight_.size()) < opts_.max_in_flight;
+    bool retry_due = !retries_due_.empty() && retries_due_.top() <= now;
+    if (!stopping && has_room &&
+        (woken_.exchange(false) || now >= next_scan_ms_ || more_due_ || retry_due)) {
+      next_scan_ms_ = now + opts_.scan_interval_ms;
+      while (!retries_due_.empty() && retries_due_.top() <= now) retries_due_.pop();
+      scan(now);
+    }
+    int running = 0;
+    curl_multi_perform(multi_, &running);
+    int left = 0;
+    while (CURLMsg* m = curl_multi_info_read(multi_, &left)) {
+      if (m->msg == CURLMSG_DONE) finish(m->easy_handle, m->data.result);
+    }
+    bool purging = !stopping && purger_.step(nowMs());
+
+    // Sleep until a socket is ready (libcurl also wakes for its own
+    // timers), a wakeup(), or the next scan: the periodic one, or earlier
+    // when a retry this process scheduled falls due, so short steps and
+    // Retry-After are kept to the millisecond. With every slot busy only a
+    // finished transfer (socket activity) or the periodic tick matter.
+    now = nowMs();
+    has_room = static_cast<int>(in_flight_.size()) < opts_.max_in_flight;
+    int64_t wake_at = now + opts_.scan_interval_ms;
+    if (stopping) {
+      wake_at = now + 50;
+    } else if (purging || (has_room && more_due_)) {
+      wake_at = now;
+    } else if (has_room) {
+      wake_at = std::min(next_scan_ms_, retries_due_.empty() ? INT64_MAX : retries_due_.top());
+    }
+    int timeout_ms =
+        static_cast<int>(std::clamp<int64_t>(wake_at - now, 0, opts_.scan_interval_ms));
+    curl_multi_poll(multi_, nullptr, 0, timeout_ms, nullptr);
+  }
+  abandonInFlight();
+  log::info("webhook sender stopped");
+}
+
+void DeliverySender::scan(int64_t now_ms) {
+  int room = opts_.max_in_flight - static_cast<int>(in_flight_.size());
+  Result<std::vector<DeliveryRecord>> due =
+      store_.claimDueDeliveries(now_ms, now_ms + opts_.timeout_ms + opts_.lease_margin_ms, room);
+  if (!due.isOk()) {
+    log::warn("cannot read due deliveries", {{"error", due.status().msg()}});
+    more_due_ = false;
+    return;
+  }
+  more_due_ = static_cast<int>(due.value().size()) == room;
+  for (const DeliveryRecord& d : due.value()) start(d, now_ms);
+}
+
+void DeliverySender::start(const DeliveryRecord& d, int64_t now_ms) {
+  Result<std::optional<TaskRecord>> task = store_.task(d.task_id);
+  Result<std::string> secret = Status(500, "no task");
+  if (task.isOk() && task.value()) secret = store_.webhookSecret(task.value()->account_id);
+  if (!task.isOk() || !secret.isOk()) {
+    // The database is busy or down: the claim's lease makes the delivery
+    // due again later, so nothing is lost by leaving it.
+    log::warn("delivery not started; retried after its lease",
+              {{"delivery_id", d.delivery_id},
+               {"error", task.isOk() ? secret.status().msg() : task.status().msg()}});
+    return;
+  }
+  if (!task.value()) {
+    // Cannot happen while foreign keys hold; fail it rather than loop on it.
+    recordOutcome(d, d.task_id, now_ms, 0, std::nullopt, "task no longer exists");
+    return;
+  }
+
+  auto t = std::make_unique<Transfer>();
+  t->delivery = d;
+  t->task_id = d.task_id;
+  t->allowed = &opts_.allowed;
+  WebhookRequest req;
+  req.url = d.url;
+  req.timestamp = now_ms / 1000;  // fresh on every attempt: re-signed each time
+  req.body = webhookBody(*task.value(), d.event, req.timestamp);
+  req.secret = secret.value();
+  req.delivery_id = d.delivery_id;
+  req.event = d.event;
+  for (const std::string& h : webhookHeaders(req)) {
+    t->headers = curl_slist_append(t->headers, h.c_str());
+  }
+  t->body = std::move(req.body);
+
+  CURL* easy = curl_easy_init();
+  if (easy == nullptr) {
+    log::error("curl_easy_init failed; delivery retried after its lease",
+               {{"delivery_id", d.delivery_id}});
+    return;
+  }
+  curl_easy_setopt(easy, CURLOPT_URL, d.url.c_str());
+  curl_easy_setopt(easy, CURLOPT_POST, 1L);
+  curl_easy_setopt(easy, CURLOPT_POSTFIELDS, t->body.c_str());
+  curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE, static_cast<long>(t->body.size()));
+  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->headers);
+  curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(opts_.timeout_ms));
+  curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);  // redirects are not followed
+  curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  // No proxy, not even one from http_proxy/ALL_PROXY in the environment:
+  // through a proxy, openSocket would vet the proxy's address instead of
+  // the receiver's and the SSRF guard would be bypassed.
+  curl_easy_setopt(easy, CURLOPT_PROXY, "");
+  curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, &DeliverySender::openSocket);
+  curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, t.get());
+  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &DeliverySender::onHeader);
+  curl_easy_setopt(easy, CURLOPT_HEADERDATA, t.get());
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &DeliverySender::onBody);
+  curl_easy_setopt(easy, CURLOPT_WRITEDATA, t.get());
+  t->started_ms = nowMs();
+  if (CURLMcode mc = curl_multi_add_handle(multi_, easy); mc != CURLM_OK) {
+    log::error("curl_multi_add_handle failed; delivery retried after its lease",
+               {{"delivery_id", d.delivery_id}, {"error", curl_multi_strerror(mc)}});
+    curl_easy_cleanup(easy);
+    return;
+  }
+  in_flight_.emplace(easy, std::move(t));
+}
+
+void DeliverySender::finish(CURL* easy, CURLcode rc) {
+  auto it = in_flight_.find(easy);
+  if (it == in_flight_.end()) return;  // not ours: impossible, but harmless
+  std::unique_ptr<Transfer> t = std::move(it->second);
+  in_flight_.erase(it);
+  long code = 0;
+  curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &code);
+  curl_multi_remove_handle(multi_, easy);
+  curl_easy_cleanup(easy);
+
+  // A response whose body we cut short still answered with its status.
+  bool answered = rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && t->response_cut && code > 0);
+  int status = answered ? static_cast<int>(code) : 0;
+  std::string error;
+  if (!answered) {
+    if (t->blocked) {
+      error = "refused: webhook host resolves to a non-public address";
+    } else if (rc == CURLE_OPERATION_TIMEDOUT) {
+      error = "timed out after " + std::to_string(opts_.timeout_ms) + " ms";
+    } else {
+      error = curl_easy_strerror(rc);
+    }
+  } else if (status < 200 || status >= 300) {
+    error = "receiver answered HTTP " + std::to_string(status);
+  }
+  std::optional<int64_t> retry_after;
+  if (!t->retry_after.empty()) retry_after = parseRetryAfter(t->retry_after, nowMs());
+  recordOutcome(t->delivery, t->task_id, t->started_ms, status, retry_after, error);
+}
+
+void DeliverySender::recordOutcome(const DeliveryRecord& d, const std::string& task_id,
+                                   int64_t started_ms, int http_status,
+                                   std::optional<int64_t> retry_after_ms,
+                                   const std::string& error) {
+  int64_t now = nowMs();
+  int number = d.attempts + 1;
+  int in_schedule = number - d.schedule_offset;
+  AttemptOutcome outcome{http_status, retry_after_ms};
+  RetryDecision decision = decideRetry(opts_.policy, in_schedule, outcome,
+                                       std::uniform_real_distribution<double>(0.0, 1.0)(rng_));
+  std::string new_status =
+      decision.verdict == DeliveryVerdict::kRetry ? "pending" : verdictName(decision.verdict);
+  int64_t next_at = now + decision.delay_ms;
+  DeliveryAttempt attempt{started_ms, http_status, now - started_ms, error, number};
+  Result<bool> saved = store_.finishAttempt(d.delivery_id, attempt, new_status, next_at);
+  log::write(
+      decision.verdict == DeliveryVerdict::kDelivered ? log::Level::kInfo : log::Level::kWarn,
+      "webhook attempt",
+      {{"task_id", task_id},
+       {"delivery_id", d.delivery_id},
+       {"attempt", static_cast<long long>(number)},
+       {"attempt_in_schedule", static_cast<long long>(in_schedule)},
+       {"http_status", static_cast<long long>(http_status)},
+       {"latency_ms", static_cast<long long>(attempt.latency_ms)},
+       {"outcome", verdictName(decision.verdict)},
+       {"reason", decision.reason},
+       {"next_attempt_in_ms",
+        static_cast<long long>(decision.verdict == DeliveryVerdict::kRetry ? decision.delay_ms
+                                                                           : -1)},
+       {"error", error}});
+  // The retry gets a scan of its own when it falls due (see run()).
+  if (saved.isOk() && decision.verdict == DeliveryVerdict::kRetry) retries_due_.push(next_at);
+  if (!saved.isOk()) {
+    // The attempt happened but is not recorded: the claim's lease makes the
+    // delivery due again, and at-least-once delivery allows the repeat.
+    log::error("webhook attempt not recorded; retried after its lease",
+               {{"delivery_id", d.delivery_id}, {"error", saved.status().msg()}});
+  } else if (!saved.value()) {
+    log::warn("webhook attempt for a delivery no longer pending; not recorded",
+              {{"delivery_id", d.delivery_id}});
+  }
+}
+
+void DeliverySender::abandonInFlight() {
+  // Stopping: attempts still running after the grace are cut off and their
+  // deliveries handed back due now, so the next process sends them at once
+  // instead of after the lease.
+  int64_t now = nowMs();
+  for (auto& [easy, t] : in_flight_) {
+    curl_multi_remove_handle(multi_, easy);
+    curl_easy_cleanup(easy);
+    if (Status s = store_.releaseDelivery(t->delivery.delivery_id, now); !s.isOk()) {
+      log::warn("delivery not handed back; due after its lease",
+                {{"delivery_id", t->delivery.delivery_id}, {"error", s.msg()}});
+    }
+    log::info("webhook attempt abandoned at shutdown", {{"delivery_id", t->delivery.delivery_id}});
+  }
+  in_flight_.clear();
+}
+
+// libcurl calls this with the address it is about to connect to, after DNS
+// resolution: the only place where a check cannot be raced by a DNS answer
+// that changes between check and use. Reused connections were checked when
+// they were opened.
+curl_socket_t DeliverySender::openSocket(void* transfer, curlsocktype purpose,
+                                         struct curl_sockaddr* addr) {
+  auto* t = static_cast<Transfer*>(transfer);
+  if (purpose != CURLSOCKTYPE_IPCXN) return CURL_SOCKET_BAD;
+  const sockaddr* sa = &addr->addr;
+  if (net::isNonPublicAddress(sa) && !t->allowed->contains(sa)) {
+    t->blocked = true;
+    return CURL_SOCKET_BAD;
+  }
+  return ::socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
+}
+
+size_t DeliverySender::onHeader(char* data, size_t size, size_t n, void* transfer) {
+  auto* t = static_cast<Transfer*>(transfer);
+  std::string_view line(data, size * n);
+  // A new status line (after a 1xx interim response) starts a new header set.
+  if (line.rfind("HTTP/", 0) == 0) {
+    t->retry_after.clear();
+    return size * n;
+  }
+  constexpr std::string_view kName = "retry-after:";
+  if (line.size() > kName.size() && strncasecmp(line.data(), kName.data(), kName.size()) == 0) {
+    std::string_view v = line.substr(kName.size());
+    while (!v.empty() && (v.back() == '\r' || v.back() == '\n')) v.remove_suffix(1);
+    t->retry_after.assign(v.data(), std::min<size_t>(v.size(), 128));
+  }
+  return size * n;
+}
+
+size_t DeliverySender::onBody(char*, size_t size, size_t n, void* transfer) {
+  auto* t = static_cast<Transfer*>(transfer);
+  t->response_bytes += size * n;
+  if (t->response_bytes > defaults::kWebhookMaxResponseBytes) {
+    // The status is all we need; an endless body must not hold the slot
+    // until the timeout. Returning short makes libcurl stop with
+    // CURLE_WRITE_ERROR, which finish() reads as "answered".
+    t->response_cut = true;
+    return 0;
+  }
+  return size * n;
+}
+
+}  // namespace eq::dispatch

@@ -1,0 +1,118 @@
+// The webhook sender: sends due deliveries, many at once, and records each
+// attempt and the delivery's next state in SQLite (PRODUCT.md §6).
+//
+// Threads. eq-dispatcher runs two threads, each with its own SQLite
+// connection (a Store is used by one thread only): the consumer
+// (dispatcher/dispatcher.h) reads task events, records transitions and
+// inserts pending deliveries; this sender does every HTTP request. Two
+// threads rather than one loop that polls both the AMQP socket and libcurl,
+// because each side has blocking calls the other must not wait on:
+// rabbitmq-c blocks in connect, in the handshake and in the reconnect backoff
+// while the broker is away (seconds), and each side's SQLite writes may wait
+// up to the busy timeout for another process's lock. With one thread a
+// broker outage would stop webhook retries, and a slow receiver would hold
+// up acks. The two threads share nothing but SQLite and wakeup(): the
+// consumer calls it after inserting a delivery, so the first attempt starts
+// at once instead of at the next scan.
+//
+// Concurrency. One libcurl multi handle drives every attempt in flight (up
+// to max_in_flight, one easy handle each) with non-blocking I/O and
+// libcurl's threaded resolver, and keeps a cache of open connections, so
+// attempts to the same receiver reuse them. A slow or dead receiver only
+// holds its own slots, each for at most the attempt timeout; others go on.
+//
+// Durability. The retry state lives in SQLite only: a pending delivery is
+// due at deliveries.next_attempt_at. The loop claims due rows (moving
+// next_attempt_at past the attempt's timeout, a lease), sends them, and then
+// writes the attempt and the next due time in one transaction. A sender
+// killed at any moment loses nothing: rows it had claimed become due again
+// when their lease ends, the others are found by the next process's first
+// scan. Delivery is at-least-once; receivers dedupe on X-Service-Delivery.
+//
+// The SSRF guard (EQ_WEBHOOK_ALLOW_CIDRS) is checked in libcurl's
+// open-socket callback on the address actually connected to, and proxies
+// are disabled (through a proxy the callback would vet the proxy instead).
+//
+// Also runs the retention purge (dispatcher/retention.h), a batch per loop
+// turn, since this thread has the time and a Store to do it.
+//
+// Owned by main(); run() on the sender thread until `stop`, then in-flight
+// attempts get a short grace to finish and the rest are handed back due now.
+#pragma once
+
+#include <curl/curl.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/netaddr.h"
+#include "common/store.h"
+#include "dispatcher/retention.h"
+#include "dispatcher/retry.h"
+
+namespace eq::dispatch {
+
+struct SenderOptions {
+  RetryPolicy policy;
+  int64_t timeout_ms = 10'000;  // per attempt: a 2xx must come back within it
+  int max_in_flight = 64;
+  int64_t scan_interval_ms = 200;
+  int64_t lease_margin_ms = 5'000;
+  int64_t stop_grace_ms = 3'000;
+  net::CidrSet allowed;  // non-public ranges webhooks may reach anyway
+  RetentionOptions retention;
+};
+
+class DeliverySender {
+ public:
+  // Borrows the store, which only this sender's thread may use from now on.
+  DeliverySender(Store& store, SenderOptions opts, const std::atomic<bool>& stop);
+  ~DeliverySender();
+  DeliverySender(const DeliverySender&) = delete;
+  DeliverySender& operator=(const DeliverySender&) = delete;
+
+  // The loop; returns after `stop` once in-flight attempts are settled.
+  void run();
+  // Thread-safe: makes the loop scan for due deliveries now.
+  void wakeup();
+
+ private:
+  struct Transfer;
+
+  void scan(int64_t now_ms);
+  void start(const DeliveryRecord& d, int64_t now_ms);
+  void finish(CURL* easy, CURLcode rc);
+  void recordOutcome(const DeliveryRecord& d, const std::string& task_id, int64_t started_ms,
+                     int http_status, std::optional<int64_t> retry_after_ms,
+                     const std::string& error);
+  void abandonInFlight();
+
+  static curl_socket_t openSocket(void* transfer, curlsocktype purpose, struct curl_sockaddr* addr);
+  static size_t onHeader(char* data, size_t size, size_t n, void* transfer);
+  static size_t onBody(char* data, size_t size, size_t n, void* transfer);
+
+  Store& store_;
+  SenderOptions opts_;
+  const std::atomic<bool>& stop_;
+  CURLM* multi_;
+  std::map<CURL*, std::unique_ptr<Transfer>> in_flight_;
+  std::atomic<bool> woken_{false};
+  bool more_due_ = false;     // the last scan filled every free slot
+  int64_t next_scan_ms_ = 0;  // the next periodic scan
+  // Due times of the retries this process scheduled, earliest on top; each
+  // brings a scan forward. (Retries scheduled by another process, and
+  // replays, wait for the periodic scan.)
+  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> retries_due_;
+  RetentionPurger purger_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace eq::dispatch

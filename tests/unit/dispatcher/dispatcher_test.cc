@@ -1,0 +1,100 @@
+// The consumer's side of delivery: a final event records the transition and
+// leaves a pending delivery, due now, for the sender; it never sends itself.
+#include "dispatcher/dispatcher.h"
+
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+
+#include "common/timefmt.h"
+
+using namespace eq;
+using namespace eq::dispatch;
+
+namespace {
+
+struct Fixture {
+  std::string path;
+  std::unique_ptr<Store> store;
+  CreatedKey key;
+  std::atomic<bool> stop{false};
+  int wakeups = 0;
+  std::unique_ptr<Dispatcher> dispatcher;
+  Fixture() {
+    char tmpl[] = "/tmp/eq-dispatch-XXXXXX";
+    ::close(mkstemp(tmpl));
+    path = tmpl;
+    store = std::move(Store::open(path)).value();
+    NewKeyRequest req;
+    req.name = "t";
+    req.quota = QuotaUnits{10, 10, 10};
+    req.expire_at_ms = nowMs() + 86'400'000;
+    key = store->createKey(req).value();
+    dispatcher = std::make_unique<Dispatcher>(*store, "amqp://unused", stop, [this] { ++wakeups; });
+  }
+  ~Fixture() {
+    dispatcher.reset();
+    store.reset();
+    for (const char* s : {"", "-wal", "-shm"}) std::remove((path + s).c_str());
+  }
+  void task(const std::string& id, const std::string& webhook_url) {
+    TaskRecord t{id, key.account_id, key.key_id, "req", "fast", "", webhook_url, "", 0,
+                 "", nowMs(),        0,          0};
+    BOOST_REQUIRE(store->createTask(t).isOk());
+  }
+  msg::TaskEvent event(const std::string& name, const std::string& id) {
+    msg::TaskEvent e;
+    e.event = name;
+    e.task_id = id;
+    e.at_ms = nowMs();
+    e.result_json = R"({"replies":[]})";
+    return e;
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(dispatcher_consumer)
+
+BOOST_AUTO_TEST_CASE(final_event_creates_one_pending_delivery_and_wakes_the_sender) {
+  Fixture f;
+  f.task("tsk_1", "http://hook.example/1");
+  BOOST_REQUIRE(f.dispatcher->apply(f.event("task.running", "tsk_1")).isOk());
+  BOOST_TEST(!f.store->deliveryForTask("tsk_1").value().has_value());
+  BOOST_TEST(f.wakeups == 0);
+
+  int64_t before = nowMs();
+  BOOST_REQUIRE(f.dispatcher->apply(f.event("task.succeeded", "tsk_1")).isOk());
+  auto d = f.store->deliveryForTask("tsk_1").value();
+  BOOST_REQUIRE(d.has_value());
+  BOOST_TEST(d->status == "pending");
+  BOOST_TEST(d->attempts == 0);  // no HTTP here: the sender does it
+  BOOST_TEST(d->event == "task.succeeded");
+  BOOST_TEST(d->url == "http://hook.example/1");
+  BOOST_TEST(d->next_attempt_at >= before);
+  BOOST_TEST(d->next_attempt_at <= nowMs());
+  BOOST_TEST(f.wakeups == 1);
+
+  // A redelivered event changes nothing: same delivery, still one.
+  BOOST_REQUIRE(f.dispatcher->apply(f.event("task.succeeded", "tsk_1")).isOk());
+  BOOST_TEST(f.store->deliveryForTask("tsk_1").value()->delivery_id == d->delivery_id);
+  BOOST_TEST(f.store->listDeliveries(DeliveryFilter{}).value().size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(failed_task_gets_a_task_failed_delivery_and_none_without_url) {
+  Fixture f;
+  f.task("tsk_f", "http://hook.example/f");
+  msg::TaskEvent e = f.event("task.failed", "tsk_f");
+  e.error_code = 500;
+  e.error_msg = "boom";
+  BOOST_REQUIRE(f.dispatcher->apply(e).isOk());
+  BOOST_TEST(f.store->deliveryForTask("tsk_f").value()->event == "task.failed");
+
+  f.task("tsk_nourl", "");
+  BOOST_REQUIRE(f.dispatcher->apply(f.event("task.succeeded", "tsk_nourl")).isOk());
+  BOOST_TEST(!f.store->deliveryForTask("tsk_nourl").value().has_value());
+  // An event for a task this database does not know is dropped, not retried.
+  BOOST_TEST(f.dispatcher->apply(f.event("task.succeeded", "tsk_unknown")).isOk());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,100 @@
+// The retention purger's schedule: at start, in bounded batches, then once
+// per interval.
+#include "dispatcher/retention.h"
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+
+#include "common/timefmt.h"
+
+using namespace eq;
+using namespace eq::dispatch;
+
+namespace {
+
+struct Db {
+  std::string path;
+  std::unique_ptr<Store> store;
+  CreatedKey key;
+  Db() {
+    char tmpl[] = "/tmp/eq-retention-XXXXXX";
+    ::close(mkstemp(tmpl));
+    path = tmpl;
+    store = std::move(Store::open(path)).value();
+    NewKeyRequest req;
+    req.name = "t";
+    req.quota = QuotaUnits{10, 10, 10};
+    req.expire_at_ms = nowMs() + 86'400'000;
+    key = store->createKey(req).value();
+  }
+  ~Db() {
+    store.reset();
+    for (const char* s : {"", "-wal", "-shm"}) std::remove((path + s).c_str());
+  }
+  void task(const std::string& id, int64_t created_at) {
+    TaskRecord t{id, key.account_id, key.key_id, "req", "fast", "", "", "", 0,
+                 "", created_at,     0,          0};
+    BOOST_REQUIRE(store->createTask(t).isOk());
+  }
+  int64_t count(const char* table) {
+    sqlite3* db = nullptr;
+    sqlite3_open(path.c_str(), &db);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db, (std::string("SELECT count(*) FROM ") + table).c_str(), -1, &st,
+                       nullptr);
+    sqlite3_step(st);
+    int64_t n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(retention)
+
+BOOST_AUTO_TEST_CASE(purges_at_start_in_batches_then_once_per_interval) {
+  Db db;
+  const int64_t day = 86'400'000;
+  const int64_t now = 1'800'000'000'000;
+  for (int i = 0; i < 7; ++i) db.task("tsk_old" + std::to_string(i), now - 8 * day);
+  db.task("tsk_recent", now - day);
+  AuthContext auth{db.key.key_id, db.key.account_id, db.key.display_prefix, 60};
+  BOOST_REQUIRE(db.store->countRequest(auth, now - 2 * 3'600'000).isOk());
+  BOOST_REQUIRE(db.store->countRequest(auth, now).isOk());
+
+  RetentionOptions opts;
+  opts.task_retention_ms = 7 * day;
+  opts.interval_ms = 3'600'000;
+  opts.batch = 3;
+  RetentionPurger purger(*db.store, opts);
+
+  // Batches of 3: 3, 3, 1 tasks, then idempotency keys, then rate windows.
+  int steps = 0;
+  while (purger.step(now)) {
+    ++steps;
+    BOOST_REQUIRE(steps < 20);
+  }
+  BOOST_TEST(steps >= 3);
+  BOOST_TEST(purger.purgesFinished() == 1);
+  BOOST_TEST(purger.lastPurge().tasks == 7);
+  BOOST_TEST(purger.lastPurge().rate_counters == 1);
+  BOOST_TEST(db.count("tasks") == 1);
+  BOOST_TEST(db.count("rate_counters") == 1);
+
+  // Nothing until the interval has passed, even with new old rows.
+  db.task("tsk_old_again", now - 8 * day);
+  BOOST_TEST(!purger.step(now + opts.interval_ms - 1));
+  BOOST_TEST(purger.purgesFinished() == 1);
+  BOOST_TEST(db.count("tasks") == 2);
+  while (purger.step(now + opts.interval_ms)) {
+  }
+  BOOST_TEST(purger.purgesFinished() == 2);
+  BOOST_TEST(purger.lastPurge().tasks == 1);
+  BOOST_TEST(db.count("tasks") == 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
