@@ -153,9 +153,9 @@ class TaskWebhookReceiver {
   TaskWebhookReceiver& operator=(const TaskWebhookReceiver&) = delete;
 
   std::string url() const;  // http://127.0.0.1:<port>/hook
-  size_t total();           // requests answered so far
+  size_t total();           // requests received so far (counted before the answer)
   std::map<std::string, int> countsByTask();
-  // Waits until `n` requests were answered, or every id in `ids` was seen.
+  // Waits until `n` requests were received, or every id in `ids` was seen.
   bool waitForTotal(size_t n, int timeout_ms);
   bool waitForAll(const std::vector<std::string>& ids, int timeout_ms);
 
