@@ -48,46 +48,18 @@ using eq::it::HttpResult;
 using eq::it::Process;
 using eq::it::Stack;
 using eq::it::StackOptions;
+using eq::it::Key;
+using eq::it::createKey;
+using eq::it::get;
+using eq::it::nowMs;
+using eq::it::post;
+using eq::it::sleepMs;
 using eq::it::TaskWebhookReceiver;
 
 namespace {
 
 constexpr int64_t kFastAnswerMs = 1000;  // PRODUCT.md §2: a 503 within a second
 
-int64_t nowMs() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-}
-
-void sleepMs(int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-struct Key {
-  std::string id, api_key;
-};
-
-Key createKey(Stack& stack, const std::string& name, int quota_fast) {
-  int rc = -1;
-  std::string out = stack.eqctl({"key", "create", "--name", name, "--quota-fast",
-                                 std::to_string(quota_fast), "--rate", "100000", "--json"},
-                                &rc);
-  BOOST_REQUIRE_MESSAGE(rc == 0, "eqctl key create failed: " << out);
-  rapidjson::Document d;
-  d.Parse(out.c_str());
-  BOOST_REQUIRE_MESSAGE(d.IsObject() && d.HasMember("key_id") && d.HasMember("api_key"),
-                        "eqctl output is not the expected JSON: " << out);
-  return Key{d["key_id"].GetString(), d["api_key"].GetString()};
-}
-
-HttpResult post(Stack& stack, const std::string& path, const std::string& body, const Key& key) {
-  return eq::it::httpRequest(
-      "POST", stack.url(path),
-      {"Authorization: Bearer " + key.api_key, "Content-Type: application/json; charset=utf-8"},
-      body);
-}
-
-HttpResult get(Stack& stack, const std::string& path, const Key& key) {
-  return eq::it::httpRequest("GET", stack.url(path), {"Authorization: Bearer " + key.api_key});
-}
 
 std::string asyncBody(const std::string& webhook_url, int n) {
   std::string body = R"({"mode":"fast","message":"今天被老板骂了，好难过 )" + std::to_string(n) +
@@ -119,7 +91,7 @@ rapidjson::Document parse(const HttpResult& r) {
 }
 
 int64_t quotaOf(Stack& stack, const Key& key, const std::string& mode) {
-  HttpResult r = get(stack, "/api/v1/quota", key);
+  HttpResult r = get(stack, "/api/v1/quota", &key);
   BOOST_REQUIRE_MESSAGE(r.status == 200, "quota: " << r.status << " " << r.body);
   return parse(r)["data"]["quota"][mode.c_str()].GetInt64();
 }
@@ -134,7 +106,7 @@ struct TaskView {
 };
 
 TaskView taskView(Stack& stack, const Key& key, const std::string& task_id) {
-  HttpResult r = get(stack, "/api/v1/task/" + task_id, key);
+  HttpResult r = get(stack, "/api/v1/task/" + task_id, &key);
   BOOST_REQUIRE_MESSAGE(r.status == 200, "GET task " << task_id << ": " << r.status << " "
                                                      << r.body);
   rapidjson::Document d = parse(r);
@@ -418,7 +390,7 @@ BOOST_AUTO_TEST_CASE(sigkill_of_a_worker_with_200_tasks_in_flight_loses_nothing)
   Stack stack(o);
   Process* survivor = stack.spawn("worker-fast-b", {"eq-worker", "--mode", "fast"});
   survivor->waitForLog("consuming", 20000);
-  Key key = createKey(stack, "pipeline-kill-worker", kQuota);
+  Key key = createKey(stack, "pipeline-kill-worker", {"--quota-fast", std::to_string(kQuota), "--rate", "100000"});
   BOOST_REQUIRE(quotaOf(stack, key, "fast") == kQuota);
 
   std::vector<std::string> worker_logs = {stack.process("worker-fast")->logPath(),
@@ -541,7 +513,7 @@ BOOST_AUTO_TEST_CASE(broker_restart_while_accepting_async_calls) {
   o.worker_modes = {"fast"};
   o.env["EQ_LOG_LEVEL"] = "debug";  // the worker's "job started" lines show redeliveries
   Stack stack(o);
-  Key key = createKey(stack, "pipeline-broker-restart", kQuota);
+  Key key = createKey(stack, "pipeline-broker-restart", {"--quota-fast", std::to_string(kQuota), "--rate", "100000"});
   HttpResult warm =
       post(stack, "/api/v1/reply", R"({"mode":"fast","message":"你好","reply_count":1})", key);
   BOOST_REQUIRE_MESSAGE(warm.status == 200, "the stack works before the outage: " << warm.body);
@@ -673,7 +645,7 @@ BOOST_AUTO_TEST_CASE(sigkill_of_the_dispatcher_mid_delivery_loses_no_webhook) {
   StackOptions o;
   o.worker_modes = {"fast"};
   Stack stack(o);
-  Key key = createKey(stack, "pipeline-kill-dispatcher", 100);
+  Key key = createKey(stack, "pipeline-kill-dispatcher", {"--quota-fast", std::to_string(100), "--rate", "100000"});
 
   std::vector<std::string> ids;
   for (int i = 0; i < kTasks; ++i) {
@@ -739,7 +711,7 @@ BOOST_AUTO_TEST_CASE(job_that_crashes_three_workers_fails_with_500_and_is_refund
   StackOptions o;
   o.worker_modes = {};  // the case starts its own fast workers
   Stack stack(o);
-  Key key = createKey(stack, "pipeline-poison", 100);
+  Key key = createKey(stack, "pipeline-poison", {"--quota-fast", std::to_string(100), "--rate", "100000"});
   int64_t initial = quotaOf(stack, key, "fast");
 
   // Declared after the stack, so the FIFOs close first and a worker still
@@ -838,7 +810,7 @@ BOOST_AUTO_TEST_CASE(task_events_survive_a_dispatcher_crash_loop) {
   o.worker_modes = {"fast"};
   o.dispatcher = false;  // the case starts its own
   Stack stack(o);
-  Key key = createKey(stack, "pipeline-dispatcher-loop", 100);
+  Key key = createKey(stack, "pipeline-dispatcher-loop", {"--quota-fast", std::to_string(100), "--rate", "100000"});
   int64_t initial = quotaOf(stack, key, "fast");
 
   std::vector<std::unique_ptr<StallableLog>> logs;  // after the stack: closed first
@@ -905,7 +877,7 @@ BOOST_AUTO_TEST_CASE(management_view_of_a_dead_worker_and_a_dead_receiver) {
   StackOptions o;
   o.worker_modes = {"fast"};
   Stack stack(o);
-  Key key = createKey(stack, "pipeline-mgmt", 100);
+  Key key = createKey(stack, "pipeline-mgmt", {"--quota-fast", std::to_string(100), "--rate", "100000"});
 
   // A port nothing listens on: bound, then closed again.
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -966,7 +938,7 @@ BOOST_AUTO_TEST_CASE(broker_resource_alarm_answers_503_instead_of_hanging) {
   StackOptions o;
   o.worker_modes = {"fast"};
   Stack stack(o);
-  Key key = createKey(stack, "pipeline-alarm", 100);
+  Key key = createKey(stack, "pipeline-alarm", {"--quota-fast", std::to_string(100), "--rate", "100000"});
   std::string sync_body = R"({"mode":"fast","message":"你好","reply_count":1})";
   HttpResult warm = post(stack, "/api/v1/reply/async", asyncBody("", 0), key);
   BOOST_REQUIRE_MESSAGE(warm.status == 200, "before the alarm: " << warm.body);
@@ -1002,7 +974,7 @@ BOOST_AUTO_TEST_CASE(broker_resource_alarm_answers_503_instead_of_hanging) {
   timedPost("async 2", "/api/v1/reply/async", asyncBody("", 2));
   timedPost("sync", "/api/v1/reply", sync_body);
   timedPost("async 3", "/api/v1/reply/async", asyncBody("", 3));
-  HttpResult ready = get(stack, "/readyz", key);
+  HttpResult ready = get(stack, "/readyz", &key);
   std::ostringstream seen;
   for (const Answer& a : answers) seen << a.what << " " << a.status << " in " << a.ms << " ms; ";
   BOOST_TEST_MESSAGE("during the memory alarm: " << seen.str() << "readyz " << ready.status);

@@ -33,6 +33,12 @@
 using eq::it::HttpResult;
 using eq::it::Stack;
 using eq::it::StackOptions;
+using eq::it::Key;
+using eq::it::createKey;
+using eq::it::get;
+using eq::it::nowMs;
+using eq::it::post;
+using eq::it::sleepMs;
 
 namespace {
 
@@ -40,41 +46,6 @@ constexpr int64_t kFastAnswerMs = 1000;  // PRODUCT.md §2: 503 within a second
 constexpr int64_t kRecoveryMs = 5000;    // service back this soon after the broker
 constexpr int64_t kRecoveryPollMs = 200;
 constexpr int64_t kInFlightFailureMs = 3000;  // in-flight sync call fails this soon after stop_app
-
-int64_t nowMs() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-}
-
-void sleepMs(int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-struct Key {
-  std::string id, api_key;
-};
-
-Key createKey(Stack& stack, const std::string& name) {
-  int rc = -1;
-  std::string out = stack.eqctl({"key", "create", "--name", name, "--json"}, &rc);
-  BOOST_REQUIRE_MESSAGE(rc == 0, "eqctl key create failed: " << out);
-  rapidjson::Document d;
-  d.Parse(out.c_str());
-  BOOST_REQUIRE_MESSAGE(d.IsObject() && d.HasMember("key_id") && d.HasMember("api_key"),
-                        "eqctl output is not the expected JSON: " << out);
-  return Key{d["key_id"].GetString(), d["api_key"].GetString()};
-}
-
-HttpResult post(Stack& stack, const std::string& path, const std::string& body, const Key& key) {
-  return eq::it::httpRequest(
-      "POST", stack.url(path),
-      {"Authorization: Bearer " + key.api_key, "Content-Type: application/json; charset=utf-8"},
-      body);
-}
-
-HttpResult get(Stack& stack, const std::string& path, const Key* key = nullptr) {
-  std::vector<std::string> headers;
-  if (key != nullptr) headers.push_back("Authorization: Bearer " + key->api_key);
-  return eq::it::httpRequest("GET", stack.url(path), headers);
-}
 
 // Runs one request and reports how long it took, in milliseconds.
 HttpResult timed(const std::function<HttpResult()>& request, int64_t* elapsed_ms) {

@@ -9,12 +9,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <rapidjson/document.h>
+
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 extern char** environ;
 
@@ -52,12 +55,40 @@ size_t onHeader(char* p, size_t size, size_t n, void* out) {
   return size * n;
 }
 
+}  // namespace
+
 int64_t nowMs() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
 }
 
-}  // namespace
+void sleepMs(int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+Key createKey(Stack& stack, const std::string& name, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"key", "create", "--name", name, "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  int rc = -1;
+  std::string out = stack.eqctl(args, &rc);
+  BOOST_REQUIRE_MESSAGE(rc == 0, "eqctl key create failed: " << out);
+  rapidjson::Document d;
+  d.Parse(out.c_str());
+  BOOST_REQUIRE_MESSAGE(d.IsObject() && d.HasMember("key_id") && d.HasMember("api_key"),
+                        "eqctl output is not the expected JSON: " << out);
+  return Key{d["key_id"].GetString(), d["api_key"].GetString()};
+}
+
+HttpResult post(Stack& stack, const std::string& path, const std::string& body, const Key& key) {
+  return httpRequest(
+      "POST", stack.url(path),
+      {"Authorization: Bearer " + key.api_key, "Content-Type: application/json; charset=utf-8"},
+      body);
+}
+
+HttpResult get(Stack& stack, const std::string& path, const Key* key) {
+  std::vector<std::string> headers;
+  if (key != nullptr) headers.push_back("Authorization: Bearer " + key->api_key);
+  return httpRequest("GET", stack.url(path), headers);
+}
 
 HttpResult httpRequest(const std::string& method, const std::string& url,
                        const std::vector<std::string>& headers, const std::string& body) {

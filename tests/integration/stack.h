@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cstdint>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -37,6 +38,22 @@ std::string rawExchange(int port, const std::string& bytes, int timeout_ms = 500
 
 // A connected client socket to 127.0.0.1:port, or -1.
 int connectTo(int port);
+
+// Helpers every integration suite uses.
+int64_t nowMs();  // steady clock, for measuring in tests
+void sleepMs(int64_t ms);
+
+struct Key {
+  std::string id, api_key;
+};
+class Stack;
+// `eqctl key create --name NAME --json` plus `extra` options; fails the test
+// if eqctl does not print the expected JSON.
+Key createKey(Stack& stack, const std::string& name, const std::vector<std::string>& extra = {});
+// Authenticated requests to the stack's first eq-api (get without a key for
+// the public endpoints).
+HttpResult post(Stack& stack, const std::string& path, const std::string& body, const Key& key);
+HttpResult get(Stack& stack, const std::string& path, const Key* key = nullptr);
 
 // Runs `rabbitmqctl ARGS` against the test's broker (scripts/lib/broker.sh
 // with EQ_TEST_BROKER_DIR), e.g. "stop_app" / "start_app" to take the broker
