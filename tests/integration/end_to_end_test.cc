@@ -67,14 +67,8 @@ HttpResult get(const std::string& path, const std::string& api_key) {
   return eq::it::httpRequest("GET", stack().url(path), {"Authorization: Bearer " + api_key});
 }
 
-rapidjson::Document parse(const HttpResult& r) {
-  rapidjson::Document d;
-  d.Parse(r.body.c_str());
-  BOOST_REQUIRE_MESSAGE(d.IsObject() && d.HasMember("code") && d.HasMember("data") &&
-                            d.HasMember("msg"),
-                        "not an envelope: " << r.body);
-  return d;
-}
+// parse(): the shared envelope check of tests/integration/stack.h.
+using eq::it::parse;
 
 void expectError(const HttpResult& r, int status, const std::string& fragment) {
   BOOST_TEST(r.status == status, "status " << r.status << " body " << r.body);

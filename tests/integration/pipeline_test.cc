@@ -52,6 +52,8 @@ using eq::it::Key;
 using eq::it::createKey;
 using eq::it::get;
 using eq::it::nowMs;
+using eq::it::parse;
+using eq::it::quotaOf;
 using eq::it::post;
 using eq::it::sleepMs;
 using eq::it::TaskWebhookReceiver;
@@ -79,21 +81,6 @@ std::string taskIdOf(const HttpResult& r) {
     return "";
   }
   return d["data"]["task_id"].GetString();
-}
-
-rapidjson::Document parse(const HttpResult& r) {
-  rapidjson::Document d;
-  d.Parse(r.body.c_str());
-  BOOST_REQUIRE_MESSAGE(
-      d.IsObject() && d.HasMember("code") && d.HasMember("data") && d.HasMember("msg"),
-      "not an envelope (status " << r.status << "): " << r.body);
-  return d;
-}
-
-int64_t quotaOf(Stack& stack, const Key& key, const std::string& mode) {
-  HttpResult r = get(stack, "/api/v1/quota", &key);
-  BOOST_REQUIRE_MESSAGE(r.status == 200, "quota: " << r.status << " " << r.body);
-  return parse(r)["data"]["quota"][mode.c_str()].GetInt64();
 }
 
 // What GET /api/v1/task/{id} says, reduced to what these cases check.

@@ -37,6 +37,8 @@ using eq::it::Key;
 using eq::it::createKey;
 using eq::it::get;
 using eq::it::nowMs;
+using eq::it::parse;
+using eq::it::quotaOf;
 using eq::it::post;
 using eq::it::sleepMs;
 
@@ -57,21 +59,6 @@ HttpResult timed(const std::function<HttpResult()>& request, int64_t* elapsed_ms
 
 std::string replyBody(const std::string& mode) {
   return R"({"mode":")" + mode + R"(","message":"今天被老板骂了，好难过","reply_count":2})";
-}
-
-rapidjson::Document parse(const HttpResult& r) {
-  rapidjson::Document d;
-  d.Parse(r.body.c_str());
-  BOOST_REQUIRE_MESSAGE(
-      d.IsObject() && d.HasMember("code") && d.HasMember("data") && d.HasMember("msg"),
-      "not an envelope (status " << r.status << "): " << r.body);
-  return d;
-}
-
-int64_t quotaOf(Stack& stack, const Key& key, const std::string& mode) {
-  HttpResult r = get(stack, "/api/v1/quota", &key);
-  BOOST_REQUIRE_MESSAGE(r.status == 200, "quota: " << r.status << " " << r.body);
-  return parse(r)["data"]["quota"][mode.c_str()].GetInt64();
 }
 
 // The error envelope of an outage: the given status with its code, no data,

@@ -57,6 +57,24 @@ size_t onHeader(char* p, size_t size, size_t n, void* out) {
 
 }  // namespace
 
+namespace {
+
+// A listening socket on 127.0.0.1 with a free port (the receivers' common start).
+int listenOnLoopback(int backlog, int* port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  BOOST_REQUIRE(::listen(fd, backlog) == 0);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
+}  // namespace
+
 int64_t nowMs() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
@@ -82,6 +100,21 @@ HttpResult post(Stack& stack, const std::string& path, const std::string& body, 
       "POST", stack.url(path),
       {"Authorization: Bearer " + key.api_key, "Content-Type: application/json; charset=utf-8"},
       body);
+}
+
+rapidjson::Document parse(const HttpResult& r) {
+  rapidjson::Document d;
+  d.Parse(r.body.c_str());
+  BOOST_REQUIRE_MESSAGE(
+      d.IsObject() && d.HasMember("code") && d.HasMember("data") && d.HasMember("msg"),
+      "not an envelope (status " << r.status << "): " << r.body);
+  return d;
+}
+
+int64_t quotaOf(Stack& stack, const Key& key, const std::string& mode) {
+  HttpResult r = get(stack, "/api/v1/quota", &key);
+  BOOST_REQUIRE_MESSAGE(r.status == 200, "quota: " << r.status << " " << r.body);
+  return parse(r)["data"]["quota"][mode.c_str()].GetInt64();
 }
 
 HttpResult get(Stack& stack, const std::string& path, const Key* key) {
@@ -256,16 +289,7 @@ std::string Process::waitForLog(const std::string& needle, int timeout_ms) {
 // ------------------------------------------------------------ WebhookReceiver
 
 WebhookReceiver::WebhookReceiver() {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  BOOST_REQUIRE(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  BOOST_REQUIRE(::listen(listen_fd_, 64) == 0);
-  socklen_t len = sizeof addr;
-  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
+  listen_fd_ = listenOnLoopback(64, &port_);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -499,15 +523,7 @@ HttpResult Stack::management(const std::string& path) {
 // ------------------------------------------------------ TaskWebhookReceiver
 
 TaskWebhookReceiver::TaskWebhookReceiver(int delay_ms) : delay_ms_(delay_ms) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  BOOST_REQUIRE(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  BOOST_REQUIRE(::listen(listen_fd_, 256) == 0);
-  socklen_t len = sizeof addr;
-  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
+  listen_fd_ = listenOnLoopback(256, &port_);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -637,15 +653,7 @@ bool readSome(int fd, std::string* in, const std::atomic<bool>& stop) {
 }  // namespace
 
 HookServer::HookServer(ReplyFn reply) : reply_(std::move(reply)) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  BOOST_REQUIRE(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  BOOST_REQUIRE(::listen(listen_fd_, 128) == 0);
-  socklen_t len = sizeof addr;
-  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
+  listen_fd_ = listenOnLoopback(128, &port_);
   thread_ = std::thread([this] { run(); });
 }
 

@@ -8,6 +8,7 @@
 // mutex.
 #pragma once
 
+#include <rapidjson/document.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -54,6 +55,10 @@ Key createKey(Stack& stack, const std::string& name, const std::vector<std::stri
 // the public endpoints).
 HttpResult post(Stack& stack, const std::string& path, const std::string& body, const Key& key);
 HttpResult get(Stack& stack, const std::string& path, const Key* key = nullptr);
+// The {code, data, msg} envelope of a response; fails the test otherwise.
+rapidjson::Document parse(const HttpResult& r);
+// The key's remaining units of a mode, from GET /api/v1/quota.
+int64_t quotaOf(Stack& stack, const Key& key, const std::string& mode);
 
 // Runs `rabbitmqctl ARGS` against the test's broker (scripts/lib/broker.sh
 // with EQ_TEST_BROKER_DIR), e.g. "stop_app" / "start_app" to take the broker
