@@ -353,7 +353,7 @@ Status Connection::reject(uint64_t tag, bool requeue) {
 int Connection::fd() const { return amqp_get_sockfd(conn_); }
 
 bool Connection::hasBuffered() const {
-  return amqp_data_in_buffer(conn_) != 0 || amqp_frames_enqueued(conn_) != 0;
+  return !pending_.empty() || amqp_data_in_buffer(conn_) != 0 || amqp_frames_enqueued(conn_) != 0;
 }
 
 }  // namespace eq::amqp

@@ -97,7 +97,8 @@ class Connection {
 
   int fd() const;
   // True when rabbitmq-c holds bytes or frames already read from the socket,
-  // so polling the fd would miss them.
+  // or publishConfirmed() kept deliveries for next(): polling the fd would
+  // miss them.
   bool hasBuffered() const;
   bool broken() const { return broken_; }
 

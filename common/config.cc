@@ -30,6 +30,61 @@ Status intFromEnv(const char* name, int64_t lo, int64_t hi, int64_t* out) {
   return Status::ok();
 }
 
+// EQ_LLM_*: only required when the llm engine is selected, but always
+// checked when set, so a typo shows up before someone switches engines.
+Status llmFromEnv(bool required, LlmConfig* llm) {
+  llm->base_url = envOr("EQ_LLM_BASE_URL", "");
+  while (!llm->base_url.empty() && llm->base_url.back() == '/') llm->base_url.pop_back();
+  if (!llm->base_url.empty() && llm->base_url.rfind("http://", 0) != 0 &&
+      llm->base_url.rfind("https://", 0) != 0) {
+    return Status(500, "EQ_LLM_BASE_URL must be an http:// or https:// URL, got '" +
+                           llm->base_url + "'");
+  }
+  llm->api_key = envOr("EQ_LLM_API_KEY", "");
+  llm->model = envOr("EQ_LLM_MODEL", "");
+  if (required && (llm->base_url.empty() || llm->model.empty())) {
+    return Status(500, "EQ_ENGINE=llm needs EQ_LLM_BASE_URL (e.g. http://127.0.0.1:8080/v1) "
+                       "and EQ_LLM_MODEL");
+  }
+  static const char* const kModeSuffix[3] = {"FAST", "STANDARD", "PERFECT"};
+  for (int m = 0; m < 3; ++m) {
+    std::string suffix = kModeSuffix[m];
+    llm->mode_model[m] = envOr(("EQ_LLM_MODEL_" + suffix).c_str(), "");
+    if (Status s = intFromEnv(("EQ_LLM_TIMEOUT_MS_" + suffix).c_str(), 100, 3'600'000,
+                              &llm->mode_timeout_ms[m]);
+        !s.isOk()) {
+      return s;
+    }
+  }
+  if (Status s = intFromEnv("EQ_LLM_TIMEOUT_MS", 100, 3'600'000, &llm->timeout_ms); !s.isOk()) {
+    return s;
+  }
+  if (Status s = intFromEnv("EQ_LLM_MAX_RETRIES", 0, 10, &llm->max_retries); !s.isOk()) return s;
+  if (Status s = intFromEnv("EQ_LLM_MAX_TOKENS", 16, 131'072, &llm->max_tokens); !s.isOk()) {
+    return s;
+  }
+  std::string t = envOr("EQ_LLM_TEMPERATURE", "");
+  if (!t.empty()) {
+    char* end = nullptr;
+    double v = std::strtod(t.c_str(), &end);
+    if (*end != '\0' || !(v >= 0.0 && v <= 2.0)) {
+      return Status(500, "EQ_LLM_TEMPERATURE must be a number in [0, 2], got '" + t + "'");
+    }
+    llm->temperature = v;
+  }
+  llm->response_format = envOr("EQ_LLM_RESPONSE_FORMAT", "json_schema");
+  if (llm->response_format != "json_schema" && llm->response_format != "json_object") {
+    return Status(500, "EQ_LLM_RESPONSE_FORMAT must be json_schema or json_object, got '" +
+                           llm->response_format + "'");
+  }
+  std::string fb = envOr("EQ_LLM_FALLBACK", "none");
+  if (fb != "none" && fb != "builtin") {
+    return Status(500, "EQ_LLM_FALLBACK must be none or builtin, got '" + fb + "'");
+  }
+  llm->fallback_builtin = fb == "builtin";
+  return Status::ok();
+}
+
 }  // namespace
 
 Status parseRetrySchedule(std::string_view text, std::vector<int64_t>* steps_ms) {
@@ -130,6 +185,14 @@ Result<Config> Config::fromEnv() {
   if (Status s = intFromEnv("EQ_RETENTION_DAYS", 1, 3650, &c.retention_days); !s.isOk()) {
     return s;
   }
+  if (Status s = intFromEnv("EQ_WORKER_CONCURRENCY", 0, 1024, &c.worker_concurrency); !s.isOk()) {
+    return s;
+  }
+  if (Status s = intFromEnv("EQ_WORKER_STOP_GRACE_MS", 0, 600'000, &c.worker_stop_grace_ms);
+      !s.isOk()) {
+    return s;
+  }
+  if (Status s = llmFromEnv(c.engine == "llm", &c.llm); !s.isOk()) return s;
   return c;
 }
 

@@ -8,9 +8,27 @@
 #include <string_view>
 #include <vector>
 
+#include "common/defaults.h"
 #include "common/status.h"
 
 namespace eq {
+
+// The OpenAI-compatible backend of EQ_ENGINE=llm (docs/engine.md). Per-mode
+// model and timeout overrides are indexed fast, standard, perfect; an empty
+// model or a zero timeout there means "the general one".
+struct LlmConfig {
+  std::string base_url;  // EQ_LLM_BASE_URL, e.g. http://127.0.0.1:8080/v1
+  std::string api_key;   // EQ_LLM_API_KEY, sent as a bearer token when set
+  std::string model;     // EQ_LLM_MODEL
+  std::string mode_model[3];          // EQ_LLM_MODEL_FAST|_STANDARD|_PERFECT
+  int64_t timeout_ms = defaults::kLlmTimeoutMs;  // EQ_LLM_TIMEOUT_MS, per call
+  int64_t mode_timeout_ms[3] = {0, 0, 0};  // EQ_LLM_TIMEOUT_MS_FAST|_STANDARD|_PERFECT
+  int64_t max_retries = defaults::kLlmMaxRetries;  // EQ_LLM_MAX_RETRIES, on 429/5xx/connect errors
+  double temperature = defaults::kLlmTemperature;  // EQ_LLM_TEMPERATURE
+  int64_t max_tokens = defaults::kLlmMaxTokens;  // EQ_LLM_MAX_TOKENS, per call
+  std::string response_format = "json_schema";  // EQ_LLM_RESPONSE_FORMAT: json_schema|json_object
+  bool fallback_builtin = false;      // EQ_LLM_FALLBACK=builtin: analysis falls back
+};
 
 struct Config {
   std::string env = "production";  // EQ_ENV: production | staging
@@ -31,6 +49,13 @@ struct Config {
   int64_t webhook_timeout_ms = 10'000;             // EQ_WEBHOOK_TIMEOUT_MS
   int64_t webhook_max_in_flight = 64;              // EQ_WEBHOOK_MAX_IN_FLIGHT
   int64_t retention_days = 7;                      // EQ_RETENTION_DAYS
+
+  // eq-worker. Jobs run at once per process (and the broker prefetch): 0
+  // means the engine's default, 1 for builtin and defaults::kLlmConcurrency
+  // for llm, whose jobs mostly wait on the model server.
+  int64_t worker_concurrency = 0;                  // EQ_WORKER_CONCURRENCY
+  int64_t worker_stop_grace_ms = defaults::kWorkerStopGraceMs;  // EQ_WORKER_STOP_GRACE_MS
+  LlmConfig llm;                                   // EQ_LLM_*, used when engine == "llm"
 
   // Key prefix of this environment: eq_live_ in production, eq_test_ in staging.
   std::string keyPrefix() const { return env == "staging" ? "eq_test_" : "eq_live_"; }

@@ -83,4 +83,25 @@ constexpr int kAmqpRpcTimeoutMs = 10'000;
 constexpr int kReconnectBackoffInitialMs = 100;
 constexpr int kReconnectBackoffMaxMs = 1000;
 
+// eq-worker (docs/engine.md). A stopping worker finishes the jobs it has
+// started for up to this long (an LLM call may take a minute); whatever is
+// still running then goes back to the queue when the connection closes.
+constexpr int64_t kWorkerStopGraceMs = 30'000;
+
+// The llm engine. Jobs in flight per worker process when
+// EQ_WORKER_CONCURRENCY is not set: they mostly wait on the model server, so
+// one process can keep a GPU server's batch full.
+constexpr int kLlmConcurrency = 16;
+constexpr int64_t kLlmTimeoutMs = 60'000;  // per chat-completions call
+// Retries of one call after a 429, a 5xx or a failed connection (never after
+// a timeout: a stalled server would only stall again), waiting Retry-After
+// (capped) or an exponential backoff from kLlmRetryBackoffMs.
+constexpr int kLlmMaxRetries = 2;
+constexpr int64_t kLlmRetryBackoffMs = 500;
+constexpr int64_t kLlmMaxRetryAfterMs = 10'000;
+constexpr double kLlmTemperature = 0.7;
+constexpr int kLlmMaxTokens = 1024;
+// Answers larger than this are refused rather than buffered.
+constexpr std::size_t kLlmMaxResponseBytes = 1024 * 1024;
+
 }  // namespace eq::defaults

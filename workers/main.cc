@@ -1,11 +1,15 @@
 // eq-worker --mode fast|standard|perfect [--analyze] | --analyze-only
 // Consumes one mode's queue (and the analyze queue with --analyze) until
-// SIGTERM/SIGINT, then finishes the job in hand and exits.
+// SIGTERM/SIGINT, then finishes the jobs in hand (up to
+// EQ_WORKER_STOP_GRACE_MS) and exits.
+#include <curl/curl.h>
+
 #include <csignal>
 #include <cstring>
 #include <string>
 
 #include "common/config.h"
+#include "common/defaults.h"
 #include "common/log.h"
 #include "workers/engine/factory.h"
 #include "workers/worker.h"
@@ -47,8 +51,15 @@ int main(int argc, char** argv) {
   }
   eq::log::setLevel(cfg.value().log_level);
   opts.amqp_url = cfg.value().amqp_url;
+  opts.concurrency = static_cast<int>(cfg.value().worker_concurrency);
+  if (opts.concurrency == 0) {
+    opts.concurrency = cfg.value().engine == "llm" ? eq::defaults::kLlmConcurrency : 1;
+  }
+  opts.stop_grace_ms = cfg.value().worker_stop_grace_ms;
 
-  auto engine = eq::engine::makeEngine(cfg.value().engine);
+  // Before any thread exists: the llm engine's HTTP client uses libcurl.
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  auto engine = eq::engine::makeEngine(cfg.value());
   if (!engine.isOk()) {
     eq::log::error("cannot start engine", {{"error", engine.status().msg()}});
     return 2;

@@ -3,6 +3,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <poll.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -94,6 +96,7 @@ int Worker::run() {
       continue;
     }
     backoff_ms = defaults::kReconnectBackoffInitialMs;
+    ++generation_;
     Status s = serve(*c.value());
     if (!s.isOk()) log::warn("broker connection lost; reconnecting", {{"error", s.msg()}});
   }
@@ -103,9 +106,10 @@ int Worker::run() {
 
 Status Worker::serve(amqp::Connection& conn) {
   if (Status s = conn.declareTopology(); !s.isOk()) return s;
-  // One job at a time per process: prefetch equals this worker's concurrency,
-  // so the broker hands the rest of the backlog to other workers.
-  if (Status s = conn.qos(1); !s.isOk()) return s;
+  // Prefetch equals this worker's concurrency: every job the broker hands
+  // over can start at once, and the rest of the backlog stays with the
+  // broker for other workers.
+  if (Status s = conn.qos(static_cast<uint16_t>(opts_.concurrency)); !s.isOk()) return s;
   if (Status s = conn.enableConfirms(); !s.isOk()) return s;
   if (!opts_.mode.empty()) {
     if (Status s = conn.consume(msg::queueForMode(opts_.mode)); !s.isOk()) return s;
@@ -114,26 +118,57 @@ Status Worker::serve(amqp::Connection& conn) {
     if (Status s = conn.consume(msg::kQueueAnalyze); !s.isOk()) return s;
   }
   log::info("worker consuming", {{"mode", opts_.mode},
-                                 {"analyze", static_cast<long long>(opts_.analyze)}});
+                                 {"analyze", static_cast<long long>(opts_.analyze)},
+                                 {"concurrency", static_cast<long long>(opts_.concurrency)}});
   while (!stop_.load()) {
-    Result<amqp::Event> ev = conn.next(1000);
-    if (!ev.isOk()) return ev.status();
-    if (auto* d = std::get_if<amqp::Delivery>(&ev.value())) {
-      if (Status s = handle(conn, *d); !s.isOk()) return s;
-    }
+    if (Status s = pump(conn, 1000); !s.isOk()) return s;
+    if (Status s = publishFinished(conn); !s.isOk()) return s;
   }
-  // Graceful stop: no new deliveries; anything already sent to us but not
-  // started goes back to the queue for another worker.
+
+  // Graceful stop: no new deliveries; what was sent to us but not started
+  // goes back to the queue for another worker; what runs may finish.
+  stopping_ = true;
   if (Status s = conn.cancelAll(); !s.isOk()) return s;
-  while (true) {
-    Result<amqp::Event> ev = conn.next(0);
-    if (!ev.isOk() || std::holds_alternative<amqp::Timeout>(ev.value())) break;
-    if (auto* d = std::get_if<amqp::Delivery>(&ev.value())) conn.reject(d->tag, true);
+  for (const JobSlot& slot : pool_.takeQueued()) {
+    if (slot.generation == generation_) conn.reject(slot.tag, true);
+  }
+  int64_t give_up = nowMs() + opts_.stop_grace_ms;
+  if (pool_.outstanding() > 0) {
+    log::info("worker stopping: finishing jobs in hand",
+              {{"jobs", static_cast<long long>(pool_.outstanding())},
+               {"grace_ms", static_cast<long long>(opts_.stop_grace_ms)}});
+  }
+  while (pool_.outstanding() > 0 && nowMs() < give_up) {
+    if (Status s = pump(conn, 200); !s.isOk()) return s;
+    if (Status s = publishFinished(conn); !s.isOk()) return s;
+  }
+  if (Status s = pump(conn, 0); !s.isOk()) return s;  // hands back late deliveries
+  if (size_t left = pool_.outstanding(); left > 0) {
+    log::warn("worker stopping with jobs unfinished; the broker redelivers them",
+              {{"jobs", static_cast<long long>(left)}});
   }
   return Status::ok();
 }
 
-Status Worker::handle(amqp::Connection& conn, const amqp::Delivery& d) {
+Status Worker::pump(amqp::Connection& conn, int wait_ms) {
+  if (!conn.hasBuffered() && wait_ms > 0) {
+    pollfd fds[2] = {{conn.fd(), POLLIN, 0}, {pool_.wakeFd(), POLLIN, 0}};
+    ::poll(fds, 2, wait_ms);  // EINTR (a signal) just ends the wait early
+  }
+  // Drain without blocking. Even when nothing arrived, one call lets
+  // rabbitmq-c send a heartbeat that is due.
+  while (true) {
+    Result<amqp::Event> ev = conn.next(0);
+    if (!ev.isOk()) return ev.status();
+    if (std::holds_alternative<amqp::Timeout>(ev.value())) return Status::ok();
+    if (auto* d = std::get_if<amqp::Delivery>(&ev.value())) {
+      if (Status s = accept(conn, *d); !s.isOk()) return s;
+    }
+  }
+}
+
+Status Worker::accept(amqp::Connection& conn, const amqp::Delivery& d) {
+  if (stopping_) return conn.reject(d.tag, true);  // sent before our cancel reached the broker
   Result<msg::Job> decoded = msg::decodeJob(d.body);
   if (!decoded.isOk()) {
     // Retrying cannot fix a malformed message: dead-letter it at once.
@@ -141,19 +176,17 @@ Status Worker::handle(amqp::Connection& conn, const amqp::Delivery& d) {
                {{"error", decoded.status().msg()}, {"queue", d.queue_hint}});
     return conn.reject(d.tag, false);
   }
-  const msg::Job& job = decoded.value();
-  int64_t started = nowMs();
+  msg::Job& job = decoded.value();
+  int64_t now = nowMs();
   bool async = !job.task_id.empty();
-  if (!async && job.deadline_ms > 0 && started >= job.deadline_ms) {
+  if (!async && job.deadline_ms > 0 && now >= job.deadline_ms) {
     log::info("job skipped: caller gave up", {{"request_id", job.request_id}});
     return conn.ack(d.tag);
   }
-
-  amqp::PublishOptions event_opts;
-  event_opts.persistent = true;
   if (async) {
-    msg::TaskEvent running{"task.running", job.task_id, job.request_id, job.mode, started,
-                           "", 0, ""};
+    amqp::PublishOptions event_opts;
+    event_opts.persistent = true;
+    msg::TaskEvent running{"task.running", job.task_id, job.request_id, job.mode, now, "", 0, ""};
     if (Status s = conn.publishConfirmed(msg::kQueueTaskEvents, msg::encodeTaskEvent(running),
                                          event_opts, kConfirmTimeoutMs);
         !s.isOk()) {
@@ -171,54 +204,78 @@ Status Worker::handle(amqp::Connection& conn, const amqp::Delivery& d) {
                              {"mode", job.mode},
                              {"redelivered", static_cast<long long>(d.redelivered)},
                              {"delivery_count", static_cast<long long>(d.delivery_count)}});
+  pool_.submit(JobSlot{generation_, d.tag, d.reply_to, std::move(job)});
+  return Status::ok();
+}
 
-  // Run the engine.
+msg::SyncResult Worker::runJob(const msg::Job& job) const {
   msg::SyncResult result;
   if (job.kind == "analyze") {
-    Result<engine::Analysis> a = engine_.analyze({job.message, job.context, job.scene});
-    result.ok = a.isOk();
-    if (a.isOk()) result.data_json = analysisJson(a.value());
+    Result<engine::Analysis> a =
+        engine_.analyze({job.message, job.context, job.scene, job.deadline_ms});
+    if (a.isOk()) result = {true, analysisJson(a.value()), 0, ""};
     else result = {false, "", 500, a.status().msg()};
   } else {
-    engine::ReplyInput in{toMode(job.mode), job.message, job.context, job.scene, job.reply_count};
+    engine::ReplyInput in{toMode(job.mode), job.message,     job.context,
+                          job.scene,        job.reply_count, job.deadline_ms};
     Result<engine::ReplyOutput> r = engine_.reply(in);
-    result.ok = r.isOk();
-    if (r.isOk()) result.data_json = replyDataJson(r.value(), job.request_id, job.mode);
+    if (r.isOk()) result = {true, replyDataJson(r.value(), job.request_id, job.mode), 0, ""};
     else result = {false, "", 500, r.status().msg()};
   }
-  int64_t finished = nowMs();
+  return result;
+}
+
+Status Worker::publishFinished(amqp::Connection& conn) {
+  for (const FinishedJob& done : pool_.takeFinished()) {
+    if (done.slot.generation != generation_) {
+      // Its delivery tag belonged to a connection that is gone; the broker
+      // has already put the job back in the queue.
+      log::warn("job finished after its broker connection was lost; it will be redelivered",
+                {{"request_id", done.slot.job.request_id}});
+      continue;
+    }
+    if (Status s = publishOutcome(conn, done); !s.isOk()) return s;
+  }
+  return Status::ok();
+}
+
+Status Worker::publishOutcome(amqp::Connection& conn, const FinishedJob& done) {
+  const msg::Job& job = done.slot.job;
+  msg::SyncResult result = done.result;
   log::info("job done", {{"request_id", job.request_id},
                          {"kind", job.kind},
                          {"mode", job.mode},
                          {"ok", static_cast<long long>(result.ok)},
-                         {"duration_ms", static_cast<long long>(finished - started)}});
+                         {"duration_ms", static_cast<long long>(done.finished_ms - done.started_ms)}});
   if (!result.ok) {
     log::error("engine failed", {{"request_id", job.request_id}, {"error", result.msg}});
   }
 
   // Publish the outcome, wait for the broker's confirm, then ack the job.
   Status published;
-  if (async) {
-    msg::TaskEvent done;
-    done.event = result.ok ? "task.succeeded" : "task.failed";
-    done.task_id = job.task_id;
-    done.request_id = job.request_id;
-    done.mode = job.mode;
-    done.at_ms = finished;
-    done.result_json = result.data_json;
-    done.error_code = result.ok ? 0 : 500;
-    done.error_msg = result.ok ? "" : "generation failed";
-    published = conn.publishConfirmed(msg::kQueueTaskEvents, msg::encodeTaskEvent(done),
-                                      event_opts, kConfirmTimeoutMs);
-  } else if (!d.reply_to.empty()) {
+  if (!job.task_id.empty()) {
+    amqp::PublishOptions event_opts;
+    event_opts.persistent = true;
+    msg::TaskEvent ev;
+    ev.event = result.ok ? "task.succeeded" : "task.failed";
+    ev.task_id = job.task_id;
+    ev.request_id = job.request_id;
+    ev.mode = job.mode;
+    ev.at_ms = done.finished_ms;
+    ev.result_json = result.data_json;
+    ev.error_code = result.ok ? 0 : 500;
+    ev.error_msg = result.ok ? "" : "generation failed";
+    published = conn.publishConfirmed(msg::kQueueTaskEvents, msg::encodeTaskEvent(ev), event_opts,
+                                      kConfirmTimeoutMs);
+  } else if (!done.slot.reply_to.empty()) {
     amqp::PublishOptions reply_opts;
     reply_opts.correlation_id = job.request_id;
     if (!result.ok) result.msg = "generation failed";  // no internals to the caller
-    published = conn.publishConfirmed(d.reply_to, msg::encodeSyncResult(result), reply_opts,
-                                      kConfirmTimeoutMs);
+    published = conn.publishConfirmed(done.slot.reply_to, msg::encodeSyncResult(result),
+                                      reply_opts, kConfirmTimeoutMs);
   }
   if (!published.isOk()) return published;
-  return conn.ack(d.tag);
+  return conn.ack(done.slot.tag);
 }
 
 }  // namespace eq::worker

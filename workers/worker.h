@@ -7,9 +7,18 @@
 //
 // Workers never open the database: everything a job needs is in the message.
 //
-// A Worker runs on the calling thread until `stop` becomes true (set from a
-// signal handler) and owns its broker connection, reconnecting with capped
-// exponential backoff. It borrows the engine, which must outlive it.
+// A Worker runs its consumer loop on the calling thread until `stop` becomes
+// true (set from a signal handler) and owns its broker connection,
+// reconnecting with capped exponential backoff. Jobs run on a JobPool of
+// `concurrency` threads, and the broker's prefetch equals that concurrency,
+// so an llm worker keeps many model calls in flight while the consumer
+// thread keeps servicing the connection (rabbitmq-c only sends heartbeats
+// inside its own calls, so a job must never block that thread). It borrows
+// the engine, which must outlive it.
+//
+// Stopping: no new deliveries; jobs not started go back to the queue; jobs
+// running get up to `stop_grace_ms` to finish and publish their outcome;
+// whatever still runs then is left unacked, so the broker redelivers it.
 #pragma once
 
 #include <atomic>
@@ -18,6 +27,7 @@
 #include "common/amqp.h"
 #include "common/status.h"
 #include "workers/engine/engine.h"
+#include "workers/job_pool.h"
 
 namespace eq::worker {
 
@@ -25,6 +35,8 @@ struct WorkerOptions {
   std::string amqp_url;
   std::string mode;      // fast | standard | perfect; empty: analyze only
   bool analyze = false;  // also consume the analyze queue
+  int concurrency = 1;   // jobs at once, and the broker prefetch
+  int64_t stop_grace_ms = 30'000;
 };
 
 class Worker {
@@ -42,11 +54,22 @@ class Worker {
 
  private:
   Status serve(amqp::Connection& conn);
-  Status handle(amqp::Connection& conn, const amqp::Delivery& d);
+  // Reads what the broker sent (waiting up to wait_ms for it or for a
+  // finished job) and starts the jobs among it.
+  Status pump(amqp::Connection& conn, int wait_ms);
+  Status accept(amqp::Connection& conn, const amqp::Delivery& d);
+  // Publishes the outcome of every finished job and acks it.
+  Status publishFinished(amqp::Connection& conn);
+  Status publishOutcome(amqp::Connection& conn, const FinishedJob& done);
+  // Runs on a job thread.
+  msg::SyncResult runJob(const msg::Job& job) const;
 
   const engine::Engine& engine_;
   WorkerOptions opts_;
   const std::atomic<bool>& stop_;
+  uint64_t generation_ = 0;  // of the current broker connection
+  bool stopping_ = false;    // draining: deliveries are handed back, not started
+  JobPool pool_{opts_.concurrency, [this](const msg::Job& job) { return runJob(job); }};
 };
 
 }  // namespace eq::worker

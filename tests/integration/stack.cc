@@ -738,9 +738,11 @@ void HookServer::serve(int fd, int connection) {
       while (readSome(fd, &ignored, stop_)) ignored.clear();
       break;
     }
-    std::string out = "HTTP/1.1 " + std::to_string(r.status) + " Scripted\r\nContent-Length: 0\r\n";
+    std::string out = "HTTP/1.1 " + std::to_string(r.status) + " Scripted\r\nContent-Length: " +
+                      std::to_string(r.body.size()) + "\r\n";
+    if (!r.body.empty()) out += "Content-Type: application/json\r\n";
     for (const std::string& h : r.headers) out += h + "\r\n";
-    out += "\r\n";
+    out += "\r\n" + r.body;
     if (::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) {
       break;
     }

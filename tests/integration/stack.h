@@ -209,6 +209,7 @@ struct HookReply {
   int status = 200;
   std::vector<std::string> headers;  // extra "Name: value" lines
   bool hang = false;  // read the request and never answer (until the peer or server closes)
+  std::string body;  // sent with Content-Type: application/json when not empty
 };
 
 struct HookRequest {

@@ -2,10 +2,10 @@
 // analysis or a set of candidate replies.
 //
 // An Engine is built once per worker process at start-up and then called from
-// the worker's consumer thread only; implementations hold read-only data after
-// construction, so the same object may also be shared by several threads as
-// long as they only call the const methods. Whoever builds it owns it
-// (normally the worker's context object, through a unique_ptr).
+// the worker's job threads, several at once (EQ_WORKER_CONCURRENCY), so its
+// const methods must be thread-safe: the built-in engine holds read-only data
+// after construction, the llm engine a thread-safe HTTP client. Whoever builds
+// it owns it (normally main(), through a unique_ptr that outlives the worker).
 #pragma once
 
 #include <cstdint>
@@ -29,12 +29,16 @@ struct ReplyInput {
   std::string scene;    // "" or one of chat, ambiguous, dating, humor, conflict,
                         // social, work, breakup, proposal
   int reply_count = 1;  // 1..5
+  // Unix ms after which nobody waits for the answer (a sync call's
+  // deadline), 0 for none: an engine that calls out stops there.
+  int64_t deadline_ms = 0;
 };
 
 struct AnalyzeInput {
   std::string message;
   std::string context;
   std::string scene;  // analyze requests carry no scene; kept for reuse by reply
+  int64_t deadline_ms = 0;  // as in ReplyInput
 };
 
 // PRODUCT.md §3: emotion is one of joy, affection, anger, sadness, anxiety,

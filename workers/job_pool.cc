@@ -1,0 +1,92 @@
+#include "workers/job_pool.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "common/log.h"
+#include "common/timefmt.h"
+
+namespace eq::worker {
+
+JobPool::JobPool(int threads, RunFn run) : run_(std::move(run)) {
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) {
+    log::error("eventfd failed");
+    std::abort();  // no file descriptors at start-up: nothing sensible to do
+  }
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
+}
+
+JobPool::~JobPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    queued_.clear();
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+  ::close(wake_fd_);
+}
+
+void JobPool::submit(JobSlot slot) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_.push_back(std::move(slot));
+    ++outstanding_;
+  }
+  cv_.notify_one();
+}
+
+std::vector<FinishedJob> JobPool::takeFinished() {
+  uint64_t ignored;
+  ssize_t n = ::read(wake_fd_, &ignored, sizeof ignored);  // resets the eventfd
+  (void)n;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<FinishedJob> out;
+  out.swap(finished_);
+  outstanding_ -= out.size();
+  return out;
+}
+
+std::vector<JobSlot> JobPool::takeQueued() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<JobSlot> out(std::make_move_iterator(queued_.begin()),
+                           std::make_move_iterator(queued_.end()));
+  queued_.clear();
+  outstanding_ -= out.size();
+  return out;
+}
+
+size_t JobPool::outstanding() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return outstanding_;
+}
+
+void JobPool::loop() {
+  while (true) {
+    JobSlot slot;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queued_.empty(); });
+      if (stopping_) return;
+      slot = std::move(queued_.front());
+      queued_.pop_front();
+    }
+    FinishedJob done;
+    done.started_ms = nowMs();
+    done.result = run_(slot.job);
+    done.finished_ms = nowMs();
+    done.slot = std::move(slot);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      finished_.push_back(std::move(done));
+    }
+    uint64_t one = 1;
+    ssize_t n = ::write(wake_fd_, &one, sizeof one);
+    (void)n;  // only fails when the counter is saturated, which still wakes the reader
+  }
+}
+
+}  // namespace eq::worker
