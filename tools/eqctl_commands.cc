@@ -25,6 +25,11 @@ using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 constexpr int64_t kDayMs = 86'400'000;
 constexpr int64_t kMaxUnits = 1'000'000'000;
 constexpr int64_t kMaxDays = 36'500;
+constexpr int64_t kMaxListLimit = 10'000;
+// stats looks back an hour unless told otherwise, and at most a week: older
+// tasks are purged after EQ_RETENTION_DAYS (7 by default) anyway.
+constexpr int64_t kStatsDefaultMinutes = 60;
+constexpr int64_t kStatsMaxMinutes = 7 * 24 * 60;
 
 // One entry per command: the synopsis for `eqctl --help` and the details for
 // `eqctl NOUN VERB --help`. Kept beside each other so they cannot drift.
@@ -688,7 +693,7 @@ int deliveryList(Store& store, const Args& a, std::ostream& out, std::ostream& e
   }
   if (auto t = a.options.find("task"); t != a.options.end()) f.task_id = t->second;
   int64_t limit = f.limit;
-  if (!intOption(a, "limit", 1, 10'000, &limit, err)) return 2;
+  if (!intOption(a, "limit", 1, kMaxListLimit, &limit, err)) return 2;
   f.limit = static_cast<int>(limit);
   Result<std::vector<DeliveryRecord>> list = store.listDeliveries(f);
   if (!list.isOk()) return fail(list.status(), err);
@@ -953,7 +958,7 @@ int taskList(Store& store, const Args& a, std::ostream& out, std::ostream& err) 
     f.mode = m->second;
   }
   int64_t limit = f.limit;
-  if (!intOption(a, "limit", 1, 10'000, &limit, err)) return kExitUsage;
+  if (!intOption(a, "limit", 1, kMaxListLimit, &limit, err)) return kExitUsage;
   f.limit = static_cast<int>(limit);
   if (auto k = a.options.find("key"); k != a.options.end()) {
     Result<std::string> account = store.accountOfKey(k->second);
@@ -1047,8 +1052,8 @@ int stats(Store& store, const Args& a, std::ostream& out, std::ostream& err) {
     err << "eqctl: stats takes no positional arguments\n";
     return kExitUsage;
   }
-  int64_t minutes = 60;
-  if (!intOption(a, "minutes", 1, 10'080, &minutes, err)) return kExitUsage;
+  int64_t minutes = kStatsDefaultMinutes;
+  if (!intOption(a, "minutes", 1, kStatsMaxMinutes, &minutes, err)) return kExitUsage;
   int64_t to = nowMs();
   int64_t from = to - minutes * 60'000;
   Result<std::vector<Store::TaskTiming>> timings = store.taskTimingsSince(from);
