@@ -977,6 +977,68 @@ Result<int> Store::purgeRateCountersBefore(int64_t cutoff_ms, int limit) {
   return sqlite3_changes(db_);
 }
 
+// ---------------------------------------------------------------- eqctl (issue 6)
+
+Result<std::vector<TaskRecord>> Store::listTasks(const TaskFilter& f) {
+  // ?n IS NULL switches a filter off. With an account the tasks_account
+  // index serves both the filter and the order; otherwise tasks_created does.
+  Query q(prepare(
+      "SELECT id, account_id, key_id, request_id, mode, status, coalesce(webhook_url, ''), "
+      "coalesce(error_code, 0), coalesce(error_msg, ''), created_at, coalesce(started_at, 0), "
+      "coalesce(finished_at, 0) FROM tasks WHERE (?1 IS NULL OR account_id = ?1) AND "
+      "(?2 IS NULL OR status = ?2) AND (?3 IS NULL OR mode = ?3) "
+      "ORDER BY created_at DESC, id DESC LIMIT ?4"));
+  if (!q.valid()) return error("prepare list tasks");
+  q.bindOptText(1, f.account_id).bindOptText(2, f.status).bindOptText(3, f.mode);
+  q.bind(4, int64_t{f.limit});
+  std::vector<TaskRecord> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) {
+    TaskRecord t;
+    t.task_id = q.text(0);
+    t.account_id = q.text(1);
+    t.key_id = q.text(2);
+    t.request_id = q.text(3);
+    t.mode = q.text(4);
+    t.status = q.text(5);
+    t.webhook_url = q.text(6);
+    t.error_code = static_cast<int>(q.int64(7));
+    t.error_msg = q.text(8);
+    t.created_at = q.int64(9);
+    t.started_at = q.int64(10);
+    t.finished_at = q.int64(11);
+    out.push_back(std::move(t));
+  }
+  if (rc != SQLITE_DONE) return error("list tasks");
+  return out;
+}
+
+Result<std::vector<Store::TaskTiming>> Store::taskTimingsSince(int64_t since_ms) {
+  Query q(
+      prepare("SELECT mode, status, created_at, coalesce(started_at, 0), coalesce(finished_at, 0) "
+              "FROM tasks WHERE created_at >= ?"));
+  if (!q.valid()) return error("prepare task timings");
+  q.bind(1, since_ms);
+  std::vector<TaskTiming> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) {
+    out.push_back(TaskTiming{q.text(0), q.text(1), q.int64(2), q.int64(3), q.int64(4)});
+  }
+  if (rc != SQLITE_DONE) return error("read task timings");
+  return out;
+}
+
+Result<std::map<std::string, int64_t>> Store::deliveryCountsSince(int64_t since_ms) {
+  Query q(prepare("SELECT status, count(*) FROM deliveries WHERE created_at >= ? GROUP BY status"));
+  if (!q.valid()) return error("prepare delivery counts");
+  q.bind(1, since_ms);
+  std::map<std::string, int64_t> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) out[q.text(0)] = q.int64(1);
+  if (rc != SQLITE_DONE) return error("count deliveries");
+  return out;
+}
+
 #undef EQ_DELIVERY_COLUMNS
 #undef EQ_DELIVERY_LAST_ERROR
 

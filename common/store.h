@@ -328,6 +328,32 @@ class Store {
   Result<int> purgeIdempotencyBefore(int64_t cutoff_ms, int limit);
   Result<int> purgeRateCountersBefore(int64_t cutoff_ms, int limit);
 
+  // ---- eqctl: task listing and statistics (issue 6) ----
+  // Which tasks `eqctl task list` shows; empty fields do not filter.
+  struct TaskFilter {
+    std::string account_id;  // the account of --key KEY_ID (a rotated key's tasks included)
+    std::string status;      // queued | running | succeeded | failed
+    std::string mode;        // fast | standard | perfect
+    int limit = 50;          // newest first
+  };
+  // Newest first. result_json is not read: listings never show it, and it is
+  // the one large column.
+  Result<std::vector<TaskRecord>> listTasks(const TaskFilter& filter);
+  // The times `eqctl stats` turns into latencies, for every task created at
+  // or after since_ms: created_at is eq-api's admission time, started_at and
+  // finished_at come from the worker's task events (0: not yet).
+  struct TaskTiming {
+    std::string mode;
+    std::string status;
+    int64_t created_at = 0;
+    int64_t started_at = 0;
+    int64_t finished_at = 0;
+  };
+  Result<std::vector<TaskTiming>> taskTimingsSince(int64_t since_ms);
+  // Deliveries created at or after since_ms, counted by status.
+  Result<std::map<std::string, int64_t>> deliveryCountsSince(int64_t since_ms);
+  // ---- end eqctl block ----
+
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   Status migrate();

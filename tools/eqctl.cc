@@ -1,5 +1,5 @@
-// eqctl: the operator's CLI (keys, quota, webhook deliveries). Opens EQ_DB_PATH and runs one
-// command; see tools/eqctl_commands.h.
+// eqctl: the operator's CLI (keys, quota, tasks, webhook deliveries, stats). Opens EQ_DB_PATH and
+// runs one command; see tools/eqctl_commands.h.
 #include <iostream>
 
 #include "common/config.h"
@@ -15,7 +15,10 @@ int main(int argc, char** argv) {
     std::cerr << "eqctl: " << cfg.status().msg() << "\n";
     return 2;
   }
-  auto store = eq::Store::open(cfg.value().db_path);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  // Help never reads the database; an in-memory one spares `eqctl --help`
+  // from creating EQ_DB_PATH where it is run.
+  auto store = eq::Store::open(eq::tools::isHelpRequest(args) ? ":memory:" : cfg.value().db_path);
   if (!store.isOk()) {
     std::cerr << "eqctl: " << store.status().msg() << "\n";
     return 1;
@@ -28,6 +31,5 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.webhook_allow = std::move(allowed).value();
-  std::vector<std::string> args(argv + 1, argv + argc);
   return eq::tools::runEqctl(*store.value(), options, args, std::cout, std::cerr);
 }

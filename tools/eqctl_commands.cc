@@ -1,14 +1,17 @@
 #include "tools/eqctl_commands.h"
 
+#include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include "common/defaults.h"
 #include "common/netaddr.h"
@@ -22,36 +25,130 @@ using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 constexpr int64_t kDayMs = 86'400'000;
 constexpr int64_t kMaxUnits = 1'000'000'000;
 constexpr int64_t kMaxDays = 36'500;
+constexpr int64_t kMaxListLimit = 10'000;
+// stats looks back an hour unless told otherwise, and at most a week: older
+// tasks are purged after EQ_RETENTION_DAYS (7 by default) anyway.
+constexpr int64_t kStatsDefaultMinutes = 60;
+constexpr int64_t kStatsMaxMinutes = 7 * 24 * 60;
 
-constexpr const char* kUsage =
-    "usage: eqctl COMMAND\n"
-    "  key create --name NAME [--tier free|pro|ultra] [--quota-fast N] [--quota-standard N]\n"
-    "             [--quota-perfect N] [--expire-days N] [--rate N] [--json]\n"
-    "             (--expire-days: of the quota, default 30)\n"
-    "  key list [--json]                 prefixes only, never full keys\n"
-    "  key show KEY_ID [--json]\n"
-    "  key revoke KEY_ID\n"
-    "  key rotate KEY_ID [--expire-days N | --expire-at ISO8601 | --no-expiry] [--json]\n"
-    "             new key for the same account (quota, tasks, webhook secret and rate limit\n"
-    "             stay); the old key stops at once; the new key is printed once\n"
-    "  key set KEY_ID [--rate N] [--tier T] [--webhook-url URL | --no-webhook-url]\n"
-    "             [--expire-days N | --expire-at ISO8601 | --no-expiry] [--json]\n"
-    "             (--expire-*: of the key itself; an expired key is refused like a revoked one)\n"
-    "  quota show KEY_ID [--json]\n"
-    "  quota set KEY_ID [--fast N] [--standard N] [--perfect N]\n"
-    "             [--expire-days N | --expire-at ISO8601] [--tier T] [--json]\n"
-    "  quota grant KEY_ID [--fast N] [--standard N] [--perfect N]\n"
-    "             [--expire-days N | --expire-at ISO8601] [--json]    adds units\n"
-    "  delivery list [--failed | --status pending|delivered|failed] [--task TASK_ID]\n"
-    "             [--limit N] [--json]          webhook deliveries, newest first (default 100)\n"
-    "  delivery show DELIVERY_ID [--json]       with every attempt (time, status, latency, error)\n"
-    "  delivery replay DELIVERY_ID [--json]     a delivered or failed delivery is sent again now,\n"
-    "             same delivery id, on a fresh retry schedule; attempts keep counting\n"
+// One entry per command: the synopsis for `eqctl --help` and the details for
+// `eqctl NOUN VERB --help`. Kept beside each other so they cannot drift.
+struct CommandHelp {
+  const char* noun;
+  const char* verb;  // "" for stats
+  const char* synopsis;
+  const char* details;
+};
+
+constexpr CommandHelp kCommands[] = {
+    {"key", "create",
+     "key create --name NAME [--tier free|pro|ultra] [--quota-fast N] [--quota-standard N]\n"
+     "           [--quota-perfect N] [--expire-days N] [--rate N] [--webhook-url URL] [--json]",
+     "Creates an account and its first key. Prints the key (eq_live_... or eq_test_..., after\n"
+     "EQ_ENV) and the account's webhook signing secret (whsec_...) once: only their hashes and\n"
+     "a display prefix are stored. Defaults: 100 units per mode, quota expiring in 30 days\n"
+     "(--expire-days is the quota's), 60 requests/minute, no default webhook URL.\n"
+     "--json prints {key_id, api_key, webhook_secret, tier}.\n"},
+    {"key", "list", "key list [--json]",
+     "Every key with its display prefix, env, status (active, revoked, expired), tier and name;\n"
+     "never a full key. --json prints an array of {key_id, name, prefix, env, status, tier,\n"
+     "created_at, expires_at}.\n"},
+    {"key", "show", "key show KEY_ID [--json]",
+     "The key (status, expiry, revocation, the key that replaced it) and its account's rate\n"
+     "limit, default webhook URL and quota.\n"},
+    {"key", "revoke", "key revoke KEY_ID [--json]",
+     "Stops the key at once: from now on it gets 401. --json prints the key as `key show` does.\n"},
+    {"key", "rotate",
+     "key rotate KEY_ID [--expire-days N | --expire-at ISO8601 | --no-expiry] [--json]",
+     "Issues a new key for the same account and revokes KEY_ID in the same transaction.\n"
+     "Quota, tasks, rate limit, default webhook URL and the webhook secret belong to the\n"
+     "account and stay (the secret is not printed again). The new key keeps the old one's\n"
+     "expiry unless an option says otherwise. --json prints {key_id, api_key, tier}.\n"},
+    {"key", "set",
+     "key set KEY_ID [--rate N] [--tier T] [--webhook-url URL | --no-webhook-url]\n"
+     "           [--expire-days N | --expire-at ISO8601 | --no-expiry] [--json]",
+     "Changes the account's rate limit (requests/minute), tier or default webhook URL (an\n"
+     "absolute http/https URL; a literal non-public address is refused unless\n"
+     "EQ_WEBHOOK_ALLOW_CIDRS allows it), or the key's own expiry (an expired key is refused\n"
+     "like a revoked one). Prints the key as `key show` does.\n"},
+    {"quota", "show", "quota show KEY_ID [--json]",
+     "Remaining units per mode, expire_at and tier of the key's account. --json prints the\n"
+     "same shape as GET /api/v1/quota's data: {quota: {fast, standard, perfect}, expire_at,\n"
+     "tier}.\n"},
+    {"quota", "set",
+     "quota set KEY_ID [--fast N] [--standard N] [--perfect N]\n"
+     "           [--expire-days N | --expire-at ISO8601] [--tier T] [--json]",
+     "Sets the named modes to N; the others are not written, so a charge landing meanwhile is\n"
+     "kept. --expire-* moves the quota's expiry (a time in the past ends it now).\n"},
+    {"quota", "grant",
+     "quota grant KEY_ID [--fast N] [--standard N] [--perfect N]\n"
+     "           [--expire-days N | --expire-at ISO8601] [--json]",
+     "Adds N units to the named modes in one atomic UPDATE, and optionally moves the expiry.\n"
+     "Warns on stderr when the quota has expired (the units cannot be used until extended).\n"},
+    {"task", "show", "task show TASK_ID [--json]",
+     "One async task: status, mode, key, times (created by eq-api, started and finished by the\n"
+     "worker), result replies or error, and its webhook delivery. --json prints {task_id,\n"
+     "account_id, key_id, request_id, mode, status, created_at, started_at, finished_at,\n"
+     "queue_ms, run_ms, total_ms, result, error, webhook_url, delivery}.\n"},
+    {"task", "list",
+     "task list [--key KEY_ID] [--status queued|running|succeeded|failed]\n"
+     "           [--mode fast|standard|perfect] [--limit N] [--json]",
+     "Async tasks, newest first (default 50, at most 10000). --key lists the tasks of that\n"
+     "key's account, including those made with keys it replaced. --json prints an array of\n"
+     "{task_id, key_id, mode, status, created_at, finished_at, total_ms, error, webhook_url}.\n"},
+    {"delivery", "list",
+     "delivery list [--failed | --status pending|delivered|failed] [--task TASK_ID]\n"
+     "           [--limit N] [--json]",
+     "Webhook deliveries, newest first (default 100): id, task, status, attempts, last HTTP\n"
+     "status and error, last and next attempt time, URL.\n"},
+    {"delivery", "show", "delivery show DELIVERY_ID [--json]",
+     "One delivery with every attempt (number, time, HTTP status, latency, error).\n"},
+    {"delivery", "replay", "delivery replay DELIVERY_ID [--json]",
+     "A delivered or failed delivery becomes pending, due now: the dispatcher sends it within\n"
+     "200 ms with the same delivery id, on a fresh retry schedule; attempts keep counting.\n"
+     "A pending delivery is refused (exit 4).\n"},
+    {"stats", "", "stats [--minutes N] [--json]",
+     "Per mode, the async tasks created in the last N minutes (default 60, at most 10080):\n"
+     "counts by status, and p50/p95/max of their latency in ms. Latency comes from the tasks\n"
+     "table: total = finished_at - created_at of succeeded tasks (eq-api admission to the\n"
+     "worker's result event), queue = started_at - created_at (admission to a worker taking\n"
+     "the job), run = finished_at - started_at. created_at is eq-api's clock and the others\n"
+     "the worker's, so clock skew between hosts shows up here (negative values count as 0).\n"
+     "Sync calls are not stored in the database; their latency is eq-api's GET /metrics\n"
+     "(eq_api_request_duration_ms). Also counts the webhook deliveries created in the window\n"
+     "by status.\n"},
+};
+
+constexpr const char* kUsageFooter =
+    "Every command takes --json (stable machine-readable output on stdout; on failure one\n"
+    "JSON line {\"error\": {\"exit_code\", \"kind\", \"message\"}} on stderr) and --help.\n"
     "Rate limit, tier, default webhook URL and quota belong to the key's account, so they\n"
-    "survive a rotation. --expire-at takes UTC times such as 2026-01-31T00:00:00Z and may lie\n"
-    "in the past (ends a quota or key now).\n"
-    "The database is EQ_DB_PATH; keys are minted for EQ_ENV (production: eq_live_, staging: "
-    "eq_test_).\n";
+    "survive a rotation. --expire-at takes UTC times such as 2026-01-31T00:00:00Z (or\n"
+    "+08:00 offsets) and may lie in the past (ends a quota or key now).\n"
+    "The database is EQ_DB_PATH; keys are minted for EQ_ENV (production: eq_live_, staging:\n"
+    "eq_test_).\n"
+    "Exit codes: 0 ok, 1 internal error (database), 2 usage error, 3 not found,\n"
+    "4 conflict (wrong state).\n";
+
+const CommandHelp* findCommand(const std::string& noun, const std::string& verb) {
+  for (const CommandHelp& c : kCommands) {
+    if (noun == c.noun && verb == c.verb) return &c;
+  }
+  return nullptr;
+}
+
+// The overview, or only one noun's commands when `noun` names one.
+void printUsage(std::ostream& out, const std::string& noun = "") {
+  out << "usage: eqctl COMMAND [ARGS] [--json] [--help]\n";
+  for (const CommandHelp& c : kCommands) {
+    if (noun.empty() || noun == c.noun) out << "  " << c.synopsis << "\n";
+  }
+  out << kUsageFooter;
+}
+
+void printCommandHelp(std::ostream& out, const CommandHelp& c) {
+  out << "usage: eqctl " << c.synopsis << "\n\n" << c.details << "\n" << kUsageFooter;
+}
 
 // Options that take no value.
 const std::set<std::string> kFlags = {"json", "no-webhook-url", "no-expiry", "failed"};
@@ -111,13 +208,13 @@ bool checkKnown(const Args& a, std::initializer_list<const char*> known, std::os
   };
   for (const auto& [k, v] : a.options) {
     if (!isKnown(k)) {
-      err << "eqctl: unknown option --" << k << "\n" << kUsage;
+      err << "eqctl: unknown option --" << k << "\n";
       return false;
     }
   }
   for (const std::string& k : a.flags) {
     if (!isKnown(k)) {
-      err << "eqctl: unknown option --" << k << "\n" << kUsage;
+      err << "eqctl: unknown option --" << k << "\n";
       return false;
     }
   }
@@ -128,8 +225,7 @@ bool validTier(const std::string& t) { return t == "free" || t == "pro" || t == 
 
 // --expire-days N or --expire-at T (or, when allowed, --no-expiry, which
 // yields 0). nullopt in *out: none given. False on a usage error.
-bool expiryOption(const Args& a, bool allow_never, std::optional<int64_t>* out,
-                  std::ostream& err) {
+bool expiryOption(const Args& a, bool allow_never, std::optional<int64_t>* out, std::ostream& err) {
   int given = a.has("expire-days") + a.has("expire-at") + a.has("no-expiry");
   if (given > 1) {
     err << "eqctl: give only one of --expire-days, --expire-at"
@@ -164,23 +260,84 @@ void putString(Writer& w, const char* k, const std::string& v) {
 
 void putOptString(Writer& w, const char* k, const std::string& v) {
   w.Key(k);
-  if (v.empty()) w.Null(); else w.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
+  if (v.empty())
+    w.Null();
+  else
+    w.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
 }
 
 void putOptTime(Writer& w, const char* k, int64_t ms) {
   putOptString(w, k, ms == 0 ? std::string() : iso8601Offset(ms));
 }
 
+// Store errors carry HTTP-style codes; scripts get them as distinct exit codes.
 int fail(const Status& s, std::ostream& err) {
   err << "eqctl: " << s.msg() << "\n";
-  return 1;
+  switch (s.code()) {
+    case 400:
+      return kExitUsage;
+    case 404:
+      return kExitNotFound;
+    case 409:
+      return kExitConflict;
+    default:
+      return kExitError;
+  }
 }
+
+// A plain-text table whose columns are as wide as their widest cell, so
+// listings line up whatever the ids and URLs look like. The last column is
+// not padded (it is usually a URL or a message of any length).
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void print(std::ostream& out) const {
+    std::vector<size_t> width;
+    for (const auto& row : rows_) {
+      if (width.size() < row.size()) width.resize(row.size(), 0);
+      for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], displayWidth(row[i]));
+    }
+    for (const auto& row : rows_) {
+      std::string line;
+      for (size_t i = 0; i < row.size(); ++i) {
+        line += row[i];
+        if (i + 1 < row.size()) line.append(width[i] - displayWidth(row[i]) + 2, ' ');
+      }
+      out << line << "\n";
+    }
+  }
+
+ private:
+  // Code points, not bytes: names may be Chinese. (Wide characters still
+  // take two terminal cells; close enough for an operator's listing.)
+  static size_t displayWidth(const std::string& s) {
+    size_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+    return n;
+  }
+  std::vector<std::vector<std::string>> rows_;
+};
 
 int keyCreate(Store& store, const EqctlOptions& opts, const Args& a, std::ostream& out,
               std::ostream& err) {
-  if (!checkKnown(a, {"name", "tier", "quota-fast", "quota-standard", "quota-perfect",
-                      "expire-days", "rate"}, err)) {
+  if (!checkKnown(a,
+                  {"name", "tier", "quota-fast", "quota-standard", "quota-perfect", "expire-days",
+                   "rate", "webhook-url"},
+                  err)) {
     return 2;
+  }
+  if (!a.positional.empty()) {
+    err << "eqctl: key create takes no positional arguments (did you mean --name?)\n";
+    return kExitUsage;
+  }
+  std::optional<std::string> webhook_url;
+  if (auto url = a.options.find("webhook-url"); url != a.options.end()) {
+    if (Status s = net::checkWebhookUrl(url->second, opts.webhook_allow); !s.isOk()) {
+      err << "eqctl: --webhook-url: " << s.msg() << "\n";
+      return kExitUsage;
+    }
+    webhook_url = url->second;
   }
   NewKeyRequest req;
   req.env = opts.env;
@@ -210,6 +367,19 @@ int keyCreate(Store& store, const EqctlOptions& opts, const Args& a, std::ostrea
   Result<CreatedKey> k = store.createKey(req);
   if (!k.isOk()) return fail(k.status(), err);
   const CreatedKey& c = k.value();
+  // Two statements, not one transaction: createKey is shared with eq-api's
+  // demo key path. The key must be printed even if this second write fails,
+  // since it can never be shown again; the operator is told to retry the URL.
+  int rc = kExitOk;
+  if (webhook_url) {
+    KeyUpdate u;
+    u.default_webhook_url = *webhook_url;
+    if (Status s = store.updateKey(c.key_id, u); !s.isOk()) {
+      err << "eqctl: the key was created but its default webhook URL was not set (" << s.msg()
+          << "); run eqctl key set " << c.key_id << " --webhook-url URL\n";
+      rc = kExitError;
+    }
+  }
   if (a.json) {
     rapidjson::StringBuffer sb;
     Writer w(sb);
@@ -227,10 +397,15 @@ int keyCreate(Store& store, const EqctlOptions& opts, const Args& a, std::ostrea
         << "tier:           " << c.tier << "\n"
         << "Store the api_key and webhook_secret now: they are shown only once.\n";
   }
-  return 0;
+  return rc;
 }
 
 int keyList(Store& store, const Args& a, std::ostream& out, std::ostream& err) {
+  if (!checkKnown(a, {}, err)) return kExitUsage;
+  if (!a.positional.empty()) {
+    err << "eqctl: key list takes no positional arguments\n";
+    return kExitUsage;
+  }
   Result<std::vector<KeyInfo>> keys = store.listKeys();
   if (!keys.isOk()) return fail(keys.status(), err);
   int64_t now = nowMs();
@@ -254,16 +429,11 @@ int keyList(Store& store, const Args& a, std::ostream& out, std::ostream& err) {
     out << sb.GetString() << "\n";
     return 0;
   }
-  char line[256];
-  std::snprintf(line, sizeof line, "%-30s %-18s %-10s %-8s %-6s %s\n", "KEY_ID", "PREFIX",
-                "ENV", "STATUS", "TIER", "NAME");
-  out << line;
+  Table t({"KEY_ID", "PREFIX", "ENV", "STATUS", "TIER", "NAME"});
   for (const KeyInfo& k : keys.value()) {
-    std::snprintf(line, sizeof line, "%-30s %-18s %-10s %-8s %-6s %s\n", k.key_id.c_str(),
-                  (k.display_prefix + "...").c_str(), k.env.c_str(),
-                  keyStatusAt(k, now).c_str(), k.tier.c_str(), k.name.c_str());
-    out << line;
+    t.add({k.key_id, k.display_prefix + "...", k.env, keyStatusAt(k, now), k.tier, k.name});
   }
+  t.print(out);
   return 0;
 }
 
@@ -359,16 +529,18 @@ int keyRotate(Store& store, const std::string& key_id, const Args& a, std::ostre
   Result<KeyDetails> d = store.keyDetails(c.key_id);
   if (d.isOk() && d.value().key.expires_at != 0 && d.value().key.expires_at <= now) {
     err << "eqctl: warning: the new key inherited an expiry in the past ("
-        << iso8601Offset(d.value().key.expires_at) << "); extend it with eqctl key set "
-        << c.key_id << " --expire-days N\n";
+        << iso8601Offset(d.value().key.expires_at) << "); extend it with eqctl key set " << c.key_id
+        << " --expire-days N\n";
   }
   return 0;
 }
 
 int keySet(Store& store, const EqctlOptions& opts, const std::string& key_id, const Args& a,
            std::ostream& out, std::ostream& err) {
-  if (!checkKnown(a, {"rate", "tier", "webhook-url", "no-webhook-url", "expire-days",
-                      "expire-at", "no-expiry"}, err)) {
+  if (!checkKnown(a,
+                  {"rate", "tier", "webhook-url", "no-webhook-url", "expire-days", "expire-at",
+                   "no-expiry"},
+                  err)) {
     return 2;
   }
   KeyUpdate u;
@@ -397,7 +569,7 @@ int keySet(Store& store, const EqctlOptions& opts, const std::string& key_id, co
   }
   if (!expiryOption(a, true, &u.expires_at_ms, err)) return 2;
   if (!u.rate_limit_per_min && !u.tier && !u.default_webhook_url && !u.expires_at_ms) {
-    err << "eqctl: key set needs at least one setting to change\n" << kUsage;
+    err << "eqctl: key set needs at least one setting to change\n";
     return 2;
   }
   if (Status s = store.updateKey(key_id, u); !s.isOk()) return fail(s, err);
@@ -462,7 +634,7 @@ int quotaGrant(Store& store, const std::string& account, const Args& a, std::ost
   std::optional<int64_t> expire;
   if (!expiryOption(a, false, &expire, err)) return 2;
   if (!a.has("fast") && !a.has("standard") && !a.has("perfect") && !expire) {
-    err << "eqctl: quota grant needs --fast, --standard, --perfect or an expiry\n" << kUsage;
+    err << "eqctl: quota grant needs --fast, --standard, --perfect or an expiry\n";
     return 2;
   }
   if (Status s = store.grantQuota(account, add, expire); !s.isOk()) return fail(s, err);
@@ -487,7 +659,10 @@ void putDelivery(Writer& w, const DeliveryRecord& d) {
   w.Int(d.attempts);
   putOptString(w, "last_attempt_at", d.last_attempt_at == 0 ? "" : iso8601(d.last_attempt_at));
   w.Key("last_status");
-  if (d.last_status > 0) w.Int(d.last_status); else w.Null();
+  if (d.last_status > 0)
+    w.Int(d.last_status);
+  else
+    w.Null();
   putOptString(w, "last_error", d.last_error);
   putOptString(w, "next_attempt_at", d.next_attempt_at == 0 ? "" : iso8601(d.next_attempt_at));
   putString(w, "created_at", iso8601(d.created_at));
@@ -500,7 +675,7 @@ std::string timeOrDash(int64_t ms) { return ms == 0 ? "-" : iso8601(ms); }
 int deliveryList(Store& store, const Args& a, std::ostream& out, std::ostream& err) {
   if (!checkKnown(a, {"failed", "status", "task", "limit"}, err)) return 2;
   if (!a.positional.empty()) {
-    err << "eqctl: delivery list takes no positional arguments\n" << kUsage;
+    err << "eqctl: delivery list takes no positional arguments\n";
     return 2;
   }
   DeliveryFilter f;
@@ -518,7 +693,7 @@ int deliveryList(Store& store, const Args& a, std::ostream& out, std::ostream& e
   }
   if (auto t = a.options.find("task"); t != a.options.end()) f.task_id = t->second;
   int64_t limit = f.limit;
-  if (!intOption(a, "limit", 1, 10'000, &limit, err)) return 2;
+  if (!intOption(a, "limit", 1, kMaxListLimit, &limit, err)) return 2;
   f.limit = static_cast<int>(limit);
   Result<std::vector<DeliveryRecord>> list = store.listDeliveries(f);
   if (!list.isOk()) return fail(list.status(), err);
@@ -535,18 +710,14 @@ int deliveryList(Store& store, const Args& a, std::ostream& out, std::ostream& e
     out << sb.GetString() << "\n";
     return 0;
   }
-  char line[512];
-  std::snprintf(line, sizeof line, "%-30s %-30s %-9s %8s %4s %-24s %-24s %s\n", "DELIVERY_ID",
-                "TASK_ID", "STATUS", "ATTEMPTS", "LAST", "LAST_ATTEMPT_AT", "NEXT_ATTEMPT_AT",
-                "URL");
-  out << line;
+  Table t({"DELIVERY_ID", "TASK_ID", "STATUS", "ATTEMPTS", "LAST", "LAST_ATTEMPT_AT",
+           "NEXT_ATTEMPT_AT", "URL"});
   for (const DeliveryRecord& d : list.value()) {
-    std::snprintf(line, sizeof line, "%-30s %-30s %-9s %8d %4s %-24s %-24s ",
-                  d.delivery_id.c_str(), d.task_id.c_str(), d.status.c_str(), d.attempts,
-                  d.last_status > 0 ? std::to_string(d.last_status).c_str() : "-",
-                  timeOrDash(d.last_attempt_at).c_str(), timeOrDash(d.next_attempt_at).c_str());
-    out << line << d.url << "\n";
+    t.add({d.delivery_id, d.task_id, d.status, std::to_string(d.attempts),
+           d.last_status > 0 ? std::to_string(d.last_status) : "-", timeOrDash(d.last_attempt_at),
+           timeOrDash(d.next_attempt_at), d.url});
   }
+  t.print(out);
   return 0;
 }
 
@@ -555,7 +726,7 @@ int deliveryShow(Store& store, const std::string& id, const Args& a, std::ostrea
   if (!checkKnown(a, {}, err)) return 2;
   Result<std::optional<DeliveryRecord>> d = store.delivery(id);
   if (!d.isOk()) return fail(d.status(), err);
-  if (!d.value()) return fail(Status(404, "no delivery " + id), err);
+  if (!d.value()) return fail(Status(404, "no delivery with id " + id), err);
   Result<std::vector<DeliveryAttempt>> attempts = store.deliveryAttempts(id);
   if (!attempts.isOk()) return fail(attempts.status(), err);
   const DeliveryRecord& r = *d.value();
@@ -572,7 +743,10 @@ int deliveryShow(Store& store, const std::string& id, const Args& a, std::ostrea
       w.Int(at.number);
       putString(w, "at", iso8601(at.at));
       w.Key("http_status");
-      if (at.http_status > 0) w.Int(at.http_status); else w.Null();
+      if (at.http_status > 0)
+        w.Int(at.http_status);
+      else
+        w.Null();
       w.Key("latency_ms");
       w.Int64(at.latency_ms);
       putOptString(w, "error", at.error);
@@ -592,16 +766,13 @@ int deliveryShow(Store& store, const std::string& id, const Args& a, std::ostrea
       << "next_attempt_at: " << timeOrDash(r.next_attempt_at) << "\n"
       << "created_at:      " << iso8601(r.created_at) << "\n"
       << "replayed_at:     " << timeOrDash(r.replayed_at) << "\n";
-  char line[512];
-  std::snprintf(line, sizeof line, "%7s  %-24s %6s %10s  %s\n", "ATTEMPT", "AT", "STATUS",
-                "LATENCY_MS", "ERROR");
-  out << line;
+  Table t({"ATTEMPT", "AT", "STATUS", "LATENCY_MS", "ERROR"});
   for (const DeliveryAttempt& at : attempts.value()) {
-    std::snprintf(line, sizeof line, "%7d  %-24s %6s %10lld  ", at.number, iso8601(at.at).c_str(),
-                  at.http_status > 0 ? std::to_string(at.http_status).c_str() : "-",
-                  static_cast<long long>(at.latency_ms));
-    out << line << orDash(at.error) << "\n";
+    t.add({std::to_string(at.number), iso8601(at.at),
+           at.http_status > 0 ? std::to_string(at.http_status) : "-", std::to_string(at.latency_ms),
+           orDash(at.error)});
   }
+  t.print(out);
   return 0;
 }
 
@@ -620,9 +791,369 @@ int deliveryReplay(Store& store, const std::string& id, const Args& a, std::ostr
     out << sb.GetString() << "\n";
   } else {
     out << "replayed " << r.delivery_id << " (task " << r.task_id << "): pending, due now; "
-        << "the dispatcher sends it as attempt " << r.attempts + 1 << " with the same delivery id\n";
+        << "the dispatcher sends it as attempt " << r.attempts + 1
+        << " with the same delivery id\n";
   }
   return 0;
+}
+
+// ---------------------------------------------------------------- tasks
+
+bool validTaskStatus(const std::string& s) {
+  return s == "queued" || s == "running" || s == "succeeded" || s == "failed";
+}
+bool validMode(const std::string& m) { return m == "fast" || m == "standard" || m == "perfect"; }
+
+// b - a in ms, or -1 when either time is missing. Negative spans (the worker's
+// clock behind eq-api's) count as 0 rather than as nonsense.
+int64_t span(int64_t a, int64_t b) {
+  if (a == 0 || b == 0) return -1;
+  return std::max<int64_t>(0, b - a);
+}
+
+void putSpan(Writer& w, const char* k, int64_t ms) {
+  w.Key(k);
+  if (ms < 0)
+    w.Null();
+  else
+    w.Int64(ms);
+}
+
+std::string spanText(int64_t ms) { return ms < 0 ? "-" : std::to_string(ms); }
+
+void putTaskError(Writer& w, const TaskRecord& t) {
+  w.Key("error");
+  if (t.status != "failed") {
+    w.Null();
+    return;
+  }
+  w.StartObject();
+  w.Key("code");
+  w.Int(t.error_code);
+  putString(w, "msg", t.error_msg);
+  w.EndObject();
+}
+
+int taskShow(Store& store, const std::string& id, const Args& a, std::ostream& out,
+             std::ostream& err) {
+  if (!checkKnown(a, {}, err)) return kExitUsage;
+  Result<std::optional<TaskRecord>> t = store.task(id);
+  if (!t.isOk()) return fail(t.status(), err);
+  if (!t.value()) return fail(Status(404, "no task with id " + id), err);
+  const TaskRecord& task = *t.value();
+  Result<std::optional<DeliveryRecord>> d = store.deliveryForTask(id);
+  if (!d.isOk()) return fail(d.status(), err);
+  // deliveryForTask does not read the last error; the full record does.
+  std::optional<DeliveryRecord> delivery;
+  if (d.value()) {
+    Result<std::optional<DeliveryRecord>> full = store.delivery(d.value()->delivery_id);
+    if (!full.isOk()) return fail(full.status(), err);
+    delivery = full.value();
+  }
+  int64_t queue_ms = span(task.created_at, task.started_at);
+  int64_t run_ms = span(task.started_at, task.finished_at);
+  int64_t total_ms = span(task.created_at, task.finished_at);
+  if (a.json) {
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    putString(w, "task_id", task.task_id);
+    putString(w, "account_id", task.account_id);
+    putString(w, "key_id", task.key_id);
+    putString(w, "request_id", task.request_id);
+    putString(w, "mode", task.mode);
+    putString(w, "status", task.status);
+    putString(w, "created_at", iso8601(task.created_at));
+    putOptString(w, "started_at", task.started_at == 0 ? "" : iso8601(task.started_at));
+    putOptString(w, "finished_at", task.finished_at == 0 ? "" : iso8601(task.finished_at));
+    putSpan(w, "queue_ms", queue_ms);
+    putSpan(w, "run_ms", run_ms);
+    putSpan(w, "total_ms", total_ms);
+    w.Key("result");
+    rapidjson::Document result;
+    if (task.status == "succeeded" && !result.Parse(task.result_json.c_str()).HasParseError()) {
+      result.Accept(w);
+    } else {
+      w.Null();
+    }
+    putTaskError(w, task);
+    putOptString(w, "webhook_url", task.webhook_url);
+    w.Key("delivery");
+    if (delivery) {
+      w.StartObject();
+      putDelivery(w, *delivery);
+      w.EndObject();
+    } else {
+      w.Null();
+    }
+    w.EndObject();
+    out << sb.GetString() << "\n";
+    return kExitOk;
+  }
+  out << "task_id:     " << task.task_id << "\n"
+      << "status:      " << task.status << "\n"
+      << "mode:        " << task.mode << "\n"
+      << "key_id:      " << task.key_id << "\n"
+      << "account_id:  " << task.account_id << "\n"
+      << "request_id:  " << task.request_id << "\n"
+      << "created_at:  " << iso8601(task.created_at) << "\n"
+      << "started_at:  " << timeOrDash(task.started_at) << "\n"
+      << "finished_at: " << timeOrDash(task.finished_at) << "\n"
+      << "latency_ms:  queue " << spanText(queue_ms) << ", run " << spanText(run_ms) << ", total "
+      << spanText(total_ms) << "\n"
+      << "webhook_url: " << orDash(task.webhook_url) << "\n";
+  if (delivery) {
+    out << "delivery:    " << delivery->delivery_id << " " << delivery->status << ", "
+        << delivery->attempts << " attempt(s)";
+    if (delivery->last_status > 0) out << ", last HTTP " << delivery->last_status;
+    if (!delivery->last_error.empty()) out << ", last error: " << delivery->last_error;
+    out << " (eqctl delivery show " << delivery->delivery_id << ")\n";
+  } else {
+    out << "delivery:    -\n";
+  }
+  if (task.status == "failed") {
+    out << "error:       " << task.error_code << " " << task.error_msg << "\n";
+  }
+  rapidjson::Document result;
+  if (task.status == "succeeded" && !result.Parse(task.result_json.c_str()).HasParseError() &&
+      result.IsObject()) {
+    if (result.HasMember("tokens_used") && result["tokens_used"].IsInt64()) {
+      out << "tokens_used: " << result["tokens_used"].GetInt64() << "\n";
+    }
+    if (result.HasMember("replies") && result["replies"].IsArray()) {
+      out << "replies:\n";
+      int n = 0;
+      for (const auto& r : result["replies"].GetArray()) {
+        if (!r.IsObject() || !r.HasMember("text") || !r["text"].IsString()) continue;
+        char score[32] = "-";
+        if (r.HasMember("score") && r["score"].IsNumber()) {
+          std::snprintf(score, sizeof score, "%.2f", r["score"].GetDouble());
+        }
+        out << "  " << ++n << ". [" << score << "] " << r["text"].GetString() << "\n";
+      }
+    }
+  }
+  return kExitOk;
+}
+
+int taskList(Store& store, const Args& a, std::ostream& out, std::ostream& err) {
+  if (!checkKnown(a, {"key", "status", "mode", "limit"}, err)) return kExitUsage;
+  if (!a.positional.empty()) {
+    err << "eqctl: task list takes no positional arguments (filter with --key KEY_ID)\n";
+    return kExitUsage;
+  }
+  Store::TaskFilter f;
+  if (auto st = a.options.find("status"); st != a.options.end()) {
+    if (!validTaskStatus(st->second)) {
+      err << "eqctl: --status must be queued, running, succeeded or failed\n";
+      return kExitUsage;
+    }
+    f.status = st->second;
+  }
+  if (auto m = a.options.find("mode"); m != a.options.end()) {
+    if (!validMode(m->second)) {
+      err << "eqctl: --mode must be fast, standard or perfect\n";
+      return kExitUsage;
+    }
+    f.mode = m->second;
+  }
+  int64_t limit = f.limit;
+  if (!intOption(a, "limit", 1, kMaxListLimit, &limit, err)) return kExitUsage;
+  f.limit = static_cast<int>(limit);
+  if (auto k = a.options.find("key"); k != a.options.end()) {
+    Result<std::string> account = store.accountOfKey(k->second);
+    if (!account.isOk()) return fail(account.status(), err);
+    f.account_id = account.value();
+  }
+  Result<std::vector<TaskRecord>> list = store.listTasks(f);
+  if (!list.isOk()) return fail(list.status(), err);
+  if (a.json) {
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartArray();
+    for (const TaskRecord& t : list.value()) {
+      w.StartObject();
+      putString(w, "task_id", t.task_id);
+      putString(w, "key_id", t.key_id);
+      putString(w, "mode", t.mode);
+      putString(w, "status", t.status);
+      putString(w, "created_at", iso8601(t.created_at));
+      putOptString(w, "finished_at", t.finished_at == 0 ? "" : iso8601(t.finished_at));
+      putSpan(w, "total_ms", span(t.created_at, t.finished_at));
+      putTaskError(w, t);
+      putOptString(w, "webhook_url", t.webhook_url);
+      w.EndObject();
+    }
+    w.EndArray();
+    out << sb.GetString() << "\n";
+    return kExitOk;
+  }
+  Table table({"TASK_ID", "MODE", "STATUS", "CREATED_AT", "TOTAL_MS", "KEY_ID", "ERROR"});
+  for (const TaskRecord& t : list.value()) {
+    table.add({t.task_id, t.mode, t.status, iso8601(t.created_at),
+               spanText(span(t.created_at, t.finished_at)), t.key_id,
+               t.status == "failed" ? std::to_string(t.error_code) + " " + t.error_msg : "-"});
+  }
+  table.print(out);
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------- stats
+
+struct Percentiles {
+  int64_t p50 = 0, p95 = 0, max = 0;
+  size_t n = 0;
+};
+
+// Nearest-rank percentiles: each one is a latency some task really had,
+// which is easier to reason about than an interpolated value.
+Percentiles percentiles(std::vector<int64_t> v) {
+  Percentiles p;
+  p.n = v.size();
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  auto rank = [&v](double q) {
+    size_t r = static_cast<size_t>(q * static_cast<double>(v.size()) + 0.999999);
+    return v[std::clamp<size_t>(r, 1, v.size()) - 1];
+  };
+  p.p50 = rank(0.50);
+  p.p95 = rank(0.95);
+  p.max = v.back();
+  return p;
+}
+
+void putPercentiles(Writer& w, const char* k, const Percentiles& p) {
+  w.Key(k);
+  if (p.n == 0) {
+    w.Null();
+    return;
+  }
+  w.StartObject();
+  w.Key("p50");
+  w.Int64(p.p50);
+  w.Key("p95");
+  w.Int64(p.p95);
+  w.Key("max");
+  w.Int64(p.max);
+  w.Key("samples");
+  w.Uint64(p.n);
+  w.EndObject();
+}
+
+struct ModeStats {
+  std::map<std::string, int64_t> by_status;  // every status, zeros included
+  int64_t tasks = 0;
+  Percentiles total, queue, run;
+};
+
+int stats(Store& store, const Args& a, std::ostream& out, std::ostream& err) {
+  if (!checkKnown(a, {"minutes"}, err)) return kExitUsage;
+  if (!a.positional.empty()) {
+    err << "eqctl: stats takes no positional arguments\n";
+    return kExitUsage;
+  }
+  int64_t minutes = kStatsDefaultMinutes;
+  if (!intOption(a, "minutes", 1, kStatsMaxMinutes, &minutes, err)) return kExitUsage;
+  int64_t to = nowMs();
+  int64_t from = to - minutes * 60'000;
+  Result<std::vector<Store::TaskTiming>> timings = store.taskTimingsSince(from);
+  if (!timings.isOk()) return fail(timings.status(), err);
+  Result<std::map<std::string, int64_t>> deliveries = store.deliveryCountsSince(from);
+  if (!deliveries.isOk()) return fail(deliveries.status(), err);
+
+  const char* kModes[] = {"fast", "standard", "perfect"};
+  const char* kStatuses[] = {"queued", "running", "succeeded", "failed"};
+  std::map<std::string, ModeStats> modes;
+  std::map<std::string, std::vector<int64_t>> total, queue, run;
+  for (const char* m : kModes) {
+    for (const char* st : kStatuses) modes[m].by_status[st] = 0;
+  }
+  for (const Store::TaskTiming& t : timings.value()) {
+    ModeStats& m = modes[t.mode];
+    ++m.tasks;
+    ++m.by_status[t.status];
+    if (int64_t q = span(t.created_at, t.started_at); q >= 0) queue[t.mode].push_back(q);
+    if (t.status != "succeeded") continue;
+    if (int64_t r = span(t.started_at, t.finished_at); r >= 0) run[t.mode].push_back(r);
+    if (int64_t s = span(t.created_at, t.finished_at); s >= 0) total[t.mode].push_back(s);
+  }
+  for (auto& [mode, m] : modes) {
+    m.total = percentiles(total[mode]);
+    m.queue = percentiles(queue[mode]);
+    m.run = percentiles(run[mode]);
+  }
+  auto deliveryCount = [&](const char* st) {
+    auto it = deliveries.value().find(st);
+    return it == deliveries.value().end() ? int64_t{0} : it->second;
+  };
+  constexpr const char* kSource =
+      "async tasks in the tasks table; total = finished_at - created_at of succeeded tasks, "
+      "queue = started_at - created_at, run = finished_at - started_at; sync calls are not "
+      "stored (see eq-api GET /metrics, eq_api_request_duration_ms)";
+
+  if (a.json) {
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    w.Key("window");
+    w.StartObject();
+    putString(w, "from", iso8601(from));
+    putString(w, "to", iso8601(to));
+    w.Key("minutes");
+    w.Int64(minutes);
+    w.EndObject();
+    putString(w, "latency_source", kSource);
+    w.Key("modes");
+    w.StartObject();
+    for (const char* mode : kModes) {
+      const ModeStats& m = modes[mode];
+      w.Key(mode);
+      w.StartObject();
+      w.Key("tasks");
+      w.Int64(m.tasks);
+      for (const auto& [st, n] : m.by_status) {
+        w.Key(st.c_str());
+        w.Int64(n);
+      }
+      putPercentiles(w, "total_ms", m.total);
+      putPercentiles(w, "queue_ms", m.queue);
+      putPercentiles(w, "run_ms", m.run);
+      w.EndObject();
+    }
+    w.EndObject();
+    w.Key("deliveries");
+    w.StartObject();
+    for (const char* st : {"pending", "delivered", "failed"}) {
+      w.Key(st);
+      w.Int64(deliveryCount(st));
+    }
+    w.EndObject();
+    w.EndObject();
+    out << sb.GetString() << "\n";
+    return kExitOk;
+  }
+  auto ms = [](const Percentiles& p, int64_t Percentiles::*field) {
+    return p.n == 0 ? std::string("-") : std::to_string(p.*field);
+  };
+  out << "Async tasks created from " << iso8601(from) << " to " << iso8601(to) << " (last "
+      << minutes << " min). Latencies in ms, of succeeded tasks.\n";
+  Table t({"MODE", "TASKS", "QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "TOTAL_P50", "TOTAL_P95",
+           "TOTAL_MAX", "QUEUE_P50", "QUEUE_P95", "RUN_P50", "RUN_P95"});
+  for (const char* mode : kModes) {
+    const ModeStats& m = modes[mode];
+    t.add({mode, std::to_string(m.tasks), std::to_string(m.by_status.at("queued")),
+           std::to_string(m.by_status.at("running")), std::to_string(m.by_status.at("succeeded")),
+           std::to_string(m.by_status.at("failed")), ms(m.total, &Percentiles::p50),
+           ms(m.total, &Percentiles::p95), ms(m.total, &Percentiles::max),
+           ms(m.queue, &Percentiles::p50), ms(m.queue, &Percentiles::p95),
+           ms(m.run, &Percentiles::p50), ms(m.run, &Percentiles::p95)});
+  }
+  t.print(out);
+  out << "Webhook deliveries created in the window: pending " << deliveryCount("pending")
+      << ", delivered " << deliveryCount("delivered") << ", failed " << deliveryCount("failed")
+      << "\n"
+      << "Source: " << kSource << ".\n";
+  return kExitOk;
 }
 
 }  // namespace
@@ -688,54 +1219,147 @@ bool parseIso8601(const std::string& text, int64_t* unix_ms) {
   return true;
 }
 
-int runEqctl(Store& store, const EqctlOptions& opts, const std::vector<std::string>& args,
-             std::ostream& out, std::ostream& err) {
-  if (args.size() < 2) {
-    err << kUsage;
-    return 2;
-  }
-  const std::string& noun = args[0];
-  const std::string& verb = args[1];
-  Args a;
-  if (!parseArgs(args, 2, &a, err)) return 2;
+namespace {
 
+// Runs the command; errors go to err as text lines "eqctl: ...".
+int dispatch(Store& store, const EqctlOptions& opts, const std::string& noun,
+             const std::string& verb, const Args& a, std::ostream& out, std::ostream& err) {
+  if (noun == "stats") return stats(store, a, out, err);
   if (noun == "key" && verb == "create") return keyCreate(store, opts, a, out, err);
   if (noun == "key" && verb == "list") return keyList(store, a, out, err);
-
   if (noun == "delivery" && verb == "list") return deliveryList(store, a, out, err);
-  if (noun == "delivery" && (verb == "show" || verb == "replay")) {
-    if (a.positional.size() != 1) {
-      err << "eqctl: delivery " << verb << " needs one DELIVERY_ID\n" << kUsage;
-      return 2;
+  if (noun == "task" && verb == "list") return taskList(store, a, out, err);
+
+  // Every other command takes exactly one id.
+  if (a.positional.size() != 1) {
+    const char* what = noun == "delivery" ? "DELIVERY_ID" : noun == "task" ? "TASK_ID" : "KEY_ID";
+    err << "eqctl: " << noun << " " << verb << " needs one " << what << "\n";
+    return kExitUsage;
+  }
+  const std::string& id = a.positional[0];
+  if (noun == "delivery") {
+    if (verb == "show") return deliveryShow(store, id, a, out, err);
+    return deliveryReplay(store, id, a, out, err);
+  }
+  if (noun == "task") return taskShow(store, id, a, out, err);
+  if (noun == "key") {
+    if (verb == "show") {
+      // Checked here, not in keyShow: key set and revoke print through it
+      // with their own options.
+      if (!checkKnown(a, {}, err)) return kExitUsage;
+      return keyShow(store, id, a, out, err);
     }
-    if (verb == "show") return deliveryShow(store, a.positional[0], a, out, err);
-    return deliveryReplay(store, a.positional[0], a, out, err);
+    if (verb == "rotate") return keyRotate(store, id, a, out, err);
+    if (verb == "set") return keySet(store, opts, id, a, out, err);
+    // revoke
+    if (!checkKnown(a, {}, err)) return kExitUsage;
+    if (Status s = store.revokeKey(id); !s.isOk()) return fail(s, err);
+    if (a.json) return keyShow(store, id, a, out, err);
+    out << "revoked " << id << "\n";
+    return kExitOk;
+  }
+  // quota show has no options of its own (set and grant check theirs, after
+  // the lookup); a usage error should not hide behind a missing key.
+  if (verb == "show" && !checkKnown(a, {}, err)) return kExitUsage;
+  Result<std::string> account = store.accountOfKey(id);
+  if (!account.isOk()) return fail(account.status(), err);
+  if (verb == "show") return quotaShow(store, account.value(), a, out, err);
+  if (verb == "set") return quotaSet(store, account.value(), a, out, err);
+  return quotaGrant(store, account.value(), a, out, err);
+}
+
+const char* exitKind(int rc) {
+  switch (rc) {
+    case kExitUsage:
+      return "usage";
+    case kExitNotFound:
+      return "not_found";
+    case kExitConflict:
+      return "conflict";
+    default:
+      return "internal";
+  }
+}
+
+}  // namespace
+
+bool isHelpRequest(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "help") return true;
+  return std::any_of(args.begin(), args.end(),
+                     [](const std::string& s) { return s == "--help" || s == "-h"; });
+}
+
+int runEqctl(Store& store, const EqctlOptions& opts, const std::vector<std::string>& args,
+             std::ostream& out, std::ostream& err) {
+  if (args.empty()) {
+    printUsage(err);
+    return kExitUsage;
+  }
+  // `eqctl help key set` reads like `eqctl key set --help`.
+  std::vector<std::string> rest = args;
+  bool help = isHelpRequest(rest);
+  if (rest[0] == "help" || rest[0] == "--help" || rest[0] == "-h") rest.erase(rest.begin());
+  const std::string noun = rest.empty() ? "" : rest[0];
+  // stats has no verb; every other command is NOUN VERB.
+  const std::string verb = noun == "stats" || rest.size() < 2 ? "" : rest[1];
+  const CommandHelp* cmd = findCommand(noun, verb);
+  bool known_noun = false;
+  for (const CommandHelp& c : kCommands) known_noun = known_noun || noun == c.noun;
+  if (help) {
+    if (cmd != nullptr) {
+      printCommandHelp(out, *cmd);
+    } else {
+      printUsage(out, known_noun ? noun : "");
+    }
+    return kExitOk;
   }
 
-  bool key_verb = verb == "show" || verb == "revoke" || verb == "rotate" || verb == "set";
-  bool quota_verb = verb == "show" || verb == "set" || verb == "grant";
-  if ((noun == "key" && key_verb) || (noun == "quota" && quota_verb)) {
-    if (a.positional.size() != 1) {
-      err << "eqctl: " << noun << " " << verb << " needs one KEY_ID\n" << kUsage;
-      return 2;
+  // Errors are collected first so that --json can turn the failure into one
+  // JSON line; warnings of a successful command are passed on as text.
+  std::ostringstream errbuf;
+  int rc = kExitUsage;
+  bool json = std::find(rest.begin(), rest.end(), "--json") != rest.end();
+  if (cmd == nullptr) {
+    if (known_noun && verb.empty()) {
+      errbuf << "eqctl: " << noun << " needs a command\n";
+    } else {
+      errbuf << "eqctl: unknown command '" << noun << (verb.empty() ? "" : " ") << verb << "'\n";
     }
-    const std::string& key_id = a.positional[0];
-    if (noun == "key") {
-      if (verb == "show") return keyShow(store, key_id, a, out, err);
-      if (verb == "rotate") return keyRotate(store, key_id, a, out, err);
-      if (verb == "set") return keySet(store, opts, key_id, a, out, err);
-      if (Status s = store.revokeKey(key_id); !s.isOk()) return fail(s, err);
-      out << "revoked " << key_id << "\n";
-      return 0;
+  } else {
+    Args a;
+    if (parseArgs(rest, noun == "stats" ? 1 : 2, &a, errbuf)) {
+      rc = dispatch(store, opts, noun, verb, a, out, errbuf);
     }
-    Result<std::string> account = store.accountOfKey(key_id);
-    if (!account.isOk()) return fail(account.status(), err);
-    if (verb == "show") return quotaShow(store, account.value(), a, out, err);
-    if (verb == "set") return quotaSet(store, account.value(), a, out, err);
-    return quotaGrant(store, account.value(), a, out, err);
   }
-  err << "eqctl: unknown command '" << noun << " " << verb << "'\n" << kUsage;
-  return 2;
+  std::string text = errbuf.str();
+  if (rc == kExitOk || !json) {
+    err << text;
+    if (rc == kExitUsage) {
+      if (cmd != nullptr) {
+        err << "usage: eqctl " << cmd->synopsis << "\n(eqctl " << noun << (verb.empty() ? "" : " ")
+            << verb << " --help for details)\n";
+      } else {
+        printUsage(err, known_noun ? noun : "");
+      }
+    }
+    return rc;
+  }
+  // The message is the first error line without its "eqctl: " prefix.
+  std::string msg = text.substr(0, text.find('\n'));
+  if (msg.rfind("eqctl: ", 0) == 0) msg.erase(0, 7);
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  w.Key("error");
+  w.StartObject();
+  w.Key("exit_code");
+  w.Int(rc);
+  putString(w, "kind", exitKind(rc));
+  putString(w, "message", msg);
+  w.EndObject();
+  w.EndObject();
+  err << sb.GetString() << "\n";
+  return rc;
 }
 
 }  // namespace eq::tools

@@ -20,10 +20,25 @@ struct EqctlOptions {
   net::CidrSet webhook_allow;
 };
 
-// Runs one eqctl command. Returns the exit code: 0 ok, 1 failure (message on
-// err), 2 usage error.
+// Exit codes, documented in `eqctl --help` and the README. Scripts can tell
+// "you called it wrong" from "that id does not exist" from "the database
+// failed" without parsing messages.
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;     // internal: the database failed or is busy
+constexpr int kExitUsage = 2;     // bad command, option or value
+constexpr int kExitNotFound = 3;  // no such key, task or delivery
+constexpr int kExitConflict =
+    4;  // the object is in the wrong state (e.g. replay of a pending delivery)
+
+// Runs one eqctl command. Returns one of the exit codes above. Output goes
+// to out; errors and warnings to err, as text, or (with --json, on failure)
+// as one JSON line {"error":{"exit_code","kind","message"}}.
 int runEqctl(Store& store, const EqctlOptions& options, const std::vector<std::string>& args,
              std::ostream& out, std::ostream& err);
+
+// True when args ask for help (--help, -h or a leading `help`): runEqctl then
+// prints it without touching the store, so main need not open the database.
+bool isHelpRequest(const std::vector<std::string>& args);
 
 // Parses an ISO 8601 UTC time as eqctl accepts it in --expire-at:
 // 2026-01-31, 2026-01-31T12:00:00Z, with optional fractional seconds and a

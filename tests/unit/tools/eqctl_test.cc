@@ -1,12 +1,12 @@
-#include "tools/eqctl_commands.h"
-
 #include <rapidjson/document.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <sstream>
 
 #include "common/timefmt.h"
+#include "tools/eqctl_commands.h"
 
 using namespace eq;
 
@@ -51,7 +51,9 @@ struct Fixture {
   }
 };
 
-std::string str(const rapidjson::Value& v) { return v.IsString() ? v.GetString() : "<not a string>"; }
+std::string str(const rapidjson::Value& v) {
+  return v.IsString() ? v.GetString() : "<not a string>";
+}
 
 }  // namespace
 
@@ -60,8 +62,9 @@ BOOST_AUTO_TEST_SUITE(eqctl_commands)
 BOOST_AUTO_TEST_CASE(create_json_prints_key_once_and_list_hides_it) {
   Fixture f;
   std::string out;
-  BOOST_REQUIRE(f.run({"key", "create", "--name", "demo", "--tier", "pro", "--quota-fast", "7",
-                       "--json"}, &out) == 0);
+  BOOST_REQUIRE(
+      f.run({"key", "create", "--name", "demo", "--tier", "pro", "--quota-fast", "7", "--json"},
+            &out) == 0);
   rapidjson::Document d;
   d.Parse(out.c_str());
   BOOST_REQUIRE(d.IsObject());
@@ -93,7 +96,7 @@ BOOST_AUTO_TEST_CASE(bad_usage_is_reported) {
   BOOST_TEST(f.run({"key", "create"}, &out, &err) == 2);
   BOOST_TEST(err.find("--name") != std::string::npos);
   BOOST_TEST(f.run({"key", "create", "--name", "x", "--tier", "gold"}, &out, &err) == 2);
-  BOOST_TEST(f.run({"quota", "show", "key_missing"}, &out, &err) == 1);
+  BOOST_TEST(f.run({"quota", "show", "key_missing"}, &out, &err) == tools::kExitNotFound);
   BOOST_TEST(f.run({"frobnicate", "now"}, &out, &err) == 2);
 }
 
@@ -118,7 +121,7 @@ BOOST_AUTO_TEST_CASE(rotate_prints_a_new_key_once_and_keeps_the_account) {
   BOOST_TEST(str(shown["rotated_to"]) == new_id);
 
   std::string out, err;
-  BOOST_TEST(f.run({"key", "rotate", old_id}, &out, &err) == 1);  // already revoked
+  BOOST_TEST(f.run({"key", "rotate", old_id}, &out, &err) == tools::kExitNotFound);  // revoked
   BOOST_TEST(err.find("no active key") != std::string::npos);
   BOOST_TEST(f.run({"key", "rotate"}, &out, &err) == 2);
 }
@@ -160,8 +163,9 @@ BOOST_AUTO_TEST_CASE(key_set_changes_rate_tier_webhook_and_expiry) {
   BOOST_TEST(f.run({"key", "set", id, "--expire-days", "1", "--no-expiry"}, &out, &err) == 2);
   BOOST_TEST(f.run({"key", "set", id, "--rate", "0"}, &out, &err) == 2);
   BOOST_TEST(f.run({"key", "set", id}, &out, &err) == 2);
-  BOOST_TEST(f.run({"key", "set", "key_missing", "--rate", "3"}, &out, &err) == 1);
-  BOOST_TEST(f.run({"key", "show", "key_missing"}, &out, &err) == 1);
+  BOOST_TEST(f.run({"key", "set", "key_missing", "--rate", "3"}, &out, &err) ==
+             tools::kExitNotFound);
+  BOOST_TEST(f.run({"key", "show", "key_missing"}, &out, &err) == tools::kExitNotFound);
 }
 
 BOOST_AUTO_TEST_CASE(list_shows_expired_keys_as_expired_and_never_the_key) {
@@ -195,9 +199,11 @@ BOOST_AUTO_TEST_CASE(quota_grant_adds_units_and_expire_at_sets_any_time) {
   BOOST_TEST(f.run({"quota", "grant", id}, &out, &err) == 2);
   BOOST_TEST(f.run({"quota", "grant", id, "--fast", "-1"}, &out, &err) == 2);
   BOOST_TEST(f.run({"quota", "grant", id, "--fast", "1", "--expire-days", "1", "--expire-at",
-                    "2030-01-01"}, &out, &err) == 2);
+                    "2030-01-01"},
+                   &out, &err) == 2);
   BOOST_TEST(f.run({"quota", "set", id, "--expire-at", "tomorrow"}, &out, &err) == 2);
-  BOOST_TEST(f.run({"quota", "grant", "key_missing", "--fast", "1"}, &out, &err) == 1);
+  BOOST_TEST(f.run({"quota", "grant", "key_missing", "--fast", "1"}, &out, &err) ==
+             tools::kExitNotFound);
 }
 
 BOOST_AUTO_TEST_CASE(iso8601_accepts_utc_forms_and_refuses_the_rest) {
@@ -210,9 +216,9 @@ BOOST_AUTO_TEST_CASE(iso8601_accepts_utc_forms_and_refuses_the_rest) {
   BOOST_TEST(ms == 1'769'817'600'000);
   BOOST_TEST(tools::parseIso8601("2026-01-30T23:00:00.250-01:00", &ms));
   BOOST_TEST(ms == 1'769'817'600'250);
-  for (const char* bad : {"", "2026-1-31", "2026-01-31T00:00:00", "2026-02-30", "2026- 1-01",
-                          "2026-01-31T24:00:00Z", "2026-01-31 00:00:00Z", "2026-01-31T00:00:00Zx",
-                          "yesterday"}) {
+  for (const char* bad :
+       {"", "2026-1-31", "2026-01-31T00:00:00", "2026-02-30", "2026- 1-01", "2026-01-31T24:00:00Z",
+        "2026-01-31 00:00:00Z", "2026-01-31T00:00:00Zx", "yesterday"}) {
     BOOST_TEST(!tools::parseIso8601(bad, &ms), bad);
   }
 }
@@ -227,15 +233,16 @@ std::string failedDelivery(Fixture& f, const std::string& key_id, const std::str
                            int attempts) {
   std::string account = f.store->accountOfKey(key_id).value();
   TaskRecord t{task_id, account, key_id, "req_" + task_id, "fast", "", "http://hook.example/x",
-               "", 0, "", nowMs(), 0, 0};
+               "",      0,       "",     nowMs(),          0,      0};
   BOOST_REQUIRE(f.store->createTask(t).isOk());
   BOOST_REQUIRE(f.store->markTaskSucceeded(task_id, R"({"replies":[]})", nowMs()).value());
   std::string id = f.store->createDelivery(task_id, t.webhook_url, "task.succeeded", nowMs())
-                       .value().delivery_id;
+                       .value()
+                       .delivery_id;
   for (int i = 1; i <= attempts; ++i) {
     bool last = i == attempts;
-    DeliveryAttempt a{nowMs(), last ? 410 : 0, 30 + i, last ? "receiver answered HTTP 410"
-                                                              : "timed out after 10000 ms", 0};
+    DeliveryAttempt a{nowMs(), last ? 410 : 0, 30 + i,
+                      last ? "receiver answered HTTP 410" : "timed out after 10000 ms", 0};
     BOOST_REQUIRE(f.store->finishAttempt(id, a, last ? "failed" : "pending", nowMs()).value());
   }
   return id;
@@ -248,12 +255,12 @@ BOOST_AUTO_TEST_CASE(delivery_list_show_and_replay) {
   std::string key_id = f.createKey();
   std::string failed = failedDelivery(f, key_id, "tsk_dl1", 3);
   std::string account = f.store->accountOfKey(key_id).value();
-  TaskRecord ok{"tsk_dl2", account, key_id, "req_2", "fast", "", "http://h/ok", "", 0, "",
-                nowMs(), 0, 0};
+  TaskRecord ok{"tsk_dl2", account, key_id, "req_2", "fast", "", "http://h/ok",
+                "",        0,       "",     nowMs(), 0,      0};
   BOOST_REQUIRE(f.store->createTask(ok).isOk());
   BOOST_REQUIRE(f.store->markTaskSucceeded("tsk_dl2", "{}", nowMs()).value());
-  BOOST_REQUIRE(f.store->createDelivery("tsk_dl2", "http://h/ok", "task.succeeded", nowMs())
-                    .isOk());
+  BOOST_REQUIRE(
+      f.store->createDelivery("tsk_dl2", "http://h/ok", "task.succeeded", nowMs()).isOk());
 
   std::string out, err;
   BOOST_REQUIRE(f.run({"delivery", "list"}, &out, &err) == 0);
@@ -301,7 +308,7 @@ BOOST_AUTO_TEST_CASE(delivery_list_show_and_replay) {
   BOOST_TEST(d.schedule_offset == 3);
   BOOST_TEST(d.next_attempt_at <= nowMs());
   // Already pending: refused, nothing changes.
-  BOOST_TEST(f.run({"delivery", "replay", failed}, &out, &err) == 1);
+  BOOST_TEST(f.run({"delivery", "replay", failed}, &out, &err) == tools::kExitConflict);
   BOOST_TEST(err.find("already pending") != std::string::npos);
 }
 
@@ -310,14 +317,358 @@ BOOST_AUTO_TEST_CASE(delivery_bad_usage_is_reported) {
   std::string out, err;
   BOOST_TEST(f.run({"delivery", "show"}, &out, &err) == 2);
   BOOST_TEST(f.run({"delivery", "replay", "a", "b"}, &out, &err) == 2);
-  BOOST_TEST(f.run({"delivery", "show", "dlv_missing"}, &out, &err) == 1);
+  BOOST_TEST(f.run({"delivery", "show", "dlv_missing"}, &out, &err) == tools::kExitNotFound);
   BOOST_TEST(err.find("no delivery") != std::string::npos);
-  BOOST_TEST(f.run({"delivery", "replay", "dlv_missing"}, &out, &err) == 1);
+  BOOST_TEST(f.run({"delivery", "replay", "dlv_missing"}, &out, &err) == tools::kExitNotFound);
   BOOST_TEST(f.run({"delivery", "list", "--status", "lost"}, &out, &err) == 2);
   BOOST_TEST(f.run({"delivery", "list", "--failed", "--status", "failed"}, &out, &err) == 2);
   BOOST_TEST(f.run({"delivery", "list", "--limit", "0"}, &out, &err) == 2);
   BOOST_TEST(f.run({"delivery", "list", "--bogus", "1"}, &out, &err) == 2);
   BOOST_TEST(f.run({"delivery", "frob"}, &out, &err) == 2);
+}
+
+// ---------------------------------------------------------------- tasks, stats, help, errors
+
+namespace {
+
+// A task of key_id's account created at created_at; started/finished (0: not
+// reached) as a worker's events would record them.
+void addTask(Fixture& f, const std::string& key_id, const std::string& task_id,
+             const std::string& mode, int64_t created_at, int64_t started_at, int64_t finished_at,
+             bool failed = false, const std::string& webhook = "") {
+  std::string account = f.store->accountOfKey(key_id).value();
+  TaskRecord t{task_id, account, key_id, "req_" + task_id, mode, "", webhook,
+               "",      0,       "",     created_at,       0,    0};
+  BOOST_REQUIRE(f.store->createTask(t).isOk());
+  if (started_at != 0) BOOST_REQUIRE(f.store->markTaskRunning(task_id, started_at).value());
+  if (finished_at == 0) return;
+  if (failed) {
+    BOOST_REQUIRE(f.store->markTaskFailed(task_id, 500, "generation failed", finished_at).value());
+  } else {
+    std::string result = R"({"replies":[{"text":"抱抱你，今天辛苦了","score":0.91,)"
+                         R"("eq_analysis":"共情"}],"request_id":"req_)" +
+                         task_id + R"(","mode":")" + mode + R"(","tokens_used":12})";
+    BOOST_REQUIRE(f.store->markTaskSucceeded(task_id, result, finished_at).value());
+  }
+}
+
+// Parses the one JSON error line eqctl writes to stderr under --json.
+void expectJsonError(const std::string& err, int exit_code, const std::string& kind) {
+  rapidjson::Document d;
+  d.Parse(err.c_str());
+  BOOST_REQUIRE_MESSAGE(d.IsObject() && d.HasMember("error"), "not a JSON error: " << err);
+  BOOST_TEST(d["error"]["exit_code"].GetInt() == exit_code);
+  BOOST_TEST(str(d["error"]["kind"]) == kind);
+  BOOST_TEST(std::string(d["error"]["message"].GetString()).size() > 0u);
+  BOOST_TEST(err.find('\n') == err.size() - 1);  // exactly one line
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(task_show_reports_times_result_error_and_delivery) {
+  Fixture f;
+  std::string key_id = f.createKey();
+  int64_t t0 = nowMs() - 60'000;
+  addTask(f, key_id, "tsk_ok", "fast", t0, t0 + 40, t0 + 1040, false, "https://hook.example/a");
+  BOOST_REQUIRE(
+      f.store->createDelivery("tsk_ok", "https://hook.example/a", "task.succeeded", nowMs())
+          .isOk());
+  addTask(f, key_id, "tsk_bad", "perfect", t0, 0, t0 + 5000, true);
+
+  rapidjson::Document d = f.json({"task", "show", "tsk_ok"});
+  BOOST_TEST(str(d["task_id"]) == "tsk_ok");
+  BOOST_TEST(str(d["key_id"]) == key_id);
+  BOOST_TEST(str(d["mode"]) == "fast");
+  BOOST_TEST(str(d["status"]) == "succeeded");
+  BOOST_TEST(str(d["created_at"]) == iso8601(t0));
+  BOOST_TEST(d["queue_ms"].GetInt64() == 40);
+  BOOST_TEST(d["run_ms"].GetInt64() == 1000);
+  BOOST_TEST(d["total_ms"].GetInt64() == 1040);
+  BOOST_REQUIRE(d["result"].IsObject());
+  BOOST_TEST(str(d["result"]["replies"][0]["text"]) == "抱抱你，今天辛苦了");
+  BOOST_TEST(d["result"]["tokens_used"].GetInt() == 12);
+  BOOST_TEST(d["error"].IsNull());
+  BOOST_TEST(str(d["webhook_url"]) == "https://hook.example/a");
+  BOOST_REQUIRE(d["delivery"].IsObject());
+  BOOST_TEST(str(d["delivery"]["status"]) == "pending");
+  BOOST_TEST(str(d["delivery"]["delivery_id"]).rfind("dlv_", 0) == 0u);
+
+  d = f.json({"task", "show", "tsk_bad"});
+  BOOST_TEST(str(d["status"]) == "failed");
+  BOOST_TEST(d["result"].IsNull());
+  BOOST_TEST(d["error"]["code"].GetInt() == 500);
+  BOOST_TEST(str(d["error"]["msg"]) == "generation failed");
+  BOOST_TEST(d["queue_ms"].IsNull());  // never started: no queue or run time
+  BOOST_TEST(d["run_ms"].IsNull());
+  BOOST_TEST(d["total_ms"].GetInt64() == 5000);
+  BOOST_TEST(d["delivery"].IsNull());
+  BOOST_TEST(d["webhook_url"].IsNull());
+
+  std::string out, err;
+  BOOST_REQUIRE(f.run({"task", "show", "tsk_ok"}, &out, &err) == 0);
+  BOOST_TEST(out.find("抱抱你，今天辛苦了") != std::string::npos);
+  BOOST_TEST(out.find("queue 40, run 1000, total 1040") != std::string::npos);
+  BOOST_TEST(out.find("eqctl delivery show dlv_") != std::string::npos);
+  BOOST_REQUIRE(f.run({"task", "show", "tsk_bad"}, &out, &err) == 0);
+  BOOST_TEST(out.find("500 generation failed") != std::string::npos);
+
+  BOOST_TEST(f.run({"task", "show", "tsk_missing"}, &out, &err) == tools::kExitNotFound);
+  BOOST_TEST(err.find("no task with id tsk_missing") != std::string::npos);
+  BOOST_TEST(out.empty());
+  BOOST_TEST(f.run({"task", "show"}, &out, &err) == tools::kExitUsage);
+  BOOST_TEST(f.run({"task", "show", "a", "b"}, &out, &err) == tools::kExitUsage);
+  BOOST_TEST(f.run({"task", "show", "tsk_ok", "--limit", "3"}, &out, &err) == tools::kExitUsage);
+}
+
+BOOST_AUTO_TEST_CASE(task_list_filters_by_key_status_mode_and_limit) {
+  Fixture f;
+  std::string old_id = f.createKey();
+  int64_t t0 = nowMs() - 600'000;
+  addTask(f, old_id, "tsk_a1", "fast", t0, t0 + 1, t0 + 100);
+  // Rotation: the account's tasks made with the old key stay listed under the new one.
+  std::string new_id = str(f.json({"key", "rotate", old_id})["key_id"]);
+  addTask(f, new_id, "tsk_a2", "standard", t0 + 1000, t0 + 1001, t0 + 3000, true);
+  addTask(f, new_id, "tsk_a3", "fast", t0 + 2000, 0, 0);
+  std::string other = f.createKey();
+  addTask(f, other, "tsk_b1", "perfect", t0 + 3000, t0 + 3001, 0);
+
+  auto ids = [&](std::vector<std::string> args) {
+    std::string out, err;
+    args.push_back("--json");
+    BOOST_REQUIRE_MESSAGE(f.run(args, &out, &err) == 0, err);
+    rapidjson::Document d;
+    d.Parse(out.c_str());
+    BOOST_REQUIRE_MESSAGE(d.IsArray(), out);
+    std::vector<std::string> v;
+    for (const auto& t : d.GetArray()) v.push_back(t["task_id"].GetString());
+    return v;
+  };
+  using V = std::vector<std::string>;
+  BOOST_TEST(ids({"task", "list"}) == (V{"tsk_b1", "tsk_a3", "tsk_a2", "tsk_a1"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(ids({"task", "list", "--key", new_id}) == (V{"tsk_a3", "tsk_a2", "tsk_a1"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(ids({"task", "list", "--key", old_id, "--status", "failed"}) == V{"tsk_a2"},
+             boost::test_tools::per_element());
+  BOOST_TEST(ids({"task", "list", "--mode", "fast"}) == (V{"tsk_a3", "tsk_a1"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(ids({"task", "list", "--status", "running"}) == V{"tsk_b1"},
+             boost::test_tools::per_element());
+  BOOST_TEST(ids({"task", "list", "--key", new_id, "--limit", "1"}) == V{"tsk_a3"},
+             boost::test_tools::per_element());
+
+  std::string out, err;
+  BOOST_REQUIRE(f.run({"task", "list", "--key", new_id, "--json"}, &out, &err) == 0);
+  rapidjson::Document d;
+  d.Parse(out.c_str());
+  const auto& a2 = d[1];
+  BOOST_TEST(str(a2["key_id"]) == new_id);
+  BOOST_TEST(str(a2["mode"]) == "standard");
+  BOOST_TEST(str(a2["status"]) == "failed");
+  BOOST_TEST(a2["total_ms"].GetInt64() == 2000);
+  BOOST_TEST(a2["error"]["code"].GetInt() == 500);
+  BOOST_TEST(a2["finished_at"].IsString());
+  BOOST_TEST(d[0]["finished_at"].IsNull());
+  BOOST_TEST(d[0]["total_ms"].IsNull());
+
+  // The table: a header and one line per task, columns aligned.
+  BOOST_REQUIRE(f.run({"task", "list", "--key", new_id}, &out, &err) == 0);
+  std::istringstream lines(out);
+  std::string header, first;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  BOOST_TEST(header.rfind("TASK_ID", 0) == 0u);
+  BOOST_TEST(header.find("STATUS") == first.find("queued"));
+  BOOST_TEST(std::count(out.begin(), out.end(), '\n') == 4);
+
+  BOOST_TEST(f.run({"task", "list", "--status", "lost"}, &out, &err) == tools::kExitUsage);
+  BOOST_TEST(f.run({"task", "list", "--mode", "slow"}, &out, &err) == tools::kExitUsage);
+  BOOST_TEST(f.run({"task", "list", "--limit", "0"}, &out, &err) == tools::kExitUsage);
+  BOOST_TEST(f.run({"task", "list", new_id}, &out, &err) == tools::kExitUsage);
+  BOOST_TEST(f.run({"task", "list", "--key", "key_missing"}, &out, &err) == tools::kExitNotFound);
+}
+
+BOOST_AUTO_TEST_CASE(stats_counts_by_mode_and_outcome_with_latency_percentiles) {
+  Fixture f;
+  std::string key_id = f.createKey();
+  int64_t now = nowMs();
+  // 20 succeeded fast tasks with total latencies 100, 200, ..., 2000 ms and
+  // a 10 ms queue wait each.
+  for (int i = 1; i <= 20; ++i) {
+    int64_t created = now - 30 * 60'000 + i;
+    addTask(f, key_id, "tsk_f" + std::to_string(i), "fast", created, created + 10,
+            created + i * 100, false, "https://hook.example/s");
+  }
+  addTask(f, key_id, "tsk_fail", "fast", now - 1000, now - 900, now - 100, true);
+  addTask(f, key_id, "tsk_q", "standard", now - 1000, 0, 0);
+  addTask(f, key_id, "tsk_r", "perfect", now - 1000, now - 500, 0);
+  // Two hours old: outside the default window.
+  addTask(f, key_id, "tsk_old", "fast", now - 2 * 3'600'000, now - 2 * 3'600'000 + 5,
+          now - 2 * 3'600'000 + 99'000);
+  BOOST_REQUIRE(
+      f.store->createDelivery("tsk_f1", "https://hook.example/s", "task.succeeded", now).isOk());
+  failedDelivery(f, key_id, "tsk_fd", 2);
+
+  rapidjson::Document d = f.json({"stats"});
+  BOOST_TEST(d["window"]["minutes"].GetInt() == 60);
+  BOOST_TEST(str(d["latency_source"]).find("tasks table") != std::string::npos);
+  const auto& fast = d["modes"]["fast"];
+  // tsk_fd (from failedDelivery) is a succeeded fast task too, created now
+  // with equal times: 22 fast tasks, 21 succeeded.
+  BOOST_TEST(fast["tasks"].GetInt() == 22);
+  BOOST_TEST(fast["succeeded"].GetInt() == 21);
+  BOOST_TEST(fast["failed"].GetInt() == 1);
+  BOOST_TEST(fast["queued"].GetInt() == 0);
+  BOOST_REQUIRE(fast["total_ms"].IsObject());
+  BOOST_TEST(fast["total_ms"]["samples"].GetInt() == 21);
+  // Sorted: 0 (tsk_fd), 100, ..., 2000. Nearest rank: p50 = 11th = 1000,
+  // p95 = 20th = 1900.
+  BOOST_TEST(fast["total_ms"]["p50"].GetInt64() == 1000);
+  BOOST_TEST(fast["total_ms"]["p95"].GetInt64() == 1900);
+  BOOST_TEST(fast["total_ms"]["max"].GetInt64() == 2000);
+  BOOST_TEST(fast["queue_ms"]["max"].GetInt64() == 100);  // tsk_fail waited 100 ms
+  BOOST_TEST(fast["queue_ms"]["p50"].GetInt64() == 10);
+  const auto& standard = d["modes"]["standard"];
+  BOOST_TEST(standard["tasks"].GetInt() == 1);
+  BOOST_TEST(standard["queued"].GetInt() == 1);
+  BOOST_TEST(standard["total_ms"].IsNull());
+  BOOST_TEST(d["modes"]["perfect"]["running"].GetInt() == 1);
+  BOOST_TEST(d["modes"]["perfect"]["queue_ms"]["p50"].GetInt64() == 500);
+  BOOST_TEST(d["deliveries"]["pending"].GetInt() == 1);
+  BOOST_TEST(d["deliveries"]["failed"].GetInt() == 1);
+  BOOST_TEST(d["deliveries"]["delivered"].GetInt() == 0);
+
+  d = f.json({"stats", "--minutes", "180"});
+  BOOST_TEST(d["modes"]["fast"]["tasks"].GetInt() == 23);
+  BOOST_TEST(d["modes"]["fast"]["total_ms"]["max"].GetInt64() == 99'000);
+
+  std::string out, err;
+  BOOST_REQUIRE(f.run({"stats"}, &out, &err) == 0);
+  BOOST_TEST(out.find("MODE") != std::string::npos);
+  BOOST_TEST(out.find("TOTAL_P95") != std::string::npos);
+  BOOST_TEST(out.find("failed 1") != std::string::npos);
+  BOOST_TEST(out.find("Source:") != std::string::npos);
+  BOOST_TEST(f.run({"stats", "--minutes", "0"}, &out, &err) == tools::kExitUsage);
+  BOOST_TEST(f.run({"stats", "now"}, &out, &err) == tools::kExitUsage);
+  BOOST_TEST(f.run({"stats", "--mode", "fast"}, &out, &err) == tools::kExitUsage);
+}
+
+BOOST_AUTO_TEST_CASE(every_command_has_help_and_takes_json) {
+  Fixture f;
+  const std::vector<std::vector<std::string>> commands = {
+      {"key", "create"},    {"key", "list"},        {"key", "show"},   {"key", "revoke"},
+      {"key", "rotate"},    {"key", "set"},         {"quota", "show"}, {"quota", "set"},
+      {"quota", "grant"},   {"task", "show"},       {"task", "list"},  {"delivery", "list"},
+      {"delivery", "show"}, {"delivery", "replay"}, {"stats"}};
+  for (const auto& c : commands) {
+    std::string name = c[0] + (c.size() > 1 ? " " + c[1] : "");
+    std::vector<std::string> args = c;
+    args.push_back("--help");
+    std::string out, err;
+    BOOST_TEST(f.run(args, &out, &err) == 0, name);
+    BOOST_TEST(out.rfind("usage: eqctl " + name, 0) == 0u, name << ": " << out);
+    BOOST_TEST(out.find("--json") != std::string::npos, name);
+    BOOST_TEST(out.find("Exit codes") != std::string::npos, name);
+    BOOST_TEST(err.empty(), name);
+    std::vector<std::string> via_help = {"help"};
+    via_help.insert(via_help.end(), c.begin(), c.end());
+    std::string out2;
+    BOOST_TEST(f.run(via_help, &out2, &err) == 0, name);
+    BOOST_TEST(out2 == out, name);
+  }
+  std::string out, err;
+  BOOST_REQUIRE(f.run({"--help"}, &out, &err) == 0);
+  for (const char* s : {"key create", "task list", "delivery replay", "stats"}) {
+    BOOST_TEST(out.find(s) != std::string::npos, s);
+  }
+  BOOST_REQUIRE(f.run({"task", "--help"}, &out, &err) == 0);
+  BOOST_TEST(out.find("task list") != std::string::npos);
+  BOOST_TEST(out.find("key create") == std::string::npos);  // only that noun's commands
+  BOOST_TEST(tools::isHelpRequest({"key", "list", "-h"}));
+  BOOST_TEST(!tools::isHelpRequest({"key", "create", "--name", "help"}));
+  BOOST_TEST(f.run({}, &out, &err) == tools::kExitUsage);
+  BOOST_TEST(err.find("usage: eqctl") != std::string::npos);
+
+  // Every command's --json output is one JSON document on one line.
+  std::string api_key;
+  std::string key_id = f.createKey(&api_key);
+  std::string dlv = failedDelivery(f, key_id, "tsk_h", 1);
+  const std::vector<std::vector<std::string>> runs = {{"key", "list"},
+                                                      {"key", "show", key_id},
+                                                      {"key", "set", key_id, "--rate", "7"},
+                                                      {"quota", "show", key_id},
+                                                      {"quota", "set", key_id, "--fast", "9"},
+                                                      {"quota", "grant", key_id, "--fast", "1"},
+                                                      {"task", "show", "tsk_h"},
+                                                      {"task", "list"},
+                                                      {"delivery", "list"},
+                                                      {"delivery", "show", dlv},
+                                                      {"delivery", "replay", dlv},
+                                                      {"stats"},
+                                                      {"key", "rotate", key_id},
+                                                      {"key", "create", "--name", "j"}};
+  for (std::vector<std::string> args : runs) {
+    args.push_back("--json");
+    BOOST_TEST_CONTEXT(args[0] << " " << args[1]) {
+      BOOST_REQUIRE(f.run(args, &out, &err) == 0);
+      rapidjson::Document d;
+      d.Parse(out.c_str());
+      BOOST_TEST(!d.HasParseError());
+      BOOST_TEST((d.IsObject() || d.IsArray()));
+      BOOST_TEST(out.find('\n') == out.size() - 1);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(json_errors_are_one_line_on_stderr_with_distinct_exit_codes) {
+  Fixture f;
+  std::string key_id = f.createKey();
+  std::string dlv = failedDelivery(f, key_id, "tsk_e", 1);
+  BOOST_REQUIRE(f.store->replayDelivery(dlv, nowMs()).isOk());
+  std::string out, err;
+
+  BOOST_TEST(f.run({"key", "show", "key_missing", "--json"}, &out, &err) == tools::kExitNotFound);
+  BOOST_TEST(out.empty());
+  expectJsonError(err, 3, "not_found");
+  BOOST_TEST(f.run({"task", "list", "--limit", "x", "--json"}, &out, &err) == tools::kExitUsage);
+  expectJsonError(err, 2, "usage");
+  BOOST_TEST(err.find("--limit") != std::string::npos);
+  BOOST_TEST(f.run({"delivery", "replay", dlv, "--json"}, &out, &err) == tools::kExitConflict);
+  expectJsonError(err, 4, "conflict");
+  BOOST_TEST(err.find("already pending") != std::string::npos);
+  BOOST_TEST(f.run({"frobnicate", "now", "--json"}, &out, &err) == tools::kExitUsage);
+  expectJsonError(err, 2, "usage");
+
+  // Without --json: text on stderr, the command's synopsis after a usage error.
+  BOOST_TEST(f.run({"task", "list", "--limit", "x"}, &out, &err) == tools::kExitUsage);
+  BOOST_TEST(err.rfind("eqctl: --limit", 0) == 0u);
+  BOOST_TEST(err.find("usage: eqctl task list") != std::string::npos);
+  BOOST_TEST(f.run({"key"}, &out, &err) == tools::kExitUsage);
+  BOOST_TEST(err.find("key needs a command") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(revoke_json_and_create_with_default_webhook_url) {
+  Fixture f;
+  std::string out, err;
+  rapidjson::Document c =
+      f.json({"key", "create", "--name", "hooks", "--webhook-url", "https://hooks.example/eq"});
+  std::string id = str(c["key_id"]);
+  std::string api_key = str(c["api_key"]);
+  rapidjson::Document shown = f.json({"key", "show", id});
+  BOOST_TEST(str(shown["default_webhook_url"]) == "https://hooks.example/eq");
+  // A refused URL creates nothing.
+  size_t before = f.store->listKeys().value().size();
+  BOOST_TEST(f.run({"key", "create", "--name", "x", "--webhook-url", "http://10.0.0.1/"}, &out,
+                   &err) == tools::kExitUsage);
+  BOOST_TEST(f.store->listKeys().value().size() == before);
+
+  rapidjson::Document r = f.json({"key", "revoke", id});
+  BOOST_TEST(str(r["key_id"]) == id);
+  BOOST_TEST(str(r["status"]) == "revoked");
+  BOOST_TEST(r["revoked_at"].IsString());
+  BOOST_TEST(!f.store->authenticate(api_key, "production", nowMs()).value().has_value());
+  BOOST_TEST(f.run({"key", "revoke", "key_missing"}, &out, &err) == tools::kExitNotFound);
+  BOOST_TEST(f.run({"key", "revoke", id, "--force"}, &out, &err) == tools::kExitUsage);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
