@@ -258,8 +258,11 @@ std::string McpServer::callTool(const rapidjson::Value& id, const rapidjson::Val
   }
   ToolResult r = tools_.call(sv(*name), arguments);
   if (r.rpc_error != 0) return errorResponse(id, r.rpc_error, r.rpc_message);
-  log::info("tool call", {{"tool", sv(*name)}, {"is_error", r.is_error ? "true" : "false"}});
-  if (r.is_error) log::warn("tool error", {{"tool", sv(*name)}, {"error", r.text}});
+  if (r.is_error) {
+    log::warn("tool call failed", {{"tool", sv(*name)}, {"error", r.text}});
+  } else {
+    log::info("tool call", {{"tool", sv(*name)}});
+  }
 
   bool structured = hasStructuredOutput(*version_) && !r.structured_json.empty();
   return resultResponse(id, [&](JsonWriter& w) {
