@@ -78,7 +78,11 @@ std::string McpServer::handleLine(std::string_view line) {
   rapidjson::Document doc;
   Status parsed = json::parse(line, &doc, defaults::kMcpMaxJsonDepth);
   if (!parsed.isOk()) {
-    return errorResponse(nullValue(), rpc::kParseError, "parse error: " + parsed.msg());
+    // The shared parser words its errors for HTTP bodies; here the body is
+    // one JSON-RPC message.
+    std::string why = parsed.msg();
+    if (why.starts_with("request body ")) why.replace(0, 13, "the message ");
+    return errorResponse(nullValue(), rpc::kParseError, "parse error: " + why);
   }
   if (!doc.IsArray()) return handleMessage(doc, false).value_or("");
 
