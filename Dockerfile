@@ -19,7 +19,7 @@ RUN EQ_BUILD_DIR=/src/build EQ_BUILD_TYPE=Release scripts/build
 FROM debian:bookworm AS runtime
 COPY scripts/lib/deps.sh /usr/local/lib/eq/deps.sh
 RUN bash /usr/local/lib/eq/deps.sh install libs && rm -rf /var/lib/apt/lists/*
-COPY --from=build /src/build/eq-api /src/build/eq-worker /src/build/eq-dispatcher /src/build/eqctl /usr/local/bin/
+COPY --from=build /src/build/eq-api /src/build/eq-worker /src/build/eq-dispatcher /src/build/eqctl /src/build/eq-mcp /usr/local/bin/
 RUN useradd --system --home /var/lib/eq --create-home eq && mkdir -p /data && chown eq /data
 USER eq
 ENV EQ_DB_PATH=/data/eq.db

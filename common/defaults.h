@@ -104,4 +104,18 @@ constexpr int kLlmMaxTokens = 1024;
 // Answers larger than this are refused rather than buffered.
 constexpr std::size_t kLlmMaxResponseBytes = 1024 * 1024;
 
+// eq-mcp (tools/mcp/): the MCP server that wraps the HTTP API.
+constexpr const char* kMcpApiUrl = "http://127.0.0.1:8080";
+// One API call may take as long as eq-api's longest sync deadline (perfect,
+// 180 s) plus a margin for the answer to travel, so the tool reports the
+// API's own 504 rather than a timeout of its own.
+constexpr int64_t kMcpRequestTimeoutMs = 200'000;
+constexpr int64_t kMcpConnectTimeoutMs = 10'000;
+// A JSON-RPC line longer than this is refused (the API takes 64 KiB bodies;
+// escaping can at most sextuple them, and JSON-RPC framing adds little).
+constexpr std::size_t kMcpMaxLineBytes = 1024 * 1024;
+constexpr int kMcpMaxJsonDepth = 64;
+// API answers are read up to this size; anything larger is not EQ Reply.
+constexpr std::size_t kMcpMaxResponseBytes = 4 * 1024 * 1024;
+
 }  // namespace eq::defaults
