@@ -286,6 +286,9 @@ bool verifyWithNpm(const std::string& secret, const ReceivedWebhook& w,
 //   and document disagree), and that answer is returned.
 // Raw-socket tests (apiPort()) bypass prism. Failures seen on other threads
 // are reported on the main thread by its next request or by stopAll().
+// A proxy never sees the webhooks the dispatcher sends, so in this mode
+// verifyWithNpm() also checks each webhook against the document's
+// taskFinished callback (tests/openapi/check-webhook.js, ajv).
 namespace eq::it {
 
 // True when this process runs its stacks behind prism.
