@@ -38,6 +38,12 @@ std::string lower(std::string s) {
   return s;
 }
 
+// OpenAPI check through prism (defined in the appended block at the end).
+void checkThroughPrism(const std::string& method, const std::string& url,
+                       const std::vector<std::string>& headers, const std::string& body,
+                       HttpResult* r);
+bool webhookMatchesOpenApi(const std::string& input_path, std::string* output);
+
 size_t onBody(char* p, size_t size, size_t n, void* out) {
   static_cast<std::string*>(out)->append(p, size * n);
   return size * n;
@@ -146,6 +152,7 @@ HttpResult httpRequest(const std::string& method, const std::string& url,
   if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
   curl_slist_free_all(hs);
   curl_easy_cleanup(c);
+  checkThroughPrism(method, url, headers, body, &r);
   return r;
 }
 
@@ -443,6 +450,7 @@ Stack::Stack(StackOptions opts) {
     BOOST_REQUIRE_MESSAGE(httpRequest("GET", url("/readyz", i)).status == 200,
                           "api " << i << " never got ready");
   }
+  startPrism();
 }
 
 Process* Stack::process(const std::string& name) {
@@ -462,7 +470,8 @@ Stack::~Stack() {
 }
 
 std::string Stack::url(const std::string& path, int api) const {
-  return "http://127.0.0.1:" + std::to_string(api_ports_.at(static_cast<size_t>(api))) + path;
+  const std::vector<int>& ports = prism_ports_.empty() ? api_ports_ : prism_ports_;
+  return "http://127.0.0.1:" + std::to_string(ports.at(static_cast<size_t>(api))) + path;
 }
 
 std::string Stack::eqctl(const std::vector<std::string>& args, int* exit_code) {
@@ -482,6 +491,7 @@ std::string Stack::eqctl(const std::vector<std::string>& args, int* exit_code) {
 }
 
 bool Stack::stopAll() {
+  stopPrism();  // not counted in `clean`: node ends by the signal, not with 0
   bool clean = true;
   // Api first (stop accepting), then workers and dispatcher.
   for (auto& p : procs_) {
@@ -797,9 +807,191 @@ bool verifyWithNpm(const std::string& secret, const ReceivedWebhook& w, std::str
   std::stringstream ss;
   ss << out.rdbuf();
   if (output != nullptr) *output = ss.str();
+  bool ok = WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
+  // The OpenAPI run also holds the webhook against the document's callback.
+  if (prismEnabled()) ok = webhookMatchesOpenApi(in_path, output) && ok;
   std::remove(in_path.c_str());
   std::remove(out_path.c_str());
+  return ok;
+}
+
+}  // namespace eq::it
+
+// ------------------------------------ appended: OpenAPI check through prism
+
+namespace eq::it {
+namespace {
+
+// Which prism proxy (by port) fronts which eq-api (by port). Written by the
+// main thread when a Stack starts or stops prism, read by every request.
+std::mutex g_prism_mu;
+std::map<int, int> g_prism_upstream;
+// Failures found on other threads, reported by the main thread later
+// (Boost.Test assertions are only safe on the main thread).
+std::vector<std::string> g_prism_pending;
+// Static initialisation runs on the main thread.
+const std::thread::id g_main_thread = std::this_thread::get_id();
+
+constexpr std::string_view kLoopback = "http://127.0.0.1:";
+
+int portOf(const std::string& url) {
+  if (url.compare(0, kLoopback.size(), kLoopback) != 0) return 0;
+  return std::atoi(url.c_str() + kLoopback.size());
+}
+
+void flushPrismFailures() {
+  if (std::this_thread::get_id() != g_main_thread) return;
+  std::vector<std::string> pending;
+  {
+    std::lock_guard<std::mutex> lock(g_prism_mu);
+    pending.swap(g_prism_pending);
+  }
+  for (const std::string& what : pending) BOOST_ERROR(what);
+}
+
+void reportPrismFailure(const std::string& what) {
+  {
+    std::lock_guard<std::mutex> lock(g_prism_mu);
+    g_prism_pending.push_back(what);
+  }
+  flushPrismFailures();
+}
+
+// The response violations in prism's `sl-violations` header (a JSON array
+// of {location, severity, code, message}; location[0] is "request" or
+// "response"). Request violations are not listed: for those prism answers
+// itself and the caller handles that. An unparsable header (prism cuts it
+// at 8 KiB as "Too many violations! ...") counts as a violation.
+std::string responseViolations(const std::string& header) {
+  rapidjson::Document d;
+  d.Parse(header.c_str());
+  if (!d.IsArray()) return header;
+  std::string out;
+  for (const auto& v : d.GetArray()) {
+    if (!v.IsObject() || !v.HasMember("location") || !v["location"].IsArray()) continue;
+    const auto& loc = v["location"];
+    if (loc.Empty() || !loc[0u].IsString() || std::string(loc[0u].GetString()) != "response") {
+      continue;
+    }
+    std::string where;
+    for (const auto& part : loc.GetArray()) {
+      if (part.IsString()) where += (where.empty() ? "" : ".") + std::string(part.GetString());
+    }
+    out += "\n  [" + std::string(v.HasMember("severity") ? v["severity"].GetString() : "?") + "] " +
+           where + ": " + (v.HasMember("message") ? v["message"].GetString() : "");
+  }
+  return out;
+}
+
+void checkThroughPrism(const std::string& method, const std::string& url,
+                       const std::vector<std::string>& headers, const std::string& body,
+                       HttpResult* r) {
+  flushPrismFailures();
+  int upstream = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_prism_mu);
+    auto it = g_prism_upstream.find(portOf(url));
+    if (it != g_prism_upstream.end()) upstream = it->second;
+  }
+  if (upstream == 0) return;  // not a request through prism
+  std::string path = url.substr(url.find('/', kLoopback.size()));
+  std::string what = method + " " + path;
+
+  if (r->status == 0) {
+    reportPrismFailure("prism did not answer " + what);
+    return;
+  }
+  auto v = r->headers.find("sl-violations");
+  std::string violations = v == r->headers.end() ? "" : responseViolations(v->second);
+  bool problem = r->headers["content-type"].rfind("application/problem+json", 0) == 0;
+  if (violations.empty() && problem &&
+      r->body.find("prism/errors#VIOLATIONS") != std::string::npos) {
+    violations = "\n  " + r->body;
+  }
+  if (!violations.empty()) {
+    reportPrismFailure("schema/openapi.yaml: the response to " + what + " (status " +
+                       std::to_string(r->status) + ") breaks the document (prism):" + violations);
+    return;
+  }
+  // Every answer of eq-api carries X-Request-Id; one without it is prism's
+  // (problem+json) or its HTTP layer's (400 for a body that is not JSON):
+  // the document refuses the request.
+  if (r->headers.count("x-request-id") != 0) return;
+  HttpResult refused = *r;
+  std::string direct = std::string(kLoopback) + std::to_string(upstream) + path;
+  *r = httpRequest(method, direct, headers, body);
+  if (r->status < 400 || r->status >= 500) {
+    reportPrismFailure("schema/openapi.yaml refuses " + what +
+                       " (prism: " + std::to_string(refused.status) + " " + refused.body +
+                       ") but eq-api answered it with " + std::to_string(r->status) + ": " +
+                       r->body);
+  }
+}
+
+// tests/openapi/check-webhook.js (ajv) on the verifier's input file:
+// {headers, body} against the taskFinished callback of schema/openapi.yaml.
+// Its report is appended to *output.
+bool webhookMatchesOpenApi(const std::string& input_path, std::string* output) {
+  std::string src = requireEnv("EQ_SOURCE_DIR");
+  std::string out_path = input_path + ".openapi";
+  std::string cmd = "node '" + src + "/tests/openapi/check-webhook.js' < '" + input_path + "' > '" +
+                    out_path + "' 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::ifstream out(out_path);
+  std::stringstream ss;
+  ss << out.rdbuf();
+  if (output != nullptr) *output += ss.str();
+  std::remove(out_path.c_str());
   return WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
+}
+
+}  // namespace
+
+bool prismEnabled() {
+  const char* v = std::getenv("EQ_TEST_PRISM");
+  return v != nullptr && std::string(v) == "1";
+}
+
+void Stack::startPrism() {
+  if (!prismEnabled()) return;
+  std::string src = requireEnv("EQ_SOURCE_DIR");
+  std::string prism = src + "/tests/openapi/node_modules/.bin/prism";
+  BOOST_REQUIRE_MESSAGE(::access(prism.c_str(), X_OK) == 0,
+                        prism << " is missing: scripts/test installs it (npm, tests/openapi)");
+  // All proxies start at once, then we wait for each (node needs a few
+  // seconds to load prism and the document).
+  int64_t started = nowMs();
+  for (size_t i = 0; i < api_ports_.size(); ++i) {
+    std::string name = "prism-" + std::to_string(i);
+    prism_.push_back(std::make_unique<Process>(
+        name,
+        std::vector<std::string>{prism, "proxy", src + "/schema/openapi.yaml",
+                                 "http://127.0.0.1:" + std::to_string(api_ports_[i]), "--errors",
+                                 "--port", "0", "--host", "127.0.0.1", "--no-cors"},
+        env_, dir_ + "/" + name + ".log"));
+  }
+  const std::string listening = "Prism is listening on " + std::string(kLoopback);
+  for (size_t i = 0; i < prism_.size(); ++i) {
+    std::string line = prism_[i]->waitForLog(listening, 60000);
+    int port = std::atoi(line.c_str() + line.find(listening) + listening.size());
+    BOOST_REQUIRE_MESSAGE(port > 0, "no port in prism's line: " << line);
+    prism_ports_.push_back(port);
+    std::lock_guard<std::mutex> lock(g_prism_mu);
+    g_prism_upstream[port] = api_ports_[i];
+  }
+  BOOST_TEST_MESSAGE(prism_.size() << " prism proxies (schema/openapi.yaml, --errors) ready in "
+                                   << nowMs() - started << " ms; logs in " << dir_);
+}
+
+void Stack::stopPrism() {
+  {
+    std::lock_guard<std::mutex> lock(g_prism_mu);
+    for (int port : prism_ports_) g_prism_upstream.erase(port);
+  }
+  prism_ports_.clear();
+  for (auto& p : prism_) p->terminate(5000);
+  prism_.clear();
+  flushPrismFailures();
 }
 
 }  // namespace eq::it

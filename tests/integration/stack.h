@@ -154,6 +154,12 @@ class Stack {
   WebhookReceiver receiver;
 
  private:
+  // OpenAPI check (EQ_TEST_PRISM=1): see the block at the end of this file.
+  void startPrism();
+  void stopPrism();
+  std::vector<std::unique_ptr<Process>> prism_;
+  std::vector<int> prism_ports_;  // one prism proxy per eq-api, same index
+
   std::map<std::string, std::string> env_;
   std::string dir_;
   std::string vhost_;
@@ -259,5 +265,34 @@ class HookServer {
 // *output gets what the script printed.
 bool verifyWithNpm(const std::string& secret, const ReceivedWebhook& w,
                    std::string* output = nullptr);
+
+}  // namespace eq::it
+
+// ------------------------------------ appended: OpenAPI check through prism
+//
+// With EQ_TEST_PRISM=1 every Stack starts `prism proxy --errors` (npm
+// @stoplight/prism-cli from tests/openapi, installed by scripts/test) in front
+// of each eq-api with schema/openapi.yaml, and url() leads through it, so the
+// tests exercise the API through an independent validator of the document.
+// httpRequest() then inspects what prism did (see checkThroughPrism in
+// stack.cc):
+// - a response that breaks the document fails the running test: prism lists
+//   it in its `sl-violations` header (an undeclared status as a warning) or,
+//   for error-level violations, replaces the answer with its own 500
+//   application/problem+json of type ...#VIOLATIONS;
+// - a request the document refuses (prism answers it itself: 422, or its own
+//   401/404/405/400, always without X-Request-Id) is one a test sends on
+//   purpose to see the server refuse it. It is sent again directly to eq-api,
+//   whose answer must then be a 4xx too (a 2xx or 5xx fails the test: server
+//   and document disagree), and that answer is returned.
+// Raw-socket tests (apiPort()) bypass prism. Failures seen on other threads
+// are reported on the main thread by its next request or by stopAll().
+// A proxy never sees the webhooks the dispatcher sends, so in this mode
+// verifyWithNpm() also checks each webhook against the document's
+// taskFinished callback (tests/openapi/check-webhook.js, ajv).
+namespace eq::it {
+
+// True when this process runs its stacks behind prism.
+bool prismEnabled();
 
 }  // namespace eq::it
