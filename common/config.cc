@@ -130,6 +130,16 @@ Result<Config> Config::fromEnv() {
   if (Status s = intFromEnv("EQ_RETENTION_DAYS", 1, 3650, &c.retention_days); !s.isOk()) {
     return s;
   }
+  if (envOr("EQ_METRICS_PORT", "") == "off") {
+    c.metrics_port = Config::kMetricsOff;
+  } else {
+    int64_t metrics_port = Config::kMetricsPortUnset;
+    if (Status s = intFromEnv("EQ_METRICS_PORT", 0, 65535, &metrics_port); !s.isOk()) {
+      return Status(500, s.msg() + " (or 'off')");
+    }
+    c.metrics_port = static_cast<int>(metrics_port);
+  }
+  c.metrics_host = envOr("EQ_METRICS_HOST", defaults::kMetricsHost);
   return c;
 }
 

@@ -95,6 +95,7 @@ int Worker::run() {
     }
     backoff_ms = defaults::kReconnectBackoffInitialMs;
     Status s = serve(*c.value());
+    if (opts_.metrics != nullptr) opts_.metrics->brokerLost();
     if (!s.isOk()) log::warn("broker connection lost; reconnecting", {{"error", s.msg()}});
   }
   log::info("worker stopped");
@@ -115,6 +116,7 @@ Status Worker::serve(amqp::Connection& conn) {
   }
   log::info("worker consuming", {{"mode", opts_.mode},
                                  {"analyze", static_cast<long long>(opts_.analyze)}});
+  if (opts_.metrics != nullptr) opts_.metrics->brokerConnected();
   while (!stop_.load()) {
     Result<amqp::Event> ev = conn.next(1000);
     if (!ev.isOk()) return ev.status();
@@ -139,14 +141,22 @@ Status Worker::handle(amqp::Connection& conn, const amqp::Delivery& d) {
     // Retrying cannot fix a malformed message: dead-letter it at once.
     log::error("malformed job dead-lettered",
                {{"error", decoded.status().msg()}, {"queue", d.queue_hint}});
-    return conn.reject(d.tag, false);
+    Status rejected = conn.reject(d.tag, false);
+    if (rejected.isOk() && opts_.metrics != nullptr) {
+      opts_.metrics->jobFinished("unknown", "unknown", kJobMalformed, -1, 0);
+    }
+    return rejected;
   }
   const msg::Job& job = decoded.value();
   int64_t started = nowMs();
   bool async = !job.task_id.empty();
   if (!async && job.deadline_ms > 0 && started >= job.deadline_ms) {
     log::info("job skipped: caller gave up", {{"request_id", job.request_id}});
-    return conn.ack(d.tag);
+    Status acked = conn.ack(d.tag);
+    if (acked.isOk() && opts_.metrics != nullptr) {
+      opts_.metrics->jobFinished(job.mode, job.kind, kJobExpired, -1, 0);
+    }
+    return acked;
   }
 
   amqp::PublishOptions event_opts;
@@ -174,6 +184,8 @@ Status Worker::handle(amqp::Connection& conn, const amqp::Delivery& d) {
 
   // Run the engine.
   msg::SyncResult result;
+  int64_t tokens = 0;
+  auto engine_started = std::chrono::steady_clock::now();  // sub-ms precision for metrics
   if (job.kind == "analyze") {
     Result<engine::Analysis> a = engine_.analyze({job.message, job.context, job.scene});
     result.ok = a.isOk();
@@ -183,10 +195,16 @@ Status Worker::handle(amqp::Connection& conn, const amqp::Delivery& d) {
     engine::ReplyInput in{toMode(job.mode), job.message, job.context, job.scene, job.reply_count};
     Result<engine::ReplyOutput> r = engine_.reply(in);
     result.ok = r.isOk();
-    if (r.isOk()) result.data_json = replyDataJson(r.value(), job.request_id, job.mode);
-    else result = {false, "", 500, r.status().msg()};
+    if (r.isOk()) {
+      result.data_json = replyDataJson(r.value(), job.request_id, job.mode);
+      tokens = r.value().tokens_used;
+    } else {
+      result = {false, "", 500, r.status().msg()};
+    }
   }
   int64_t finished = nowMs();
+  double engine_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - engine_started).count();
   log::info("job done", {{"request_id", job.request_id},
                          {"kind", job.kind},
                          {"mode", job.mode},
@@ -218,7 +236,14 @@ Status Worker::handle(amqp::Connection& conn, const amqp::Delivery& d) {
                                       kConfirmTimeoutMs);
   }
   if (!published.isOk()) return published;
-  return conn.ack(d.tag);
+  Status acked = conn.ack(d.tag);
+  // Counted once the job is acked: a job redelivered after a lost
+  // connection is counted by the worker that finishes it.
+  if (acked.isOk() && opts_.metrics != nullptr) {
+    opts_.metrics->jobFinished(job.mode, job.kind, result.ok ? kJobSucceeded : kJobFailed,
+                               engine_seconds, tokens);
+  }
+  return acked;
 }
 
 }  // namespace eq::worker

@@ -18,6 +18,7 @@
 #include "common/amqp.h"
 #include "common/status.h"
 #include "workers/engine/engine.h"
+#include "workers/metrics.h"
 
 namespace eq::worker {
 
@@ -25,6 +26,7 @@ struct WorkerOptions {
   std::string amqp_url;
   std::string mode;      // fast | standard | perfect; empty: analyze only
   bool analyze = false;  // also consume the analyze queue
+  WorkerMetrics* metrics = nullptr;  // optional, borrowed: see workers/metrics.h
 };
 
 class Worker {
