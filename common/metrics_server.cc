@@ -13,6 +13,7 @@ namespace {
 
 // A GET carries no body; anything longer than this is not a scrape.
 constexpr size_t kMaxRequestBytes = 16 * 1024;
+constexpr uint64_t kLingerMs = 1000;
 
 struct Response {
   int status = 200;
@@ -53,6 +54,7 @@ struct MetricsServer::Impl {
     uv_tcp_t tcp;
     uv_timer_t timer;
     uv_write_t write_req;
+    uv_shutdown_t shutdown_req;
     http_parser parser;
     std::string url;
     size_t bytes = 0;
@@ -124,7 +126,6 @@ struct MetricsServer::Impl {
   void respond(Conn* c, const Response& r) {
     if (c->responded) return;
     c->responded = true;
-    uv_read_stop(reinterpret_cast<uv_stream_t*>(&c->tcp));
     c->out = "HTTP/1.1 " + std::to_string(r.status) + " " + reason(r.status) + "\r\n";
     c->out += "Content-Type: " + r.content_type + "\r\n";
     c->out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
@@ -134,8 +135,26 @@ struct MetricsServer::Impl {
     uv_buf_t buf = uv_buf_init(c->out.data(), static_cast<unsigned>(c->out.size()));
     c->write_req.data = c;
     int rc = uv_write(&c->write_req, reinterpret_cast<uv_stream_t*>(&c->tcp), &buf, 1,
-                      [](uv_write_t* w, int) { close(static_cast<Conn*>(w->data)); });
+                      [](uv_write_t* w, int status) {
+                        auto* conn = static_cast<Conn*>(w->data);
+                        if (status != 0) return close(conn);
+                        conn->impl->finishSending(conn);
+                      });
     if (rc != 0) close(c);
+  }
+
+  // The response is out: send FIN, then go on reading (and discarding) until
+  // the client closes, for at most a second. Closing with unread request
+  // bytes in the socket (an oversized request answered early) would send a
+  // RST that can destroy the response before the client reads it.
+  void finishSending(Conn* c) {
+    c->shutdown_req.data = c;
+    if (uv_shutdown(&c->shutdown_req, reinterpret_cast<uv_stream_t*>(&c->tcp),
+                    [](uv_shutdown_t*, int) {}) != 0) {
+      return close(c);
+    }
+    uv_timer_start(
+        &c->timer, [](uv_timer_t* t) { close(static_cast<Conn*>(t->data)); }, kLingerMs, 0);
   }
 
   static void close(Conn* c) {
@@ -197,15 +216,13 @@ struct MetricsServer::Impl {
   void onData(Conn* c, const char* data, size_t n) {
     c->bytes += n;
     http_parser_execute(&c->parser, &settings, data, n);
-    if (c->complete) {
-      respond(c, route(*c));
-      return;
-    }
-    if (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK || c->bytes > kMaxRequestBytes) {
+    if (c->bytes > kMaxRequestBytes || (!c->complete && HTTP_PARSER_ERRNO(&c->parser) != HPE_OK)) {
       Response r;
       r.status = 400;
       r.body = envelopeError(400, "bad request");
       respond(c, r);
+    } else if (c->complete) {
+      respond(c, route(*c));
     }
   }
 
