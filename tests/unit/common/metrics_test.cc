@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/config.h"
 #include "common/metrics_server.h"
 
 using namespace eq::metrics;
@@ -234,6 +235,27 @@ BOOST_AUTO_TEST_CASE(server_reports_a_port_in_use) {
   BOOST_REQUIRE(!second.isOk());
   BOOST_TEST(second.status().msg().find("address already in use") != std::string::npos,
              second.status().msg());
+}
+
+BOOST_AUTO_TEST_CASE(metrics_port_comes_from_the_environment) {
+  auto read = [](const char* v) {
+    if (v != nullptr) setenv("EQ_METRICS_PORT", v, 1);
+    eq::Result<eq::Config> c = eq::Config::fromEnv();
+    unsetenv("EQ_METRICS_PORT");
+    return c;
+  };
+  auto unset = read(nullptr);
+  BOOST_REQUIRE(unset.isOk());
+  BOOST_TEST(unset.value().metricsPort(9101) == 9101);  // the process's default
+  BOOST_TEST(unset.value().metricsPort(9102) == 9102);
+  BOOST_TEST(read("0").value().metricsPort(9101) == 0);
+  BOOST_TEST(read("9200").value().metricsPort(9101) == 9200);
+  BOOST_TEST(read("off").value().metricsPort(9101) == eq::Config::kMetricsOff);
+  for (const char* bad : {"abc", "70000", "-1", "9101x", "OFF"}) {
+    auto c = read(bad);
+    BOOST_TEST(!c.isOk(), bad);
+    if (!c.isOk()) BOOST_TEST(c.status().msg().find("EQ_METRICS_PORT") != std::string::npos);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
