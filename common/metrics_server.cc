@@ -60,6 +60,7 @@ struct MetricsServer::Impl {
     size_t bytes = 0;
     bool complete = false;
     bool responded = false;
+    bool written = false;  // the response is out; only the linger remains
     bool closing = false;
     int open_handles = 2;
     std::string out;
@@ -148,6 +149,7 @@ struct MetricsServer::Impl {
   // bytes in the socket (an oversized request answered early) would send a
   // RST that can destroy the response before the client reads it.
   void finishSending(Conn* c) {
+    c->written = true;
     c->shutdown_req.data = c;
     if (uv_shutdown(&c->shutdown_req, reinterpret_cast<uv_stream_t*>(&c->tcp),
                     [](uv_shutdown_t*, int) {}) != 0) {
@@ -205,7 +207,13 @@ struct MetricsServer::Impl {
           auto* conn = static_cast<Conn*>(s->data);
           std::unique_ptr<char[]> owned(buf->base);
           if (n < 0) {
-            close(conn);
+            // The client closed (or half-closed) its side. A response still
+            // being written goes on: finishSending closes after it.
+            if (conn->responded && !conn->written) {
+              uv_read_stop(s);
+            } else {
+              close(conn);
+            }
             return;
           }
           if (n == 0 || conn->responded) return;

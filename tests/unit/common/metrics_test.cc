@@ -224,6 +224,35 @@ BOOST_AUTO_TEST_CASE(server_serves_metrics_and_health) {
   BOOST_TEST(ticks.load() >= 3);  // on_tick runs periodically on the server thread
 }
 
+BOOST_AUTO_TEST_CASE(server_answers_a_client_that_half_closes_after_its_request) {
+  // Probes such as `printf 'GET /healthz ...' | nc -N` shut down their
+  // sending side right after the request; the answer must still arrive.
+  Registry r;
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  auto started = MetricsServer::start(r, o);
+  BOOST_REQUIRE(started.isOk());
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(started.value()->port()));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  BOOST_REQUIRE(::send(fd, req.data(), req.size(), MSG_NOSIGNAL) ==
+                static_cast<ssize_t>(req.size()));
+  ::shutdown(fd, SHUT_WR);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  BOOST_TEST(out.rfind("HTTP/1.1 200 OK\r\n", 0) == 0, out);
+  BOOST_TEST(body(out) == R"({"code":0,"data":{"status":"ok","checks":{}},"msg":"ok"})");
+}
+
 BOOST_AUTO_TEST_CASE(server_reports_a_port_in_use) {
   Registry r;
   ServerOptions o;
