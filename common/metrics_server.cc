@@ -6,7 +6,6 @@
 #include <set>
 #include <thread>
 
-#include "common/log.h"
 
 namespace eq::metrics {
 namespace {
