@@ -23,5 +23,6 @@ COPY --from=build /src/build/eq-api /src/build/eq-worker /src/build/eq-dispatche
 RUN useradd --system --home /var/lib/eq --create-home eq && mkdir -p /data && chown eq /data
 USER eq
 ENV EQ_DB_PATH=/data/eq.db
-EXPOSE 8080
+# 8080: eq-api. 9101 / 9102: /metrics and /healthz of eq-worker / eq-dispatcher.
+EXPOSE 8080 9101 9102
 CMD ["eq-api"]

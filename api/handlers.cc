@@ -22,6 +22,8 @@ namespace {
 using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 
 constexpr std::string_view kTaskPrefix = "/api/v1/task/";
+// Rendered in seconds (eq_api_request_duration_seconds): promtool refuses
+// abbreviated units in metric names.
 constexpr std::array<int, 10> kLatencyBucketsMs = {5, 10, 25, 50, 100, 250, 500, 1000, 5000, 30000};
 
 // The routes and their one allowed method. The route label is what logs and
@@ -298,6 +300,7 @@ void ApiService::replySync(const HttpRequest& req, const AuthContext& who, const
     return;
   }
   const ReplyRequest& r = parsed.value();
+  info->mode = r.mode;
   if (!charge(who, r.mode, info, res)) return;
   msg::Job job;
   job.kind = "reply";
@@ -336,6 +339,7 @@ void ApiService::replyAsync(const HttpRequest& req, const AuthContext& who, cons
     return;
   }
   const ReplyRequest& r = parsed.value();
+  info->mode = r.mode;
   int64_t now = ctx_.clock->nowMs();
   if (!charge(who, r.mode, info, res)) return;
   TaskRecord t;
@@ -586,6 +590,10 @@ void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) 
   for (int b : kLatencyBucketsMs) {
     if (latency <= b) ++latency_buckets_[b];
   }
+  if (!info->mode.empty()) {
+    replies_.with({info->mode, info->route, std::to_string(r.status)}).inc();
+    reply_seconds_.with({info->mode, info->route}).observe(static_cast<double>(latency) / 1000.0);
+  }
   log::info("request", {{"request_id", info->request_id},
                         {"key_prefix", info->key_prefix},
                         {"method", info->method},
@@ -603,18 +611,19 @@ std::string ApiService::renderMetrics() const {
     out += "eq_api_requests_total{route=\"" + k.first + "\",status=\"" + std::to_string(k.second) +
            "\"} " + std::to_string(n) + "\n";
   }
-  out += "# HELP eq_api_request_duration_ms Time from request received to response queued.\n";
-  out += "# TYPE eq_api_request_duration_ms histogram\n";
+  out += "# HELP eq_api_request_duration_seconds Time from request received to response "
+         "queued.\n";
+  out += "# TYPE eq_api_request_duration_seconds histogram\n";
   for (int b : kLatencyBucketsMs) {
     auto it = latency_buckets_.find(b);
-    out += "eq_api_request_duration_ms_bucket{le=\"" + std::to_string(b) + "\"} " +
-           std::to_string(it == latency_buckets_.end() ? 0 : it->second) + "\n";
+    out += "eq_api_request_duration_seconds_bucket{le=\"" + metrics::formatValue(b / 1000.0) +
+           "\"} " + std::to_string(it == latency_buckets_.end() ? 0 : it->second) + "\n";
   }
-  out += "eq_api_request_duration_ms_bucket{le=\"+Inf\"} " + std::to_string(latency_count_) + "\n";
-  char sum[64];
-  std::snprintf(sum, sizeof sum, "%.3f", latency_sum_ms_);
-  out += "eq_api_request_duration_ms_sum " + std::string(sum) + "\n";
-  out += "eq_api_request_duration_ms_count " + std::to_string(latency_count_) + "\n";
+  out += "eq_api_request_duration_seconds_bucket{le=\"+Inf\"} " + std::to_string(latency_count_) +
+         "\n";
+  out += "eq_api_request_duration_seconds_sum " + metrics::formatValue(latency_sum_ms_ / 1000.0) +
+         "\n";
+  out += "eq_api_request_duration_seconds_count " + std::to_string(latency_count_) + "\n";
   out += "# HELP eq_api_rate_limited_total Requests refused with 429 by the per-key rate "
          "limit.\n";
   out += "# TYPE eq_api_rate_limited_total counter\n";
@@ -636,6 +645,7 @@ std::string ApiService::renderMetrics() const {
   out += "# HELP eq_api_broker_reconnects_total Broker reconnections since start.\n";
   out += "# TYPE eq_api_broker_reconnects_total counter\n";
   out += "eq_api_broker_reconnects_total " + std::to_string(ctx_.broker->reconnects()) + "\n";
+  out += registry_.render();
   return out;
 }
 

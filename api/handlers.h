@@ -19,6 +19,7 @@
 #include "api/broker_bridge.h"
 #include "api/http_server.h"
 #include "common/config.h"
+#include "common/metrics.h"
 #include "common/netaddr.h"
 #include "common/store.h"
 #include "common/timefmt.h"
@@ -45,6 +46,7 @@ struct RequestInfo {
   // Set while this request owns a pending Idempotency-Key row: finish()
   // stores a final response in it or deletes it (PRODUCT.md §3).
   std::optional<IdempotencyRequest> idempotency;
+  std::string mode;  // reply calls, once validated: the mode label of /metrics
 };
 
 class ApiService {
@@ -95,6 +97,19 @@ class ApiService {
   int64_t rate_limited_ = 0;    // 429s
   int64_t quota_rejected_ = 0;  // 402s
   int64_t idempotent_replays_ = 0;
+  // Reply calls by mode, for the dashboards' request rate and latency by
+  // mode (issue 6), rendered after the counters above. Used on the loop
+  // thread only.
+  metrics::Registry registry_;
+  metrics::Family<metrics::Counter>& replies_ = registry_.counter(
+      "eq_api_replies_total", "Reply calls answered, by mode, route (sync or async) and status.",
+      {"mode", "route", "status"});
+  metrics::Family<metrics::Histogram>& reply_seconds_ = registry_.histogram(
+      "eq_api_reply_duration_seconds",
+      "Reply calls from request received to response queued, by mode and route; sync calls "
+      "include the worker's time.",
+      {"mode", "route"},
+      {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 180});
 };
 
 }  // namespace eq::api

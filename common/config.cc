@@ -193,6 +193,16 @@ Result<Config> Config::fromEnv() {
     return s;
   }
   if (Status s = llmFromEnv(c.engine == "llm", &c.llm); !s.isOk()) return s;
+  if (envOr("EQ_METRICS_PORT", "") == "off") {
+    c.metrics_port = Config::kMetricsOff;
+  } else {
+    int64_t metrics_port = Config::kMetricsPortUnset;
+    if (Status s = intFromEnv("EQ_METRICS_PORT", 0, 65535, &metrics_port); !s.isOk()) {
+      return Status(500, s.msg() + " (or 'off')");
+    }
+    c.metrics_port = static_cast<int>(metrics_port);
+  }
+  c.metrics_host = envOr("EQ_METRICS_HOST", defaults::kMetricsHost);
   return c;
 }
 

@@ -49,6 +49,18 @@ struct Config {
   int64_t webhook_timeout_ms = 10'000;             // EQ_WEBHOOK_TIMEOUT_MS
   int64_t webhook_max_in_flight = 64;              // EQ_WEBHOOK_MAX_IN_FLIGHT
   int64_t retention_days = 7;                      // EQ_RETENTION_DAYS
+  // eq-worker and eq-dispatcher: where /metrics and /healthz listen.
+  // EQ_METRICS_PORT: a port, 0 for a free one (logged), "off" for none;
+  // unset leaves kMetricsPortUnset and the process uses its own default
+  // (metricsPort()).
+  static constexpr int kMetricsPortUnset = -1;
+  static constexpr int kMetricsOff = -2;
+  int metrics_port = kMetricsPortUnset;  // EQ_METRICS_PORT
+  std::string metrics_host = "0.0.0.0";  // EQ_METRICS_HOST
+  // The port to listen on, or kMetricsOff.
+  int metricsPort(int process_default) const {
+    return metrics_port == kMetricsPortUnset ? process_default : metrics_port;
+  }
 
   // eq-worker. Jobs run at once per process (and the broker prefetch): 0
   // means the engine's default, 1 for builtin and defaults::kLlmConcurrency

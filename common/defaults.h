@@ -118,4 +118,18 @@ constexpr int kMcpMaxJsonDepth = 64;
 // API answers are read up to this size; anything larger is not EQ Reply.
 constexpr std::size_t kMcpMaxResponseBytes = 4 * 1024 * 1024;
 
+// Metrics (issue 6): eq-worker and eq-dispatcher serve /metrics and /healthz
+// on a port of their own (EQ_METRICS_PORT overrides; eq-api serves them on
+// its HTTP port). Distinct defaults so one worker and the dispatcher can share
+// a host; more workers on one host need EQ_METRICS_PORT each (scripts/run
+// sets them). Containers each have their own address, so the defaults hold
+// there however far a service is scaled.
+constexpr int kWorkerMetricsPort = 9101;
+constexpr int kDispatcherMetricsPort = 9102;
+constexpr const char* kMetricsHost = "0.0.0.0";
+// How often eq-dispatcher counts pending deliveries in SQLite (the retry
+// queue depth gauge, and the database check of its /healthz): one cheap
+// COUNT on an index, on the metrics thread.
+constexpr int64_t kMetricsRefreshMs = 5'000;
+
 }  // namespace eq::defaults

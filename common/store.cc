@@ -846,6 +846,13 @@ Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(int64_t now_ms,
   return out;
 }
 
+Result<int64_t> Store::countPendingDeliveries() {
+  Query q(prepare("SELECT COUNT(*) FROM deliveries WHERE status = 'pending'"));
+  if (!q.valid()) return error("prepare count pending deliveries");
+  if (q.step() != SQLITE_ROW) return error("count pending deliveries");
+  return q.int64(0);
+}
+
 Result<bool> Store::finishAttempt(const std::string& delivery_id, const DeliveryAttempt& a,
                                   const std::string& new_status, int64_t next_attempt_at_ms) {
   if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;

@@ -318,6 +318,9 @@ class Store {
   // and due at now_ms, with the same id; its attempts keep counting and its
   // retry schedule starts over. 404 unknown, 409 already pending.
   Result<DeliveryRecord> replayDelivery(const std::string& delivery_id, int64_t now_ms);
+  // eq-dispatcher's metrics: deliveries still pending (the retry queue
+  // depth), a read on the deliveries_due index.
+  Result<int64_t> countPendingDeliveries();
 
   // Retention (run by eq-dispatcher). Each call deletes at most `limit` rows
   // (tasks: with their delivery and its attempts) in one transaction, oldest

@@ -35,6 +35,7 @@ int Dispatcher::run() {
     }
     backoff_ms = defaults::kReconnectBackoffInitialMs;
     Status s = serve(*c.value());
+    if (metrics_ != nullptr) metrics_->brokerLost();
     if (!s.isOk()) log::warn("broker connection lost; reconnecting", {{"error", s.msg()}});
   }
   log::info("dispatcher stopped");
@@ -47,6 +48,7 @@ Status Dispatcher::serve(amqp::Connection& conn) {
   if (Status s = conn.consume(msg::kQueueTaskEvents); !s.isOk()) return s;
   if (Status s = conn.consume(msg::kQueueDead); !s.isOk()) return s;
   log::info("dispatcher consuming");
+  if (metrics_ != nullptr) metrics_->brokerConnected();
   while (!stop_.load()) {
     Result<amqp::Event> ev = conn.next(1000);
     if (!ev.isOk()) return ev.status();
@@ -62,12 +64,14 @@ Status Dispatcher::serve(amqp::Connection& conn) {
         continue;
       }
       if (Status a = conn.ack(d->tag); !a.isOk()) return a;
+      if (metrics_ != nullptr) metrics_->eventConsumed("dead_letter");
       continue;
     }
     Result<msg::TaskEvent> e = msg::decodeTaskEvent(d->body);
     if (!e.isOk()) {
       log::error("malformed task event dropped", {{"error", e.status().msg()}});
       if (Status r = conn.reject(d->tag, false); !r.isOk()) return r;
+      if (metrics_ != nullptr) metrics_->eventConsumed("malformed");
       continue;
     }
     if (Status s = apply(e.value()); !s.isOk()) {
@@ -79,6 +83,7 @@ Status Dispatcher::serve(amqp::Connection& conn) {
       continue;
     }
     if (Status a = conn.ack(d->tag); !a.isOk()) return a;
+    if (metrics_ != nullptr) metrics_->eventConsumed(e.value().event);
   }
   return Status::ok();
 }

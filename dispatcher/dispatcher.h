@@ -22,17 +22,19 @@
 #include "common/amqp.h"
 #include "common/messages.h"
 #include "common/store.h"
+#include "dispatcher/metrics.h"
 
 namespace eq::dispatch {
 
 class Dispatcher {
  public:
   Dispatcher(Store& store, std::string amqp_url, const std::atomic<bool>& stop,
-             std::function<void()> on_delivery_due = {})
+             std::function<void()> on_delivery_due = {}, DispatcherMetrics* metrics = nullptr)
       : store_(store),
         amqp_url_(std::move(amqp_url)),
         stop_(stop),
-        on_delivery_due_(std::move(on_delivery_due)) {}
+        on_delivery_due_(std::move(on_delivery_due)),
+        metrics_(metrics) {}
 
   int run();
 
@@ -51,6 +53,7 @@ class Dispatcher {
   std::string amqp_url_;
   const std::atomic<bool>& stop_;
   std::function<void()> on_delivery_due_;
+  DispatcherMetrics* metrics_;  // optional, borrowed
 };
 
 }  // namespace eq::dispatch

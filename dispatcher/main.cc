@@ -11,8 +11,10 @@
 #include "common/config.h"
 #include "common/defaults.h"
 #include "common/log.h"
+#include "common/metrics_server.h"
 #include "common/store.h"
 #include "dispatcher/dispatcher.h"
+#include "dispatcher/metrics.h"
 #include "dispatcher/sender.h"
 
 namespace {
@@ -49,6 +51,41 @@ int main() {
     return 1;
   }
 
+  // /metrics and /healthz on a port of their own (dispatcher/metrics.h). The
+  // metrics thread gets a third Store connection for the pending count.
+  eq::metrics::Registry registry;
+  eq::dispatch::DispatcherMetrics metrics(registry);
+  std::unique_ptr<eq::Store> metrics_store;
+  std::unique_ptr<eq::metrics::MetricsServer> metrics_server;
+  int metrics_port = config.metricsPort(eq::defaults::kDispatcherMetricsPort);
+  if (metrics_port != eq::Config::kMetricsOff) {
+    // A short busy timeout: a scrape should not wait long behind a writer.
+    auto opened = eq::Store::open(config.db_path, eq::defaults::kApiDbBusyTimeoutMs);
+    if (!opened.isOk()) {
+      eq::log::error("cannot open database", {{"error", opened.status().msg()}});
+      return 1;
+    }
+    metrics_store = std::move(opened).value();
+    eq::metrics::ServerOptions mo;
+    mo.host = config.metrics_host;
+    mo.port = metrics_port;
+    mo.tick_ms = eq::defaults::kMetricsRefreshMs;
+    mo.on_tick = [&metrics, &metrics_store] { metrics.refreshPending(*metrics_store); };
+    mo.health = [&metrics] {
+      return std::vector<eq::metrics::HealthCheck>{{"broker", metrics.brokerUp()},
+                                                   {"database", metrics.databaseUp()}};
+    };
+    auto started = eq::metrics::MetricsServer::start(registry, std::move(mo));
+    if (!started.isOk()) {
+      eq::log::error("cannot serve metrics; set EQ_METRICS_PORT to a free port, 0 or off",
+                     {{"error", started.status().msg()}});
+      return 1;
+    }
+    metrics_server = std::move(started).value();
+    eq::log::info("metrics listening", {{"host", config.metrics_host},
+                                        {"port", static_cast<long long>(metrics_server->port())}});
+  }
+
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = onSignal;
@@ -69,14 +106,15 @@ int main() {
   opts.retention.rate_counter_retention_ms = eq::defaults::kRateCounterRetentionMs;
   opts.retention.interval_ms = eq::defaults::kRetentionIntervalMs;
   opts.retention.batch = eq::defaults::kRetentionBatch;
+  opts.metrics = &metrics;
 
   curl_global_init(CURL_GLOBAL_DEFAULT);
   int rc;
   {
     eq::dispatch::DeliverySender sender(*sender_store.value(), std::move(opts), g_stop);
     std::thread sender_thread([&sender] { sender.run(); });
-    eq::dispatch::Dispatcher dispatcher(*consumer_store.value(), config.amqp_url, g_stop,
-                                        [&sender] { sender.wakeup(); });
+    eq::dispatch::Dispatcher dispatcher(
+        *consumer_store.value(), config.amqp_url, g_stop, [&sender] { sender.wakeup(); }, &metrics);
     rc = dispatcher.run();
     sender_thread.join();
   }

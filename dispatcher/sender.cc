@@ -22,6 +22,7 @@ struct DeliverySender::Transfer {
   std::string body;
   curl_slist* headers = nullptr;
   int64_t started_ms = 0;
+  int64_t event_at_ms = 0;  // the task's final event, or the replay: delivery latency starts here
   const net::CidrSet* allowed = nullptr;
   bool blocked = false;  // openSocket refused the address
   size_t response_bytes = 0;
@@ -88,6 +89,7 @@ void DeliverySender::run() {
     while (CURLMsg* m = curl_multi_info_read(multi_, &left)) {
       if (m->msg == CURLMSG_DONE) finish(m->easy_handle, m->data.result);
     }
+    if (opts_.metrics != nullptr) opts_.metrics->setInFlight(in_flight_.size());
     bool purging = !stopping && purger_.step(nowMs());
 
     // Sleep until a socket is ready (libcurl also wakes for its own
@@ -147,6 +149,7 @@ void DeliverySender::start(const DeliveryRecord& d, int64_t now_ms) {
   auto t = std::make_unique<Transfer>();
   t->delivery = d;
   t->task_id = d.task_id;
+  t->event_at_ms = d.replayed_at > 0 ? d.replayed_at : task.value()->finished_at;
   t->allowed = &opts_.allowed;
   WebhookRequest req;
   req.url = d.url;
@@ -222,13 +225,13 @@ void DeliverySender::finish(CURL* easy, CURLcode rc) {
   }
   std::optional<int64_t> retry_after;
   if (!t->retry_after.empty()) retry_after = parseRetryAfter(t->retry_after, nowMs());
-  recordOutcome(t->delivery, t->task_id, t->started_ms, status, retry_after, error);
+  recordOutcome(t->delivery, t->task_id, t->started_ms, status, retry_after, error, t->event_at_ms);
 }
 
 void DeliverySender::recordOutcome(const DeliveryRecord& d, const std::string& task_id,
                                    int64_t started_ms, int http_status,
-                                   std::optional<int64_t> retry_after_ms,
-                                   const std::string& error) {
+                                   std::optional<int64_t> retry_after_ms, const std::string& error,
+                                   int64_t event_at_ms) {
   int64_t now = nowMs();
   int number = d.attempts + 1;
   int in_schedule = number - d.schedule_offset;
@@ -255,6 +258,15 @@ void DeliverySender::recordOutcome(const DeliveryRecord& d, const std::string& t
         static_cast<long long>(decision.verdict == DeliveryVerdict::kRetry ? decision.delay_ms
                                                                            : -1)},
        {"error", error}});
+  if (opts_.metrics != nullptr) {
+    std::optional<double> since_event;
+    // Wall clocks of different hosts (the worker stamped the event) may
+    // disagree a little; never report a negative latency.
+    if (event_at_ms > 0)
+      since_event = static_cast<double>(std::max<int64_t>(now - event_at_ms, 0)) / 1000.0;
+    opts_.metrics->attemptFinished(verdictName(decision.verdict),
+                                   static_cast<double>(attempt.latency_ms) / 1000.0, since_event);
+  }
   // The retry gets a scan of its own when it falls due (see run()).
   if (saved.isOk() && decision.verdict == DeliveryVerdict::kRetry) retries_due_.push(next_at);
   if (!saved.isOk()) {

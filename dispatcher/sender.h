@@ -55,6 +55,7 @@
 
 #include "common/netaddr.h"
 #include "common/store.h"
+#include "dispatcher/metrics.h"
 #include "dispatcher/retention.h"
 #include "dispatcher/retry.h"
 
@@ -69,6 +70,7 @@ struct SenderOptions {
   int64_t stop_grace_ms = 3'000;
   net::CidrSet allowed;  // non-public ranges webhooks may reach anyway
   RetentionOptions retention;
+  DispatcherMetrics* metrics = nullptr;  // optional, borrowed
 };
 
 class DeliverySender {
@@ -92,7 +94,7 @@ class DeliverySender {
   void finish(CURL* easy, CURLcode rc);
   void recordOutcome(const DeliveryRecord& d, const std::string& task_id, int64_t started_ms,
                      int http_status, std::optional<int64_t> retry_after_ms,
-                     const std::string& error);
+                     const std::string& error, int64_t event_at_ms = 0);
   void abandonInFlight();
 
   static curl_socket_t openSocket(void* transfer, curlsocktype purpose, struct curl_sockaddr* addr);

@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 
 #include "common/log.h"
@@ -76,8 +77,12 @@ void JobPool::loop() {
     }
     FinishedJob done;
     done.started_ms = nowMs();
-    done.result = run_(slot.job);
+    auto started = std::chrono::steady_clock::now();
+    JobOutcome outcome = run_(slot.job);
+    done.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     done.finished_ms = nowMs();
+    done.result = std::move(outcome.result);
+    done.tokens_used = outcome.tokens_used;
     done.slot = std::move(slot);
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -33,16 +33,25 @@ struct JobSlot {
   msg::Job job;
 };
 
+// What running a job produced: the outcome to publish, and the engine's
+// token count for metrics.
+struct JobOutcome {
+  msg::SyncResult result;
+  int64_t tokens_used = 0;
+};
+
 struct FinishedJob {
   JobSlot slot;
   msg::SyncResult result;
-  int64_t started_ms = 0;
+  int64_t tokens_used = 0;
+  int64_t started_ms = 0;   // unix ms, for the task event
   int64_t finished_ms = 0;
+  double seconds = 0.0;     // engine time on a steady clock, sub-millisecond
 };
 
 class JobPool {
  public:
-  using RunFn = std::function<msg::SyncResult(const msg::Job&)>;
+  using RunFn = std::function<JobOutcome(const msg::Job&)>;
   JobPool(int threads, RunFn run);
   ~JobPool();
   JobPool(const JobPool&) = delete;

@@ -11,6 +11,7 @@
 #include "common/config.h"
 #include "common/defaults.h"
 #include "common/log.h"
+#include "common/metrics_server.h"
 #include "workers/engine/factory.h"
 #include "workers/worker.h"
 
@@ -71,6 +72,31 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+
+  // /metrics and /healthz on a port of their own (workers/metrics.h).
+  eq::metrics::Registry registry;
+  eq::worker::WorkerMetrics metrics(registry);
+  metrics.expect(opts.mode, opts.analyze);
+  opts.metrics = &metrics;
+  std::unique_ptr<eq::metrics::MetricsServer> metrics_server;
+  int metrics_port = cfg.value().metricsPort(eq::defaults::kWorkerMetricsPort);
+  if (metrics_port != eq::Config::kMetricsOff) {
+    eq::metrics::ServerOptions mo;
+    mo.host = cfg.value().metrics_host;
+    mo.port = metrics_port;
+    mo.health = [&metrics] {
+      return std::vector<eq::metrics::HealthCheck>{{"broker", metrics.brokerUp()}};
+    };
+    auto started = eq::metrics::MetricsServer::start(registry, std::move(mo));
+    if (!started.isOk()) {
+      eq::log::error("cannot serve metrics; set EQ_METRICS_PORT to a free port, 0 or off",
+                     {{"error", started.status().msg()}});
+      return 1;
+    }
+    metrics_server = std::move(started).value();
+    eq::log::info("metrics listening", {{"host", cfg.value().metrics_host},
+                                        {"port", static_cast<long long>(metrics_server->port())}});
+  }
 
   eq::worker::Worker worker(*engine.value(), opts, g_stop);
   return worker.run();

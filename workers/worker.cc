@@ -98,6 +98,7 @@ int Worker::run() {
     backoff_ms = defaults::kReconnectBackoffInitialMs;
     ++generation_;
     Status s = serve(*c.value());
+    if (opts_.metrics != nullptr) opts_.metrics->brokerLost();
     if (!s.isOk()) log::warn("broker connection lost; reconnecting", {{"error", s.msg()}});
   }
   log::info("worker stopped");
@@ -120,6 +121,7 @@ Status Worker::serve(amqp::Connection& conn) {
   log::info("worker consuming", {{"mode", opts_.mode},
                                  {"analyze", static_cast<long long>(opts_.analyze)},
                                  {"concurrency", static_cast<long long>(opts_.concurrency)}});
+  if (opts_.metrics != nullptr) opts_.metrics->brokerConnected();
   while (!stop_.load()) {
     if (Status s = pump(conn, 1000); !s.isOk()) return s;
     if (Status s = publishFinished(conn); !s.isOk()) return s;
@@ -174,14 +176,22 @@ Status Worker::accept(amqp::Connection& conn, const amqp::Delivery& d) {
     // Retrying cannot fix a malformed message: dead-letter it at once.
     log::error("malformed job dead-lettered",
                {{"error", decoded.status().msg()}, {"queue", d.queue_hint}});
-    return conn.reject(d.tag, false);
+    Status rejected = conn.reject(d.tag, false);
+    if (rejected.isOk() && opts_.metrics != nullptr) {
+      opts_.metrics->jobFinished("unknown", "unknown", kJobMalformed, -1, 0);
+    }
+    return rejected;
   }
   msg::Job& job = decoded.value();
   int64_t now = nowMs();
   bool async = !job.task_id.empty();
   if (!async && job.deadline_ms > 0 && now >= job.deadline_ms) {
     log::info("job skipped: caller gave up", {{"request_id", job.request_id}});
-    return conn.ack(d.tag);
+    Status acked = conn.ack(d.tag);
+    if (acked.isOk() && opts_.metrics != nullptr) {
+      opts_.metrics->jobFinished(job.mode, job.kind, kJobExpired, -1, 0);
+    }
+    return acked;
   }
   if (async) {
     amqp::PublishOptions event_opts;
@@ -208,21 +218,25 @@ Status Worker::accept(amqp::Connection& conn, const amqp::Delivery& d) {
   return Status::ok();
 }
 
-msg::SyncResult Worker::runJob(const msg::Job& job) const {
-  msg::SyncResult result;
+JobOutcome Worker::runJob(const msg::Job& job) const {
+  JobOutcome out;
   if (job.kind == "analyze") {
     Result<engine::Analysis> a =
         engine_.analyze({job.message, job.context, job.scene, job.deadline_ms});
-    if (a.isOk()) result = {true, analysisJson(a.value()), 0, ""};
-    else result = {false, "", 500, a.status().msg()};
+    if (a.isOk()) out.result = {true, analysisJson(a.value()), 0, ""};
+    else out.result = {false, "", 500, a.status().msg()};
   } else {
     engine::ReplyInput in{toMode(job.mode), job.message,     job.context,
                           job.scene,        job.reply_count, job.deadline_ms};
     Result<engine::ReplyOutput> r = engine_.reply(in);
-    if (r.isOk()) result = {true, replyDataJson(r.value(), job.request_id, job.mode), 0, ""};
-    else result = {false, "", 500, r.status().msg()};
+    if (r.isOk()) {
+      out.result = {true, replyDataJson(r.value(), job.request_id, job.mode), 0, ""};
+      out.tokens_used = r.value().tokens_used;
+    } else {
+      out.result = {false, "", 500, r.status().msg()};
+    }
   }
-  return result;
+  return out;
 }
 
 Status Worker::publishFinished(amqp::Connection& conn) {
@@ -275,7 +289,14 @@ Status Worker::publishOutcome(amqp::Connection& conn, const FinishedJob& done) {
                                       reply_opts, kConfirmTimeoutMs);
   }
   if (!published.isOk()) return published;
-  return conn.ack(done.slot.tag);
+  Status acked = conn.ack(done.slot.tag);
+  // Counted once the job is acked: a job redelivered after a lost
+  // connection is counted by the worker that finishes it.
+  if (acked.isOk() && opts_.metrics != nullptr) {
+    opts_.metrics->jobFinished(job.mode, job.kind, result.ok ? kJobSucceeded : kJobFailed,
+                               done.seconds, done.tokens_used);
+  }
+  return acked;
 }
 
 }  // namespace eq::worker

@@ -28,6 +28,7 @@
 #include "common/status.h"
 #include "workers/engine/engine.h"
 #include "workers/job_pool.h"
+#include "workers/metrics.h"
 
 namespace eq::worker {
 
@@ -37,6 +38,7 @@ struct WorkerOptions {
   bool analyze = false;  // also consume the analyze queue
   int concurrency = 1;   // jobs at once, and the broker prefetch
   int64_t stop_grace_ms = 30'000;
+  WorkerMetrics* metrics = nullptr;  // optional, borrowed: see workers/metrics.h
 };
 
 class Worker {
@@ -62,7 +64,7 @@ class Worker {
   Status publishFinished(amqp::Connection& conn);
   Status publishOutcome(amqp::Connection& conn, const FinishedJob& done);
   // Runs on a job thread.
-  msg::SyncResult runJob(const msg::Job& job) const;
+  JobOutcome runJob(const msg::Job& job) const;
 
   const engine::Engine& engine_;
   WorkerOptions opts_;

@@ -13,7 +13,8 @@
 EQ_DEPS_BUILD=(cmake ninja-build g++ pkg-config libuv1-dev rapidjson-dev libssl-dev
     libsqlite3-dev libboost-test-dev librabbitmq-dev libhttp-parser-dev libcurl4-openssl-dev)
 EQ_DEPS_RUNTIME=(rabbitmq-server sqlite3 curl ca-certificates python3)
-EQ_DEPS_TEST_ONLY=(docker-compose wrk nodejs npm)
+# prometheus: promtool checks our /metrics output and deploy/monitoring.
+EQ_DEPS_TEST_ONLY=(docker-compose wrk nodejs npm prometheus)
 # The shared libraries the binaries link, for the container's runtime stage,
 # which needs neither compilers nor a broker.
 EQ_DEPS_LIBS=(libstdc++6 libuv1 librabbitmq4 libsqlite3-0 libcurl4 libssl3 libhttp-parser2.9 ca-certificates)

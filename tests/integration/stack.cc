@@ -422,6 +422,10 @@ Stack::Stack(StackOptions opts) {
   env_["EQ_ENV"] = "production";
   env_["EQ_WEBHOOK_ALLOW_CIDRS"] = "127.0.0.1/32";
   env_["EQ_LOG_LEVEL"] = "info";
+  // Workers and the dispatcher serve /metrics on a free port each (logged
+  // as "metrics listening"): the fixed defaults would collide.
+  env_["EQ_METRICS_PORT"] = "0";
+  env_["EQ_METRICS_HOST"] = "127.0.0.1";
   for (const auto& [k, v] : opts.env) env_[k] = v;
 
   auto start = [&](const std::string& name, std::vector<std::string> argv) {
