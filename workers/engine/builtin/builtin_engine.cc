@@ -939,6 +939,7 @@ Status parsePhrases(std::string_view text, Data* tables) {
 
 constexpr int32_t kBreakHit = -1;
 constexpr int32_t kBurstHit = -2;
+constexpr int32_t kTildeHit = -3;
 
 struct Hit {
   size_t begin = 0;
@@ -988,6 +989,16 @@ std::vector<Hit> scan(const Trie& trie, std::string_view text) {
       pos = end;
       continue;
     }
+    if (cp == '~') {
+      // A wave dash ends a clause and, in Chinese online writing, gives it a
+      // light, playful tone ("要开始努力啦～"): a weak joy cue that only
+      // decides a message with no stronger feeling in it.
+      size_t end = pos;
+      while (end < text.size() && text[end] == '~') ++end;
+      hits.push_back({pos, end, kTildeHit});
+      pos = end;
+      continue;
+    }
     if (isClauseBreak(cp)) hits.push_back({pos, pos + cpLen, kBreakHit});
     pos += cpLen;
   }
@@ -1012,6 +1023,12 @@ constexpr double kNegatedDegree = 0.6;
 // "不是不喜欢" affirms, but more weakly than "喜欢".
 constexpr double kDoubleNegation = 0.7;
 constexpr double kBurstStrength = 0.4;
+// A trailing wave dash ("～") is a weak joy cue: strong enough to decide a
+// message that names no feeling, too weak to outvote any lexicon term.
+constexpr double kTildeStrength = 0.2;
+// The share of affection that turns into sadness when both are present
+// (scoreEmotion).
+constexpr double kLoveLament = 0.5;
 // Below this total score a category is noise and the message is neutral.
 constexpr double kMinEmotionScore = 0.05;
 
@@ -1475,14 +1492,14 @@ Fold foldHits(const Data& tables, std::string_view t, const std::vector<Hit>& hi
 
   for (size_t i = 0; i < hits.size(); ++i) {
     const Hit& h = hits[i];
-    if (h.term == kBreakHit || h.term == kBurstHit) {
+    if (h.term == kBreakHit || h.term == kBurstHit || h.term == kTildeHit) {
       endClause(h.begin, h.end);
       chain = Chain{};
       last = -1;
-      if (h.term == kBurstHit) {
+      if (h.term != kBreakHit) {
         EmotionHit e;
-        e.emotion = Emotion::kSurprise;
-        e.strength = kBurstStrength;
+        e.emotion = h.term == kBurstHit ? Emotion::kSurprise : Emotion::kJoy;
+        e.strength = h.term == kBurstHit ? kBurstStrength : kTildeStrength;
         e.weight = weight;
         e.feel_begin = e.chain_begin = h.begin;
         e.feel_end = e.chain_end = h.end;
@@ -1632,6 +1649,16 @@ int scoreEmotion(const std::vector<EmotionHit>& found, double emphasis, Signals*
   for (const EmotionHit& e : found) {
     score[idx(e.emotion)] += e.strength * e.weight;
     peak[idx(e.emotion)] = std::max(peak[idx(e.emotion)], e.strength * e.weight);
+  }
+  // Love said together with sorrow is heartache, not fondness: "我还是爱你，
+  // 可是好累" and "想你想得睡不着，好难过" grieve over the one they love. Half
+  // of the affection's weight then counts as sadness, so sadness wins unless
+  // the love clearly dominates ("爱死你了，就是有点累").
+  const size_t sad = idx(Emotion::kSadness);
+  const size_t aff = idx(Emotion::kAffection);
+  if (score[sad] > 0 && score[aff] > 0) {
+    score[sad] += kLoveLament * score[aff];
+    score[aff] *= 1.0 - kLoveLament;
   }
   int dominant = -1;
   for (size_t i = 0; i < kEmotionCount; ++i) {
