@@ -1413,6 +1413,14 @@ bool isQuestion(std::string_view t) {
   size_t end = contentEnd(t, 0, t.size());
   if (end == 0) return false;
   if (t[end - 1] == '?') return true;
+  // A message that ends on "!" (and no "?") exclaims: "你居然记得我喜欢吃什么！"
+  // names 什么 without asking anything.
+  size_t last = t.size();
+  while (last > 0 && (t[last - 1] == ' ' || t[last - 1] == '!')) --last;
+  if (last < t.size() && t.substr(last).find('!') != std::string_view::npos &&
+      (last == 0 || t[last - 1] != '?')) {
+    return false;
+  }
   if (endsWithAny(t, end, {"吗", "么"})) return true;
   while (endsWithAny(t, end, {"呢", "啊", "呀"})) end -= std::string_view("呢").size();
   if (endsWithAny(t, end,
@@ -1846,6 +1854,28 @@ bool askedForm(std::string_view said, std::string_view back) {
   return false;
 }
 
+// Whether the span [s, e) holds nothing besides the feeling chain
+// [chainBegin, chainEnd) but particles and pronouns after it ("笑死我了", "爱死
+// 你了").
+bool interjectionOnly(std::string_view t, size_t s, size_t e, size_t chainBegin, size_t chainEnd) {
+  constexpr std::string_view kLight = "我你了啊呀啦吧呢哦的哈";
+  for (size_t pos = s; pos < e;) {
+    char32_t cp = 0;
+    const size_t len = decodeUtf8(t, pos, &cp);
+    // A subject before the feeling makes a statement to say back ("我升职了",
+    // "我不是不喜欢你"), not an exclamation.
+    if (pos < chainBegin && (t.substr(pos, len) == "我" || t.substr(pos, len) == "你")) {
+      return false;
+    }
+    const bool inChain = pos >= chainBegin && pos < chainEnd;
+    const bool light = isSpace(cp) || isClauseBreak(cp) || cp == '!' ||
+                       kLight.find(t.substr(pos, len)) != std::string_view::npos;
+    if (!inChain && !light) return false;
+    pos += len;
+  }
+  return true;
+}
+
 // Turns the sender's words into the reader's: a reply says "你升职了", not
 // "「我升职了」". In Chinese, 我 and 你 (您) swap and 你们 becomes 我们; a
 // question adverb right after the opening pronoun is dropped ("你怎么又迟到了"
@@ -2037,10 +2067,13 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
   // A clause is said back in the reader's words and woven into the reply's
   // own sentence; a bare feeling word or a message with nothing to take hold
   // of ("？？？", "ok") is quoted instead, the way people quote a word back.
-  // A topic that is nothing but the feeling word ("呵呵", "烦死了") is an
-  // interjection, not a clause to weave in: it is quoted like a bare word.
-  if (!sig.topic.empty() && sig.topic == sig.feel &&
-      countUnits(sig.topic, 0, sig.topic.size()) <= 2) {
+  std::string interjection;
+  // A topic that is nothing but the feeling ("呵呵", "笑死我了") is an
+  // interjection, not a clause to weave in: turned round it would read "笑死你
+  // 了". It is quoted like a bare word instead.
+  if (s < e && chainBegin != std::string_view::npos &&
+      interjectionOnly(t, s, e, chainBegin, chainEnd)) {
+    interjection = std::move(sig.topic);
     sig.topic.clear();
   }
   if (!sig.topic.empty()) {
@@ -2056,7 +2089,9 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
       sig.echo = sig.lang == Lang::kZh ? "「" + sig.said + "」" : "\"" + sig.said + "\"";
     }
   } else {
-    const std::string bare = sig.feel.empty() ? fallbackEcho(message, n, sig.lang) : sig.feel;
+    const std::string bare = !interjection.empty() ? interjection
+                             : sig.feel.empty()    ? fallbackEcho(message, n, sig.lang)
+                                                   : sig.feel;
     sig.said = bare;
     sig.echo = sig.lang == Lang::kZh ? "「" + bare + "」" : "\"" + bare + "\"";
   }
