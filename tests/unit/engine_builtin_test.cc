@@ -390,6 +390,19 @@ BOOST_AUTO_TEST_CASE(replies_say_the_message_back_in_the_readers_words) {
   }
   BOOST_TEST(owned);
 
+  // A complaint about the reader is owned, not treated as news to console.
+  for (const auto& r : reply("你从来都不在乎我的感受", Mode::kStandard, 3, "男朋友").replies) {
+    BOOST_TEST(!contains(r.text, "不管我从来"), r.text);
+    BOOST_TEST(!contains(r.text, "的感受，你现在感觉怎么样"), r.text);
+  }
+
+  // English "you" is "I" as a subject and "me" after a verb or preposition.
+  const std::string meme =
+      reply("lol that meme you sent killed me", Mode::kFast, 1).replies[0].text;
+  BOOST_TEST(contains(meme, "That meme I sent killed you"), meme);
+  const std::string busy = reply("I told you I was busy", Mode::kFast, 1).replies[0].text;
+  BOOST_TEST(contains(busy, "told me you were busy"), busy);
+
   const std::string job = reply("I got the job!!!", Mode::kFast, 1).replies[0].text;
   BOOST_TEST(contains(job, "You got the job"), job);
   BOOST_TEST(!contains(job, "\""), job);

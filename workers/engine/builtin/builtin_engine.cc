@@ -1876,6 +1876,19 @@ bool interjectionOnly(std::string_view t, size_t s, size_t e, size_t chainBegin,
   return true;
 }
 
+// Words after which "you" is an object ("I miss you", "with you"): common
+// prepositions and verbs, and any past tense in -ed ("texted you").
+bool takesObject(std::string_view w) {
+  static constexpr std::array<std::string_view, 44> kWords = {
+      "to",   "for",  "with", "at",   "about", "from", "of",    "like",   "love",
+      "miss", "hate", "tell", "told", "call",  "see",  "saw",   "meet",   "met",
+      "ask",  "help", "need", "want", "give",  "gave", "thank", "trust",  "know",
+      "knew", "hear", "text", "hug",  "kiss",  "than", "on",    "in",     "without",
+      "by",   "let",  "make", "made", "get",   "got",  "blame", "believe"};
+  if (std::find(kWords.begin(), kWords.end(), w) != kWords.end()) return true;
+  return w.size() > 3 && w.substr(w.size() - 2) == "ed";
+}
+
 // Turns the sender's words into the reader's: a reply says "你升职了", not
 // "「我升职了」". In Chinese, 我 and 你 (您) swap and 你们 becomes 我们; a
 // question adverb right after the opening pronoun is dropped ("你怎么又迟到了"
@@ -1937,6 +1950,7 @@ std::string speakBack(std::string_view s, Lang lang) {
   bool clauseStart = true;
   bool subjectI = false;    // the previous word became "I"
   bool subjectYou = false;  // the previous word became "you" as a subject
+  std::string prevLower;
   for (size_t pos = 0; pos < s.size();) {
     if (!isWordByte(static_cast<unsigned char>(s[pos]))) {
       if (s[pos] == ',' || s[pos] == ';') clauseStart = true;
@@ -1971,8 +1985,11 @@ std::string speakBack(std::string_view s, Lang lang) {
     } else if (lower == "i'd") {
       repl = "you'd";
     } else if (lower == "you") {
-      repl = clauseStart ? "I" : "me";
-      nowI = clauseStart;
+      // Object after a verb or preposition ("told you", "with you"), else
+      // subject ("you sent", "that meme you sent").
+      const bool object = !clauseStart && takesObject(prevLower);
+      repl = object ? "me" : "I";
+      nowI = !object;
     } else if (lower == "your") {
       repl = "my";
     } else if (lower == "yours") {
@@ -1999,6 +2016,7 @@ std::string speakBack(std::string_view s, Lang lang) {
       repl = std::string(word);
     }
     out += repl;
+    prevLower = lower;
     subjectI = nowI;
     subjectYou = nowYou;
     clauseStart = false;
