@@ -390,6 +390,11 @@ BOOST_AUTO_TEST_CASE(replies_say_the_message_back_in_the_readers_words) {
   }
   BOOST_TEST(owned);
 
+  // The feeling word is not cut off when what follows is bound to it.
+  for (const auto& r : reply("分手后我每天都在想你，是不是很傻", Mode::kStandard, 3).replies) {
+    BOOST_TEST(contains(r.text, "分手后你每天都在想我"), r.text);
+  }
+
   // A complaint about the reader is owned, not treated as news to console.
   for (const auto& r : reply("你从来都不在乎我的感受", Mode::kStandard, 3, "男朋友").replies) {
     BOOST_TEST(!contains(r.text, "不管我从来"), r.text);

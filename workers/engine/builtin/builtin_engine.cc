@@ -1155,6 +1155,16 @@ bool startsWithAt(std::string_view t, size_t pos, std::string_view word) {
   return t.substr(pos, word.size()) == word;
 }
 
+// Whether the text at pos continues the word before it ("后" in "分手后",
+// "的" in "开心的事"), so a cut there would leave a fragment.
+bool boundAfter(std::string_view t, size_t pos) {
+  for (std::string_view m :
+       {"后", "之后", "以后", "前", "时", "的", "了", "着", "过", "得", "地"}) {
+    if (startsWithAt(t, pos, m)) return true;
+  }
+  return false;
+}
+
 // Cuts [s, e) of the normalized text down to its content: spaces, quotes,
 // leading fillers, sentence-final particles and the feeling chain itself (so
 // that "今天被老板骂了好生气" echoes "今天被老板骂了").
@@ -1182,8 +1192,10 @@ std::pair<size_t, size_t> trimChunk(std::string_view t, size_t s, size_t e, size
       changed = true;
       continue;
     }
+    // ...unless what follows is bound to it: "分手后我每天都在想你" must not
+    // shrink to "后我每天都在想你".
     if (s >= chainBegin && s < chainEnd && chainEnd < e &&
-        countUnits(t, chainEnd, e) >= minRemainder) {
+        countUnits(t, chainEnd, e) >= minRemainder && !boundAfter(t, chainEnd)) {
       s = chainEnd;
       changed = true;
       continue;
