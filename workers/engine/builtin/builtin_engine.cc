@@ -1901,6 +1901,12 @@ bool takesObject(std::string_view w) {
   return w.size() > 3 && w.substr(w.size() - 2) == "ed";
 }
 
+std::string asciiLower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = lowerAscii(c);
+  return out;
+}
+
 // Turns the sender's words into the reader's: a reply says "你升职了", not
 // "「我升职了」". In Chinese, 我 and 你 (您) swap and 你们 becomes 我们; a
 // question adverb right after the opening pronoun is dropped ("你怎么又迟到了"
@@ -1958,7 +1964,15 @@ std::string speakBack(std::string_view s, Lang lang) {
     }
     return embedQuestion(out);
   }
-  // English: word by word, keeping everything between words as written.
+  // English: word by word, keeping everything between words as written. A
+  // proposal's opener goes first ("let's grab dinner" -> "grab dinner"), so
+  // that the rest reads as the plan itself ("Grab dinner? I'd love to!").
+  for (std::string_view opener : {"let's ", "lets ", "wanna ", "shall we ", "how about "}) {
+    if (s.size() > opener.size() + 2 && asciiLower(s.substr(0, opener.size())) == opener) {
+      s.remove_prefix(opener.size());
+      break;
+    }
+  }
   bool clauseStart = true;
   bool subjectI = false;    // the previous word became "I"
   bool subjectYou = false;  // the previous word became "you" as a subject
@@ -2112,8 +2126,9 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
     sig.echo = sig.topic;
     // A yes/no question only reads right as reported speech ("你问我今晚有没有
     // 空"): phrases that weave {echo} into a statement quote it instead.
-    const bool asked = sig.lang == Lang::kZh ? askedForm(sig.said, sig.topic)
-                                             : (sig.conditions & kCondQuestion) != 0;
+    // In English any question is asked back in quotes; an invitation that is
+    // not phrased as a question ("let's grab dinner") is woven in like a statement.
+    const bool asked = sig.lang == Lang::kZh ? askedForm(sig.said, sig.topic) : question;
     if (asked) {
       sig.conditions |= kCondAsked;
       sig.echo = sig.lang == Lang::kZh ? "「" + sig.said + "」" : "\"" + sig.said + "\"";
