@@ -210,6 +210,8 @@ BOOST_AUTO_TEST_CASE(love_said_with_sorrow_is_sadness) {
   // Longing plus sorrow is heartache; longing alone stays affection.
   BOOST_TEST(analyze("我还是爱你，可是心好痛").emotion == "sadness");
   BOOST_TEST(analyze("好想你啊，宝贝").emotion == "affection");
+  // A passing sad word next to strong love is no lament.
+  BOOST_TEST(analyze("爱死你了，就是有点累").emotion == "affection");
 }
 
 BOOST_AUTO_TEST_CASE(a_wave_dash_only_decides_a_message_without_feeling) {

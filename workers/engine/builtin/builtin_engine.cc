@@ -1041,6 +1041,8 @@ constexpr double kTildeStrength = 0.2;
 // The share of affection that turns into sadness when both are present
 // (scoreEmotion).
 constexpr double kLoveLament = 0.5;
+// ...but only when the sadness is at least this share of the affection.
+constexpr double kLamentShare = 0.5;
 // Below this total score a category is noise and the message is neutral.
 constexpr double kMinEmotionScore = 0.05;
 
@@ -1686,10 +1688,12 @@ int scoreEmotion(const std::vector<EmotionHit>& found, double emphasis, Signals*
   // Love said together with sorrow is heartache, not fondness: "我还是爱你，
   // 可是好累" and "想你想得睡不着，好难过" grieve over the one they love. Half
   // of the affection's weight then counts as sadness, so sadness wins unless
-  // the love clearly dominates ("爱死你了，就是有点累").
+  // the love clearly dominates ("爱死你了，就是有点累"). A passing sad word
+  // next to a strong feeling of love (less than half its weight) is no
+  // lament and changes nothing.
   const size_t sad = idx(Emotion::kSadness);
   const size_t aff = idx(Emotion::kAffection);
-  if (score[sad] > 0 && score[aff] > 0) {
+  if (score[aff] > 0 && score[sad] >= kLamentShare * score[aff]) {
     score[sad] += kLoveLament * score[aff];
     score[aff] *= 1.0 - kLoveLament;
   }
