@@ -3,6 +3,7 @@
 // the confusion matrix (the numbers in docs/engine.md).
 //
 //   engine_eval [--misses] FILE...
+//   engine_eval --reply MODE[:COUNT] [--scene S] [--context C] MESSAGE...
 //
 // FILE is either the project's TSV (tests/data/eval_*.tsv) or, when its name
 // ends in .jsonl, the CLUE emotion format ({"id","content","label"}). The
@@ -11,6 +12,10 @@
 // changed lexicon is measured without rebuilding. --misses lists every
 // message of a TSV file that was labelled wrong; it is never applied to CLUE,
 // whose sentences stay out of our logs and notes (shared/data/README.md).
+//
+// --reply prints the analysis and the replies for each MESSAGE (MODE is fast,
+// standard or perfect, COUNT 1..5, default 3), so replies can be read the way
+// a user reads them while the phrase bank is edited.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -37,20 +42,60 @@ bool readFile(const std::string& path, std::string* out) {
 }
 
 bool endsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Prints the analysis and the replies of one message.
+void printReplies(const BuiltinEngine& engine, eq::engine::Mode mode, int count,
+                  const std::string& scene, const std::string& context, const std::string& msg) {
+  eq::engine::AnalyzeInput a;
+  a.message = msg;
+  a.context = context;
+  a.scene = scene;
+  eq::engine::ReplyInput in;
+  in.mode = mode;
+  in.message = msg;
+  in.context = context;
+  in.scene = scene;
+  in.reply_count = count;
+  const auto analysis = engine.analyze(a);
+  const auto out = engine.reply(in);
+  std::printf("## %s%s%s\n", msg.c_str(), scene.empty() ? "" : "  [scene ",
+              scene.empty() ? "" : (scene + "]").c_str());
+  if (analysis.isOk()) {
+    const eq::engine::Analysis& an = analysis.value();
+    std::printf("   %s %.2f | %s | need: %s | strategy: %s\n        ", an.emotion.c_str(),
+                an.intensity, an.relationship_stage.c_str(), an.underlying_need.c_str(),
+                an.suggested_strategy.c_str());
+  }
+  if (!out.isOk()) {
+    std::printf("   error: %s\n", out.status().msg().c_str());
+    return;
+  }
+  for (const eq::engine::Reply& r : out.value().replies) {
+    std::printf("   %.3f  %s\n          (%s)\n", r.score, r.text.c_str(), r.eq_analysis.c_str());
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   bool listMisses = false;
+  std::string replyMode;
+  std::string scene;
+  std::string context;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--misses") {
       listMisses = true;
+    } else if ((arg == "--reply" || arg == "--scene" || arg == "--context") && i + 1 < argc) {
+      (arg == "--reply" ? replyMode : arg == "--scene" ? scene : context) = argv[++i];
     } else if (arg == "-h" || arg == "--help") {
-      std::printf("usage: engine_eval [--misses] FILE.tsv|FILE.jsonl...\n");
+      std::printf(
+          "usage: engine_eval [--misses] FILE.tsv|FILE.jsonl...\n"
+          "       engine_eval --reply MODE[:COUNT] [--scene S] [--context C] MESSAGE...\n");
       return 0;
     } else {
       files.push_back(arg);
@@ -66,7 +111,8 @@ int main(int argc, char** argv) {
   std::string lexicon;
   std::string phrases;
   if (!readFile(dir + "/lexicon.tsv", &lexicon) || !readFile(dir + "/phrases.tsv", &phrases)) {
-    std::fprintf(stderr, "engine_eval: cannot read %s/{lexicon,phrases}.tsv (set EQ_ENGINE_DATA_DIR)\n",
+    std::fprintf(stderr,
+                 "engine_eval: cannot read %s/{lexicon,phrases}.tsv (set EQ_ENGINE_DATA_DIR)\n",
                  dir.c_str());
     return 1;
   }
@@ -76,6 +122,27 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::unique_ptr<BuiltinEngine> engine = std::move(created).value();
+
+  if (!replyMode.empty()) {
+    const size_t colon = replyMode.find(':');
+    const std::string modeName = replyMode.substr(0, colon);
+    const int count = colon == std::string::npos ? 3 : std::atoi(replyMode.c_str() + colon + 1);
+    eq::engine::Mode mode = eq::engine::Mode::kFast;
+    if (modeName == "standard") {
+      mode = eq::engine::Mode::kStandard;
+    } else if (modeName == "perfect") {
+      mode = eq::engine::Mode::kPerfect;
+    } else if (modeName != "fast") {
+      std::fprintf(stderr, "engine_eval: --reply takes fast, standard or perfect\n");
+      return 2;
+    }
+    if (count < 1 || count > 5) {
+      std::fprintf(stderr, "engine_eval: reply count must be 1..5\n");
+      return 2;
+    }
+    for (const std::string& msg : files) printReplies(*engine, mode, count, scene, context, msg);
+    return 0;
+  }
 
   int status = 0;
   for (const std::string& path : files) {

@@ -193,6 +193,33 @@ BOOST_AUTO_TEST_CASE(english_messages_get_the_right_emotion) {
   BOOST_TEST(analyze("See you at 3 tomorrow").emotion == "neutral");
 }
 
+// Weibo and chat markers the lexicon names: bracket emoticons, kaomoji, slang,
+// and the two scoring rules (love said with sorrow, the wave dash).
+BOOST_AUTO_TEST_CASE(emoticons_kaomoji_and_slang_are_read) {
+  BOOST_TEST(analyze("又加班到十点[泪]").emotion == "sadness");
+  BOOST_TEST(analyze("排了半小时队又被人插队[怒]").emotion == "anger");
+  BOOST_TEST(analyze("这种演技也能拿奖[吐]").emotion == "disgust");
+  BOOST_TEST(analyze("周五啦[哈哈]").emotion == "joy");
+  BOOST_TEST(analyze("期末考砸了T_T").emotion == "sadness");
+  BOOST_TEST(analyze("下周答辩，压力山大").emotion == "anxiety");
+  BOOST_TEST(analyze("这个剧情也是醉了").emotion == "disgust");
+  BOOST_TEST(analyze("万万没想到他俩是亲戚").emotion == "surprise");
+}
+
+BOOST_AUTO_TEST_CASE(love_said_with_sorrow_is_sadness) {
+  // Longing plus sorrow is heartache; longing alone stays affection.
+  BOOST_TEST(analyze("我还是爱你，可是心好痛").emotion == "sadness");
+  BOOST_TEST(analyze("好想你啊，宝贝").emotion == "affection");
+  // A passing sad word next to strong love is no lament.
+  BOOST_TEST(analyze("爱死你了，就是有点累").emotion == "affection");
+}
+
+BOOST_AUTO_TEST_CASE(a_wave_dash_only_decides_a_message_without_feeling) {
+  BOOST_TEST(analyze("明天去海边～").emotion == "joy");
+  BOOST_TEST(analyze("明天去海边").emotion == "neutral");
+  BOOST_TEST(analyze("我好难过～").emotion == "sadness");
+}
+
 BOOST_AUTO_TEST_CASE(double_negation_is_not_negative) {
   const Analysis a = analyze("我不是不喜欢你");
   BOOST_TEST(!isNegativeEmotion(a.emotion), "got " << a.emotion);
@@ -340,6 +367,82 @@ BOOST_AUTO_TEST_CASE(replies_and_analysis_follow_the_message_language) {
   BOOST_TEST(!hasCjk(en.underlying_need));
   BOOST_TEST(!hasCjk(en.suggested_strategy));
   BOOST_TEST(en.relationship_stage == "colleague");
+}
+
+// Replies weave the sender's clause in from the reader's side instead of
+// pasting it back in quotes.
+BOOST_AUTO_TEST_CASE(replies_say_the_message_back_in_the_readers_words) {
+  const std::string promoted = reply("我升职了！！！", Mode::kFast, 1).replies[0].text;
+  BOOST_TEST(contains(promoted, "你升职了"), promoted);
+  BOOST_TEST(!contains(promoted, "我升职了"), promoted);
+  BOOST_TEST(!contains(promoted, "「"), promoted);
+
+  for (const auto& r : reply("今天被老板骂了，好难过", Mode::kPerfect, 5).replies) {
+    BOOST_TEST(contains(r.text, "被老板骂了"), r.text);
+    BOOST_TEST(!contains(r.text, "「"), r.text);
+    // eq_analysis talks about the message, so it quotes the sender's words.
+    BOOST_TEST(!contains(r.eq_analysis, "你今天被老板骂了"), r.eq_analysis);
+  }
+
+  // Anger at the reader: the question adverb goes, the reader owns the deed.
+  bool owned = false;
+  for (const auto& r : reply("你怎么又迟到了，我真的很生气", Mode::kStandard, 3).replies) {
+    owned = owned || contains(r.text, "我又迟到了");
+    BOOST_TEST(!contains(r.text, "你怎么又迟到了"), r.text);
+  }
+  BOOST_TEST(owned);
+
+  // The feeling word is not cut off when what follows is bound to it.
+  for (const auto& r : reply("分手后我每天都在想你，是不是很傻", Mode::kStandard, 3).replies) {
+    BOOST_TEST(contains(r.text, "分手后你每天都在想我"), r.text);
+  }
+
+  // A complaint about the reader is owned, not treated as news to console.
+  for (const auto& r : reply("你从来都不在乎我的感受", Mode::kStandard, 3, "男朋友").replies) {
+    BOOST_TEST(!contains(r.text, "不管我从来"), r.text);
+    BOOST_TEST(!contains(r.text, "的感受，你现在感觉怎么样"), r.text);
+  }
+
+  // English "you" is "I" as a subject and "me" after a verb or preposition.
+  const std::string meme =
+      reply("lol that meme you sent killed me", Mode::kFast, 1).replies[0].text;
+  BOOST_TEST(contains(meme, "That meme I sent killed you"), meme);
+  const std::string busy = reply("I told you I was busy", Mode::kFast, 1).replies[0].text;
+  BOOST_TEST(contains(busy, "told me you were busy"), busy);
+
+  const std::string job = reply("I got the job!!!", Mode::kFast, 1).replies[0].text;
+  BOOST_TEST(contains(job, "You got the job"), job);
+  BOOST_TEST(!contains(job, "\""), job);
+}
+
+BOOST_AUTO_TEST_CASE(a_yes_no_question_is_said_back_as_reported_speech) {
+  const std::string free = reply("你今晚有空吗", Mode::kStandard, 3).replies[0].text;
+  BOOST_TEST(contains(free, "你问我今晚有没有空"), free);
+  bool asked = false;
+  for (const auto& r : reply("你爱我吗", Mode::kStandard, 3).replies) {
+    asked = asked || contains(r.text, "我爱不爱你");
+    BOOST_TEST(!contains(r.text, "我爱你吗这件事"), r.text);
+  }
+  BOOST_TEST(asked);
+  // A final 么 of 什么 is no yes/no question.
+  for (const auto& r : reply("哇，你居然记得我喜欢吃什么！", Mode::kStandard, 3).replies) {
+    BOOST_TEST(!contains(r.text, "你问"), r.text);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_interjection_is_quoted_not_turned_round) {
+  for (const auto& r : reply("笑死我了", Mode::kStandard, 3).replies) {
+    BOOST_TEST(!contains(r.text, "笑死你了"), r.text);
+  }
+  BOOST_TEST(contains(reply("笑死我了", Mode::kFast, 1).replies[0].text, "「笑死我了」"));
+  BOOST_TEST(contains(reply("呵呵", Mode::kFast, 1).replies[0].text, "「呵呵」"));
+}
+
+BOOST_AUTO_TEST_CASE(punctuation_only_is_answered_in_chinese) {
+  for (const auto& r : reply("？？？", Mode::kStandard, 3).replies) {
+    BOOST_TEST(hasCjk(r.text), r.text);
+  }
+  BOOST_TEST(hasCjk(analyze("😭😭😭").underlying_need));
 }
 
 BOOST_AUTO_TEST_CASE(modes_differ) {

@@ -7,7 +7,8 @@
 //
 // When the CLUE validation split is present (../shared/data/ next to the
 // source tree, or EQ_CLUE_JSONL), it is measured and printed too, asserting
-// only that the analyzer beats the majority class; it is never required.
+// that the analyzer stays above the majority class by the margin it reached;
+// it is never required.
 #include <array>
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
@@ -30,15 +31,18 @@ using eq::engine::builtin::BuiltinEngine;
 // were set (docs/engine.md has the measured values and the date). The eval
 // sets were used for tuning, so their floors guard against regressions; the
 // held-out sets were not, so theirs are the honest ones.
-constexpr double kZhFloor = 86.0;         // measured 88.4 (438 messages)
-constexpr double kEnFloor = 95.0;         // measured 96.8 (154 messages)
-constexpr double kZhHoldoutFloor = 75.0;  // measured 77.5 (80 messages)
-constexpr double kEnHoldoutFloor = 77.0;  // measured 80.0 (40 messages)
-// CLUE (Weibo posts, no neutral label): the majority class is 35-36% of the
+constexpr double kZhFloor = 88.5;         // measured 90.0 (438 messages)
+constexpr double kEnFloor = 96.5;         // measured 97.4 (154 messages)
+constexpr double kZhHoldoutFloor = 80.0;  // measured 81.2 (80 messages)
+constexpr double kEnHoldoutFloor = 77.5;  // measured 80.0 (40 messages)
+// CLUE (Weibo posts, no neutral label): the majority class is 35.1% of the
 // validation split and a fine-tuned BERT-base reaches 60.7% on the test split.
-// The lexicon reaches 34.6%, just below the majority class; the floor only
-// catches a collapse. See docs/engine.md for why and what would close the gap.
-constexpr double kClueFloor = 33.0;
+// The lexicon reaches 38.5%: above the majority class, far from the model.
+// Most of the gap is the 18% of posts in which it finds no feeling at all
+// (neutral, always wrong there); on the posts it commits on it is right
+// 46.9% of the time. Both are asserted. See docs/engine.md.
+constexpr double kClueFloor = 37.5;
+constexpr double kClueAnsweredFloor = 45.5;
 
 std::string envOr(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -181,7 +185,9 @@ BOOST_AUTO_TEST_CASE(clue_validation_split_when_present) {
   BOOST_TEST_REQUIRE(samples.isOk(), samples.status().msg());
   const eval::Report r = eval::evaluate(engine(), samples.value());
   BOOST_TEST_MESSAGE("CLUE valid (fine-tuned BERT-base: 60.7%): " << r.format());
-  BOOST_TEST(100.0 * r.accuracy() > kClueFloor);
+  BOOST_TEST(100.0 * r.accuracy() >= kClueFloor);
+  BOOST_TEST(100.0 * r.accuracy() > 100.0 * r.majorityBaseline() + 1.5);
+  BOOST_TEST(100.0 * r.answeredAccuracy() >= kClueAnsweredFloor);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -499,9 +499,11 @@ enum Slot : uint8_t {
   kSlotFeel = 2,
   kSlotTopic = 4,
   kSlotMood = 8,
-  kSlotStage = 16
+  kSlotStage = 16,
+  kSlotSaid = 32
 };
-constexpr std::array<std::string_view, 5> kSlotNames = {"echo", "feel", "topic", "mood", "stage"};
+constexpr std::array<std::string_view, 6> kSlotNames = {"echo", "feel",  "topic",
+                                                        "mood", "stage", "said"};
 constexpr uint8_t kEchoSlots = kSlotEcho | kSlotFeel | kSlotTopic;
 
 enum class PhraseKind : uint8_t { kReply, kWhy, kAdvice, kNeed, kName };
@@ -511,10 +513,18 @@ constexpr std::array<std::string_view, 5> kPhraseKindNames = {"reply", "why", "a
 // Conditions a phrase can require or exclude besides the emotion, written in
 // the emotions field ("anger,!addressed"): whether the message speaks to the
 // reader ("你怎么又迟到了"), asks something, invites ("周末一起去看电影吧"), or
-// reports good news (a "news" lexicon term).
-enum Condition : uint8_t { kCondAddressed = 1, kCondQuestion = 2, kCondInvite = 4, kCondNews = 8 };
-constexpr std::array<std::string_view, 4> kConditionNames = {"addressed", "question", "invite",
-                                                             "news"};
+// reports good news (a "news" lexicon term); "asked" means the echoed clause
+// itself is a yes/no question ("你今晚有空吗"), which {topic} says back as
+// "我今晚有没有空" and {echo} quotes as the sender wrote it.
+enum Condition : uint8_t {
+  kCondAddressed = 1,
+  kCondQuestion = 2,
+  kCondInvite = 4,
+  kCondNews = 8,
+  kCondAsked = 16
+};
+constexpr std::array<std::string_view, 5> kConditionNames = {"addressed", "question", "invite",
+                                                             "news", "asked"};
 
 constexpr uint32_t kAllEmotions = (1u << kEmotionCount) - 1;
 constexpr uint32_t kAllStages = (1u << kStageCount) - 1;
@@ -539,7 +549,9 @@ struct Phrase {
   double specificity() const {
     const int n = std::popcount(emotions);
     double spec = anyEmotion() ? 0.3 : n <= 3 ? 0.7 : 0.5;
-    if (require != 0) spec += 0.3;
+    // A phrase written for an asked question is the only kind that says the
+    // question back as reported speech, so it outranks any statement-shaped one.
+    if (require != 0) spec += (require & kCondAsked) != 0 ? 0.6 : 0.3;
     return std::min(spec, 1.0);
   }
   bool anyEmotion() const { return emotions == kAllEmotions; }
@@ -676,9 +688,9 @@ Status parseLexicon(std::string_view text, Data* tables) {
           for (std::string_view tag : splitOn(f[4], ',')) {
             const int t = indexOf(kTermTagNames, tag);
             if (t < 0) {
-              return lineError(kFile, line,
-                               "unknown tag " + quoted(tag) +
-                                   " (news, not_joy, not_affection, rhetorical)");
+              return lineError(
+                  kFile, line,
+                  "unknown tag " + quoted(tag) + " (news, not_joy, not_affection, rhetorical)");
             }
             term.tags |= static_cast<uint8_t>(1u << t);
           }
@@ -894,7 +906,7 @@ Status parsePhrases(std::string_view text, Data* tables) {
   auto hasFallback = [](const std::vector<Phrase>& list, bool needAnyStage) {
     for (const Phrase& p : list) {
       if (p.anyEmotion() && p.unconditional() && (!needAnyStage || p.anyStage()) &&
-          (p.slots & ~(kSlotEcho | kSlotStage)) == 0) {
+          (p.slots & ~(kSlotEcho | kSlotStage | kSlotSaid)) == 0) {
         return true;
       }
     }
@@ -939,6 +951,7 @@ Status parsePhrases(std::string_view text, Data* tables) {
 
 constexpr int32_t kBreakHit = -1;
 constexpr int32_t kBurstHit = -2;
+constexpr int32_t kTildeHit = -3;
 
 struct Hit {
   size_t begin = 0;
@@ -988,6 +1001,16 @@ std::vector<Hit> scan(const Trie& trie, std::string_view text) {
       pos = end;
       continue;
     }
+    if (cp == '~') {
+      // A wave dash ends a clause and, in Chinese online writing, gives it a
+      // light, playful tone ("要开始努力啦～"): a weak joy cue that only
+      // decides a message with no stronger feeling in it.
+      size_t end = pos;
+      while (end < text.size() && text[end] == '~') ++end;
+      hits.push_back({pos, end, kTildeHit});
+      pos = end;
+      continue;
+    }
     if (isClauseBreak(cp)) hits.push_back({pos, pos + cpLen, kBreakHit});
     pos += cpLen;
   }
@@ -1012,6 +1035,14 @@ constexpr double kNegatedDegree = 0.6;
 // "不是不喜欢" affirms, but more weakly than "喜欢".
 constexpr double kDoubleNegation = 0.7;
 constexpr double kBurstStrength = 0.4;
+// A trailing wave dash ("～") is a weak joy cue: strong enough to decide a
+// message that names no feeling, too weak to outvote any lexicon term.
+constexpr double kTildeStrength = 0.2;
+// The share of affection that turns into sadness when both are present
+// (scoreEmotion).
+constexpr double kLoveLament = 0.5;
+// ...but only when the sadness is at least this share of the affection.
+constexpr double kLamentShare = 0.5;
 // Below this total score a category is noise and the message is neutral.
 constexpr double kMinEmotionScore = 0.05;
 
@@ -1052,7 +1083,8 @@ struct Signals {
   uint8_t conditions = 0;  // Condition bits
   std::string feel;        // the emotion words as the sender wrote them
   std::string topic;       // the most salient clause or chunk
-  std::string echo;        // feel, else topic, else a cut of the message
+  std::string echo;        // topic in the reader's words, else feel or a cut, quoted
+  std::string said;        // what echo stands for, in the sender's own words (for eq_analysis)
   size_t message_units = 0;
   uint64_t hash = 0;
 };
@@ -1125,6 +1157,16 @@ bool startsWithAt(std::string_view t, size_t pos, std::string_view word) {
   return t.substr(pos, word.size()) == word;
 }
 
+// Whether the text at pos continues the word before it ("后" in "分手后",
+// "的" in "开心的事"), so a cut there would leave a fragment.
+bool boundAfter(std::string_view t, size_t pos) {
+  for (std::string_view m :
+       {"后", "之后", "以后", "前", "时", "的", "了", "着", "过", "得", "地"}) {
+    if (startsWithAt(t, pos, m)) return true;
+  }
+  return false;
+}
+
 // Cuts [s, e) of the normalized text down to its content: spaces, quotes,
 // leading fillers, sentence-final particles and the feeling chain itself (so
 // that "今天被老板骂了好生气" echoes "今天被老板骂了").
@@ -1152,8 +1194,10 @@ std::pair<size_t, size_t> trimChunk(std::string_view t, size_t s, size_t e, size
       changed = true;
       continue;
     }
+    // ...unless what follows is bound to it: "分手后我每天都在想你" must not
+    // shrink to "后我每天都在想你".
     if (s >= chainBegin && s < chainEnd && chainEnd < e &&
-        countUnits(t, chainEnd, e) >= minRemainder) {
+        countUnits(t, chainEnd, e) >= minRemainder && !boundAfter(t, chainEnd)) {
       s = chainEnd;
       changed = true;
       continue;
@@ -1383,6 +1427,14 @@ bool isQuestion(std::string_view t) {
   size_t end = contentEnd(t, 0, t.size());
   if (end == 0) return false;
   if (t[end - 1] == '?') return true;
+  // A message that ends on "!" (and no "?") exclaims: "你居然记得我喜欢吃什么！"
+  // names 什么 without asking anything.
+  size_t last = t.size();
+  while (last > 0 && (t[last - 1] == ' ' || t[last - 1] == '!')) --last;
+  if (last < t.size() && t.substr(last).find('!') != std::string_view::npos &&
+      (last == 0 || t[last - 1] != '?')) {
+    return false;
+  }
   if (endsWithAny(t, end, {"吗", "么"})) return true;
   while (endsWithAny(t, end, {"呢", "啊", "呀"})) end -= std::string_view("呢").size();
   if (endsWithAny(t, end,
@@ -1475,14 +1527,14 @@ Fold foldHits(const Data& tables, std::string_view t, const std::vector<Hit>& hi
 
   for (size_t i = 0; i < hits.size(); ++i) {
     const Hit& h = hits[i];
-    if (h.term == kBreakHit || h.term == kBurstHit) {
+    if (h.term == kBreakHit || h.term == kBurstHit || h.term == kTildeHit) {
       endClause(h.begin, h.end);
       chain = Chain{};
       last = -1;
-      if (h.term == kBurstHit) {
+      if (h.term != kBreakHit) {
         EmotionHit e;
-        e.emotion = Emotion::kSurprise;
-        e.strength = kBurstStrength;
+        e.emotion = h.term == kBurstHit ? Emotion::kSurprise : Emotion::kJoy;
+        e.strength = h.term == kBurstHit ? kBurstStrength : kTildeStrength;
         e.weight = weight;
         e.feel_begin = e.chain_begin = h.begin;
         e.feel_end = e.chain_end = h.end;
@@ -1633,6 +1685,18 @@ int scoreEmotion(const std::vector<EmotionHit>& found, double emphasis, Signals*
     score[idx(e.emotion)] += e.strength * e.weight;
     peak[idx(e.emotion)] = std::max(peak[idx(e.emotion)], e.strength * e.weight);
   }
+  // Love said together with sorrow is heartache, not fondness: "我还是爱你，
+  // 可是好累" and "想你想得睡不着，好难过" grieve over the one they love. Half
+  // of the affection's weight then counts as sadness, so sadness wins unless
+  // the love clearly dominates ("爱死你了，就是有点累"). A passing sad word
+  // next to a strong feeling of love (less than half its weight) is no
+  // lament and changes nothing.
+  const size_t sad = idx(Emotion::kSadness);
+  const size_t aff = idx(Emotion::kAffection);
+  if (score[aff] > 0 && score[sad] >= kLamentShare * score[aff]) {
+    score[sad] += kLoveLament * score[aff];
+    score[aff] *= 1.0 - kLoveLament;
+  }
   int dominant = -1;
   for (size_t i = 0; i < kEmotionCount; ++i) {
     if (score[i] < kMinEmotionScore) continue;
@@ -1753,6 +1817,247 @@ std::string fallbackEcho(std::string_view original, const Normalized& n, Lang la
   return echo;
 }
 
+// A yes/no question said back inside a sentence takes the A-not-A form
+// ("我今晚有空吗" -> "我今晚有没有空", so "你问我今晚有没有空"), built on the
+// first modal or verb that has one; without such a verb the 吗 stays.
+std::string embedQuestion(std::string s) {
+  constexpr std::string_view kMa = "吗";
+  if (s.size() <= kMa.size() || s.compare(s.size() - kMa.size(), kMa.size(), kMa) != 0) return s;
+  const std::string body = s.substr(0, s.size() - kMa.size());
+  struct Form {
+    std::string_view verb;
+    std::string_view asked;
+  };
+  static constexpr std::array<Form, 14> kForms = {{{"喜欢", "喜不喜欢"},
+                                                   {"可以", "可不可以"},
+                                                   {"愿意", "愿不愿意"},
+                                                   {"知道", "知不知道"},
+                                                   {"有", "有没有"},
+                                                   {"是", "是不是"},
+                                                   {"会", "会不会"},
+                                                   {"能", "能不能"},
+                                                   {"要", "要不要"},
+                                                   {"想", "想不想"},
+                                                   {"爱", "爱不爱"},
+                                                   {"在", "在不在"},
+                                                   {"去", "去不去"},
+                                                   {"来", "来不来"}}};
+  size_t bestPos = std::string::npos;
+  const Form* best = nullptr;
+  for (const Form& f : kForms) {
+    const size_t at = body.find(f.verb);
+    if (at != std::string::npos && (best == nullptr || at < bestPos)) {
+      bestPos = at;
+      best = &f;
+    }
+  }
+  if (best == nullptr) return s;
+  return body.substr(0, bestPos) + std::string(best->asked) +
+         body.substr(bestPos + best->verb.size());
+}
+
+// Whether a clause said back by speakBack is a yes/no question: it ended in
+// 吗, or it asks in the A-not-A form ("你是不是生气了").
+bool askedForm(std::string_view said, std::string_view back) {
+  // Only 吗: a final 么 is as often the end of 什么 or 怎么 ("你居然记得我喜欢吃什么").
+  constexpr std::string_view kMa = "吗";
+  if (said.size() > kMa.size() && said.substr(said.size() - kMa.size()) == kMa) return true;
+  for (std::string_view form :
+       {"是不是", "有没有", "会不会", "能不能", "要不要", "想不想", "爱不爱", "可不可以", "在不在",
+        "去不去", "来不来", "喜不喜欢", "愿不愿意", "知不知道"}) {
+    if (back.find(form) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+// Whether the span [s, e) holds nothing besides the feeling chain
+// [chainBegin, chainEnd) but particles and pronouns after it ("笑死我了", "爱死
+// 你了").
+bool interjectionOnly(std::string_view t, size_t s, size_t e, size_t chainBegin, size_t chainEnd) {
+  constexpr std::string_view kLight = "我你了啊呀啦吧呢哦的哈";
+  for (size_t pos = s; pos < e;) {
+    char32_t cp = 0;
+    const size_t len = decodeUtf8(t, pos, &cp);
+    // A subject before the feeling makes a statement to say back ("我升职了",
+    // "我不是不喜欢你"), not an exclamation.
+    if (pos < chainBegin && (t.substr(pos, len) == "我" || t.substr(pos, len) == "你")) {
+      return false;
+    }
+    const bool inChain = pos >= chainBegin && pos < chainEnd;
+    const bool light = isSpace(cp) || isClauseBreak(cp) || cp == '!' ||
+                       kLight.find(t.substr(pos, len)) != std::string_view::npos;
+    if (!inChain && !light) return false;
+    pos += len;
+  }
+  return true;
+}
+
+// Words after which "you" is an object ("I miss you", "with you"): common
+// prepositions and verbs, and any past tense in -ed ("texted you").
+bool takesObject(std::string_view w) {
+  static constexpr std::array<std::string_view, 44> kWords = {
+      "to",   "for",  "with", "at",   "about", "from", "of",    "like",   "love",
+      "miss", "hate", "tell", "told", "call",  "see",  "saw",   "meet",   "met",
+      "ask",  "help", "need", "want", "give",  "gave", "thank", "trust",  "know",
+      "knew", "hear", "text", "hug",  "kiss",  "than", "on",    "in",     "without",
+      "by",   "let",  "make", "made", "get",   "got",  "blame", "believe"};
+  if (std::find(kWords.begin(), kWords.end(), w) != kWords.end()) return true;
+  return w.size() > 3 && w.substr(w.size() - 2) == "ed";
+}
+
+std::string asciiLower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = lowerAscii(c);
+  return out;
+}
+
+// Turns the sender's words into the reader's: a reply says "你升职了", not
+// "「我升职了」". In Chinese, 我 and 你 (您) swap and 你们 becomes 我们; a
+// question adverb right after the opening pronoun is dropped ("你怎么又迟到了"
+// -> "我又迟到了") and so are sentence-final particles other than the
+// question's own (吗, 嘛 stay: "你问我爱你吗"), so that the clause can sit
+// inside a reply's own sentence. In English, first and second person swap
+// ("I got the job" -> "you got the job"; "you" is "I" at the start of a clause
+// and "me" elsewhere) and the verb "am/are/was/were" follows its new subject.
+// Returns the text unchanged when it holds nothing to turn.
+std::string speakBack(std::string_view s, Lang lang) {
+  std::string out;
+  out.reserve(s.size() + 8);
+  if (lang == Lang::kZh) {
+    bool openedWithPronoun = false;
+    for (size_t pos = 0; pos < s.size();) {
+      const bool first = pos == 0;
+      if (startsWithAt(s, pos, "我们") || startsWithAt(s, pos, "咱们")) {
+        out += s.substr(pos, 6);
+        pos += 6;
+      } else if (startsWithAt(s, pos, "你们")) {
+        out += "我们";
+        pos += 6;
+      } else if (startsWithAt(s, pos, "我")) {
+        out += "你";
+        pos += 3;
+        openedWithPronoun = openedWithPronoun || first;
+      } else if (startsWithAt(s, pos, "你") || startsWithAt(s, pos, "您")) {
+        out += "我";
+        pos += 3;
+        openedWithPronoun = openedWithPronoun || first;
+      } else {
+        char32_t cp = 0;
+        const size_t len = decodeUtf8(s, pos, &cp);
+        out += s.substr(pos, len);
+        pos += len;
+      }
+      if (openedWithPronoun && out.size() == 3 && pos < s.size()) {
+        for (std::string_view q : {"怎么", "为什么", "为啥", "干嘛", "凭什么"}) {
+          if (startsWithAt(s, pos, q) && s.size() > pos + q.size()) {
+            pos += q.size();
+            break;
+          }
+        }
+      }
+    }
+    bool trimmed = true;
+    while (trimmed) {
+      trimmed = false;
+      for (std::string_view p : {"吧", "呢", "啊", "呀", "啦", "哦", "哈", "呗"}) {
+        if (out.size() > p.size() + 3 && out.compare(out.size() - p.size(), p.size(), p) == 0) {
+          out.resize(out.size() - p.size());
+          trimmed = true;
+        }
+      }
+    }
+    return embedQuestion(out);
+  }
+  // English: word by word, keeping everything between words as written. A
+  // proposal's opener goes first ("let's grab dinner" -> "grab dinner"), so
+  // that the rest reads as the plan itself ("Grab dinner? I'd love to!").
+  for (std::string_view opener : {"let's ", "lets ", "wanna ", "shall we ", "how about "}) {
+    if (s.size() > opener.size() + 2 && asciiLower(s.substr(0, opener.size())) == opener) {
+      s.remove_prefix(opener.size());
+      break;
+    }
+  }
+  bool clauseStart = true;
+  bool subjectI = false;    // the previous word became "I"
+  bool subjectYou = false;  // the previous word became "you" as a subject
+  std::string prevLower;
+  for (size_t pos = 0; pos < s.size();) {
+    if (!isWordByte(static_cast<unsigned char>(s[pos]))) {
+      if (s[pos] == ',' || s[pos] == ';') clauseStart = true;
+      out += s[pos++];
+      continue;
+    }
+    size_t end = pos;
+    while (end < s.size() && isWordByte(static_cast<unsigned char>(s[end]))) ++end;
+    const std::string_view word = s.substr(pos, end - pos);
+    std::string lower(word);
+    for (char& c : lower) c = lowerAscii(c);
+    std::string repl;
+    bool nowI = false;
+    bool nowYou = false;
+    if (lower == "i") {
+      repl = "you";
+      nowYou = true;
+    } else if (lower == "me") {
+      repl = "you";
+    } else if (lower == "my") {
+      repl = "your";
+    } else if (lower == "mine") {
+      repl = "yours";
+    } else if (lower == "myself") {
+      repl = "yourself";
+    } else if (lower == "i'm") {
+      repl = "you're";
+    } else if (lower == "i've") {
+      repl = "you've";
+    } else if (lower == "i'll") {
+      repl = "you'll";
+    } else if (lower == "i'd") {
+      repl = "you'd";
+    } else if (lower == "you") {
+      // Object after a verb or preposition ("told you", "with you"), else
+      // subject ("you sent", "that meme you sent").
+      const bool object = !clauseStart && takesObject(prevLower);
+      repl = object ? "me" : "I";
+      nowI = !object;
+    } else if (lower == "your") {
+      repl = "my";
+    } else if (lower == "yours") {
+      repl = "mine";
+    } else if (lower == "yourself") {
+      repl = "myself";
+    } else if (lower == "you're") {
+      repl = "I'm";
+    } else if (lower == "you've") {
+      repl = "I've";
+    } else if (lower == "you'll") {
+      repl = "I'll";
+    } else if (lower == "you'd") {
+      repl = "I'd";
+    } else if (subjectYou && lower == "am") {
+      repl = "are";
+    } else if (subjectYou && lower == "was") {
+      repl = "were";
+    } else if (subjectI && lower == "are") {
+      repl = "am";
+    } else if (subjectI && lower == "were") {
+      repl = "was";
+    } else {
+      repl = std::string(word);
+    }
+    out += repl;
+    prevLower = lower;
+    subjectI = nowI;
+    subjectYou = nowYou;
+    clauseStart = false;
+    for (std::string_view c : {"and", "but", "if", "when", "that", "because", "so"}) {
+      if (lower == c) clauseStart = true;
+    }
+    pos = end;
+  }
+  return out;
+}
+
 // Reads a message (and its context and scene) into Signals: the steps above,
 // in order.
 Signals readMessage(const Data& tables, std::string_view message, std::string_view context,
@@ -1762,15 +2067,18 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
   const int scene = indexOf(kSceneNames, sceneName);
   sig.scene = scene > 0 ? static_cast<Scene>(scene) : Scene::kNone;
   sig.stage = readStage(tables, context, sig.scene);
-  sig.lang = Lang::kEn;
-  for (size_t pos = 0; pos < message.size();) {
+  // Chinese as soon as there is one ideograph; English when there are Latin
+  // letters and no ideograph; Chinese (the service's first language) for a
+  // message of punctuation and emoji only ("？？？", "😭").
+  bool letters = false;
+  bool ideographs = false;
+  for (size_t pos = 0; pos < message.size() && !ideographs;) {
     char32_t cp = 0;
     pos += decodeUtf8(message, pos, &cp);
-    if (isCjkIdeograph(cp)) {
-      sig.lang = Lang::kZh;
-      break;
-    }
+    ideographs = isCjkIdeograph(cp);
+    letters = letters || (cp < 0x80 && isAsciiAlpha(static_cast<unsigned char>(cp)));
   }
+  sig.lang = (ideographs || !letters) ? Lang::kZh : Lang::kEn;
 
   const Normalized n = normalize(message);
   const std::string_view t = n.text;
@@ -1804,12 +2112,37 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
 
   // The echo prefers the sender's own clause over a bare emotion word:
   // 「今天被老板骂了」 says more than 「生气」.
+  // A clause is said back in the reader's words and woven into the reply's
+  // own sentence; a bare feeling word or a message with nothing to take hold
+  // of ("？？？", "ok") is quoted instead, the way people quote a word back.
+  std::string interjection;
+  // A topic that is nothing but the feeling ("呵呵", "笑死我了") is an
+  // interjection, not a clause to weave in: turned round it would read "笑死你
+  // 了". It is quoted like a bare word instead.
+  if (s < e && chainBegin != std::string_view::npos &&
+      interjectionOnly(t, s, e, chainBegin, chainEnd)) {
+    interjection = std::move(sig.topic);
+    sig.topic.clear();
+  }
   if (!sig.topic.empty()) {
+    sig.said = sig.topic;
+    sig.topic = speakBack(sig.topic, sig.lang);
     sig.echo = sig.topic;
-  } else if (!sig.feel.empty()) {
-    sig.echo = sig.feel;
+    // A yes/no question only reads right as reported speech ("你问我今晚有没有
+    // 空"): phrases that weave {echo} into a statement quote it instead.
+    // In English any question is asked back in quotes; an invitation that is
+    // not phrased as a question ("let's grab dinner") is woven in like a statement.
+    const bool asked = sig.lang == Lang::kZh ? askedForm(sig.said, sig.topic) : question;
+    if (asked) {
+      sig.conditions |= kCondAsked;
+      sig.echo = sig.lang == Lang::kZh ? "「" + sig.said + "」" : "\"" + sig.said + "\"";
+    }
   } else {
-    sig.echo = fallbackEcho(message, n, sig.lang);
+    const std::string bare = !interjection.empty() ? interjection
+                             : sig.feel.empty()    ? fallbackEcho(message, n, sig.lang)
+                                                   : sig.feel;
+    sig.said = bare;
+    sig.echo = sig.lang == Lang::kZh ? "「" + bare + "」" : "\"" + bare + "\"";
   }
   return sig;
 }
@@ -2076,6 +2409,7 @@ class Composer {
 
   std::optional<std::string_view> slotValue(std::string_view name) const {
     if (name == "echo") return std::string_view(sig_.echo);
+    if (name == "said") return std::string_view(sig_.said);
     if (name == "feel") return std::string_view(sig_.feel);
     if (name == "topic") return std::string_view(sig_.topic);
     if (name == "mood") return std::string_view(lang_.emotion_names[idx(sig_.emotion)]);

@@ -54,8 +54,8 @@ inline std::vector<std::string_view> splitTabs(std::string_view s) {
   size_t start = 0;
   for (;;) {
     const size_t tab = s.find('\t', start);
-    out.push_back(s.substr(start, tab == std::string_view::npos ? std::string_view::npos
-                                                                 : tab - start));
+    out.push_back(
+        s.substr(start, tab == std::string_view::npos ? std::string_view::npos : tab - start));
     if (tab == std::string_view::npos) return out;
     start = tab + 1;
   }
@@ -130,8 +130,8 @@ inline Result<std::vector<Sample>> parseClueJsonl(std::string_view text, std::st
     rapidjson::Document doc;
     doc.Parse(line.data(), line.size());
     const auto bad = [&](std::string_view what) {
-      return Status(400, std::string(name) + ":" + std::to_string(number) + ": " +
-                             std::string(what));
+      return Status(400,
+                    std::string(name) + ":" + std::to_string(number) + ": " + std::string(what));
     };
     if (doc.HasParseError() || !doc.IsObject()) return bad("not a JSON object");
     const auto content = doc.FindMember("content");
@@ -206,15 +206,32 @@ struct Report {
     return total == 0 ? 0.0 : static_cast<double>(best) / total;
   }
 
+  // On a set with no neutral gold label (CLUE), a neutral prediction means the
+  // analyzer found no feeling at all: coverage is the share of messages it
+  // committed to an emotion, and answeredAccuracy its accuracy on those.
+  double coverage() const {
+    const size_t neutral = kEmotionCount - 1;
+    return total == 0 ? 0.0 : 1.0 - static_cast<double>(predicted(neutral)) / total;
+  }
+  double answeredAccuracy() const {
+    const int answered = total - predicted(kEmotionCount - 1);
+    return answered == 0 ? 0.0 : static_cast<double>(correct) / answered;
+  }
+
   // A plain-text table: the summary line, per-class precision/recall/F1, and
   // the confusion matrix (rows gold, columns predicted).
   std::string format() const {
     std::string out;
     char buf[256];
-    std::snprintf(buf, sizeof buf,
-                  "n=%d  accuracy=%.1f%%  macro-F1=%.3f  majority-class=%.1f%%\n", total,
-                  100.0 * accuracy(), macroF1(), 100.0 * majorityBaseline());
+    std::snprintf(buf, sizeof buf, "n=%d  accuracy=%.1f%%  macro-F1=%.3f  majority-class=%.1f%%\n",
+                  total, 100.0 * accuracy(), macroF1(), 100.0 * majorityBaseline());
     out += buf;
+    if (support(kEmotionCount - 1) == 0 && total > 0) {
+      std::snprintf(buf, sizeof buf,
+                    "no neutral gold label: answered %.1f%% of messages, %.1f%% of those right\n",
+                    100.0 * coverage(), 100.0 * answeredAccuracy());
+      out += buf;
+    }
     if (stage_total > 0) {
       std::snprintf(buf, sizeof buf, "relationship_stage: %d/%d labelled rows right\n",
                     stage_correct, stage_total);
@@ -223,8 +240,7 @@ struct Report {
     out += "\nclass       support  precision  recall     F1\n";
     for (size_t i = 0; i < kEmotionCount; ++i) {
       std::snprintf(buf, sizeof buf, "%-10s  %7d  %9.3f  %6.3f  %5.3f\n",
-                    std::string(kEmotions[i]).c_str(), support(i), precision(i), recall(i),
-                    f1(i));
+                    std::string(kEmotions[i]).c_str(), support(i), precision(i), recall(i), f1(i));
       out += buf;
     }
     out += "\nconfusion (rows gold, columns predicted)\n           ";
