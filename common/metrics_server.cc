@@ -6,6 +6,8 @@
 #include <set>
 #include <thread>
 
+#include "common/log.h"
+
 
 namespace eq::metrics {
 namespace {
@@ -297,6 +299,19 @@ MetricsServer::~MetricsServer() {
   uv_async_send(&impl_->stop_async);
   impl_->thread.join();
   uv_loop_close(&impl_->loop);
+}
+
+Result<std::unique_ptr<MetricsServer>> serveMetrics(const Registry& registry, ServerOptions opts) {
+  std::string host = opts.host;
+  auto started = MetricsServer::start(registry, std::move(opts));
+  if (!started.isOk()) {
+    log::error("cannot serve metrics; set EQ_METRICS_PORT to a free port, 0 or off",
+               {{"error", started.status().msg()}});
+    return started.status();
+  }
+  log::info("metrics listening",
+            {{"host", host}, {"port", static_cast<long long>(started.value()->port())}});
+  return started;
 }
 
 }  // namespace eq::metrics

@@ -62,4 +62,8 @@ class MetricsServer {
   int port_ = 0;
 };
 
+// start() with the process's log lines, for main(): "metrics listening" with
+// the bound host and port, or the error and the way out (EQ_METRICS_PORT).
+Result<std::unique_ptr<MetricsServer>> serveMetrics(const Registry& registry, ServerOptions opts);
+
 }  // namespace eq::metrics

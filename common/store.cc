@@ -616,16 +616,16 @@ Status Store::createTask(const TaskRecord& t) {
   return Status::ok();
 }
 
-Result<std::optional<TaskRecord>> Store::task(const std::string& task_id) {
-  Query q(prepare(
-      "SELECT id, account_id, key_id, request_id, mode, status, coalesce(webhook_url, ''), "
-      "coalesce(result_json, ''), coalesce(error_code, 0), coalesce(error_msg, ''), created_at, "
-      "coalesce(started_at, 0), coalesce(finished_at, 0) FROM tasks WHERE id = ?"));
-  if (!q.valid()) return error("prepare task");
-  q.bind(1, task_id);
-  int rc = q.step();
-  if (rc == SQLITE_DONE) return std::optional<TaskRecord>();
-  if (rc != SQLITE_ROW) return error("read task");
+// The columns taskFromRow() reads, in its order; `result` is the result_json
+// expression (listings select '' to leave the possibly large result out).
+#define EQ_TASK_COLUMNS(result)                                                          \
+  "id, account_id, key_id, request_id, mode, status, coalesce(webhook_url, ''), " result \
+  ", coalesce(error_code, 0), coalesce(error_msg, ''), created_at, "                  \
+  "coalesce(started_at, 0), coalesce(finished_at, 0)"
+
+namespace {
+
+TaskRecord taskFromRow(Query& q) {
   TaskRecord t;
   t.task_id = q.text(0);
   t.account_id = q.text(1);
@@ -640,7 +640,19 @@ Result<std::optional<TaskRecord>> Store::task(const std::string& task_id) {
   t.created_at = q.int64(10);
   t.started_at = q.int64(11);
   t.finished_at = q.int64(12);
-  return std::optional<TaskRecord>(std::move(t));
+  return t;
+}
+
+}  // namespace
+
+Result<std::optional<TaskRecord>> Store::task(const std::string& task_id) {
+  Query q(prepare("SELECT " EQ_TASK_COLUMNS("coalesce(result_json, '')") " FROM tasks WHERE id = ?"));
+  if (!q.valid()) return error("prepare task");
+  q.bind(1, task_id);
+  int rc = q.step();
+  if (rc == SQLITE_DONE) return std::optional<TaskRecord>();
+  if (rc != SQLITE_ROW) return error("read task");
+  return std::optional<TaskRecord>(taskFromRow(q));
 }
 
 Result<bool> Store::markTaskRunning(const std::string& task_id, int64_t at_ms) {
@@ -990,9 +1002,7 @@ Result<std::vector<TaskRecord>> Store::listTasks(const TaskFilter& f) {
   // ?n IS NULL switches a filter off. With an account the tasks_account
   // index serves both the filter and the order; otherwise tasks_created does.
   Query q(prepare(
-      "SELECT id, account_id, key_id, request_id, mode, status, coalesce(webhook_url, ''), "
-      "coalesce(error_code, 0), coalesce(error_msg, ''), created_at, coalesce(started_at, 0), "
-      "coalesce(finished_at, 0) FROM tasks WHERE (?1 IS NULL OR account_id = ?1) AND "
+      "SELECT " EQ_TASK_COLUMNS("''") " FROM tasks WHERE (?1 IS NULL OR account_id = ?1) AND "
       "(?2 IS NULL OR status = ?2) AND (?3 IS NULL OR mode = ?3) "
       "ORDER BY created_at DESC, id DESC LIMIT ?4"));
   if (!q.valid()) return error("prepare list tasks");
@@ -1001,20 +1011,7 @@ Result<std::vector<TaskRecord>> Store::listTasks(const TaskFilter& f) {
   std::vector<TaskRecord> out;
   int rc;
   while ((rc = q.step()) == SQLITE_ROW) {
-    TaskRecord t;
-    t.task_id = q.text(0);
-    t.account_id = q.text(1);
-    t.key_id = q.text(2);
-    t.request_id = q.text(3);
-    t.mode = q.text(4);
-    t.status = q.text(5);
-    t.webhook_url = q.text(6);
-    t.error_code = static_cast<int>(q.int64(7));
-    t.error_msg = q.text(8);
-    t.created_at = q.int64(9);
-    t.started_at = q.int64(10);
-    t.finished_at = q.int64(11);
-    out.push_back(std::move(t));
+    out.push_back(taskFromRow(q));
   }
   if (rc != SQLITE_DONE) return error("list tasks");
   return out;
@@ -1046,6 +1043,7 @@ Result<std::map<std::string, int64_t>> Store::deliveryCountsSince(int64_t since_
   return out;
 }
 
+#undef EQ_TASK_COLUMNS
 #undef EQ_DELIVERY_COLUMNS
 #undef EQ_DELIVERY_LAST_ERROR
 

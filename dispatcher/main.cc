@@ -75,15 +75,9 @@ int main() {
       return std::vector<eq::metrics::HealthCheck>{{"broker", metrics.brokerUp()},
                                                    {"database", metrics.databaseUp()}};
     };
-    auto started = eq::metrics::MetricsServer::start(registry, std::move(mo));
-    if (!started.isOk()) {
-      eq::log::error("cannot serve metrics; set EQ_METRICS_PORT to a free port, 0 or off",
-                     {{"error", started.status().msg()}});
-      return 1;
-    }
+    auto started = eq::metrics::serveMetrics(registry, std::move(mo));
+    if (!started.isOk()) return 1;  // logged with the way out
     metrics_server = std::move(started).value();
-    eq::log::info("metrics listening", {{"host", config.metrics_host},
-                                        {"port", static_cast<long long>(metrics_server->port())}});
   }
 
   struct sigaction sa;

@@ -11,6 +11,19 @@
 
 namespace eq::worker {
 
+FinishedJob runTimed(JobSlot slot, const std::function<JobOutcome(const msg::Job&)>& run) {
+  FinishedJob done;
+  done.started_ms = nowMs();
+  auto started = std::chrono::steady_clock::now();
+  JobOutcome outcome = run(slot.job);
+  done.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  done.finished_ms = nowMs();
+  done.result = std::move(outcome.result);
+  done.tokens_used = outcome.tokens_used;
+  done.slot = std::move(slot);
+  return done;
+}
+
 JobPool::JobPool(int threads, RunFn run) : run_(std::move(run)) {
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) {
@@ -75,15 +88,7 @@ void JobPool::loop() {
       slot = std::move(queued_.front());
       queued_.pop_front();
     }
-    FinishedJob done;
-    done.started_ms = nowMs();
-    auto started = std::chrono::steady_clock::now();
-    JobOutcome outcome = run_(slot.job);
-    done.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    done.finished_ms = nowMs();
-    done.result = std::move(outcome.result);
-    done.tokens_used = outcome.tokens_used;
-    done.slot = std::move(slot);
+    FinishedJob done = runTimed(std::move(slot), run_);
     {
       std::lock_guard<std::mutex> lock(mu_);
       finished_.push_back(std::move(done));

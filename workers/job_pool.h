@@ -49,6 +49,10 @@ struct FinishedJob {
   double seconds = 0.0;     // engine time on a steady clock, sub-millisecond
 };
 
+// Runs one job and times it: the pool's threads and a worker that runs jobs
+// inline (WorkerOptions::inline_jobs) finish jobs the same way.
+FinishedJob runTimed(JobSlot slot, const std::function<JobOutcome(const msg::Job&)>& run);
+
 class JobPool {
  public:
   using RunFn = std::function<JobOutcome(const msg::Job&)>;

@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
     opts.concurrency = cfg.value().engine == "llm" ? eq::defaults::kLlmConcurrency : 1;
   }
   opts.stop_grace_ms = cfg.value().worker_stop_grace_ms;
+  opts.inline_jobs = cfg.value().engine == "builtin" && opts.concurrency == 1;
 
   // Before any thread exists: the llm engine's HTTP client uses libcurl.
   curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -87,15 +88,9 @@ int main(int argc, char** argv) {
     mo.health = [&metrics] {
       return std::vector<eq::metrics::HealthCheck>{{"broker", metrics.brokerUp()}};
     };
-    auto started = eq::metrics::MetricsServer::start(registry, std::move(mo));
-    if (!started.isOk()) {
-      eq::log::error("cannot serve metrics; set EQ_METRICS_PORT to a free port, 0 or off",
-                     {{"error", started.status().msg()}});
-      return 1;
-    }
+    auto started = eq::metrics::serveMetrics(registry, std::move(mo));
+    if (!started.isOk()) return 1;  // logged with the way out
     metrics_server = std::move(started).value();
-    eq::log::info("metrics listening", {{"host", cfg.value().metrics_host},
-                                        {"port", static_cast<long long>(metrics_server->port())}});
   }
 
   eq::worker::Worker worker(*engine.value(), opts, g_stop);

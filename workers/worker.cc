@@ -214,7 +214,14 @@ Status Worker::accept(amqp::Connection& conn, const amqp::Delivery& d) {
                              {"mode", job.mode},
                              {"redelivered", static_cast<long long>(d.redelivered)},
                              {"delivery_count", static_cast<long long>(d.delivery_count)}});
-  pool_.submit(JobSlot{generation_, d.tag, d.reply_to, std::move(job)});
+  JobSlot slot{generation_, d.tag, d.reply_to, std::move(job)};
+  if (opts_.inline_jobs) {
+    // A CPU-bound engine one job at a time: run it here, sparing the two
+    // thread handoffs per job that a saturated 2-core host makes costly.
+    return publishOutcome(
+        conn, runTimed(std::move(slot), [this](const msg::Job& j) { return runJob(j); }));
+  }
+  pool_.submit(std::move(slot));
   return Status::ok();
 }
 

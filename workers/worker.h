@@ -37,6 +37,10 @@ struct WorkerOptions {
   std::string mode;      // fast | standard | perfect; empty: analyze only
   bool analyze = false;  // also consume the analyze queue
   int concurrency = 1;   // jobs at once, and the broker prefetch
+  // Run each job on the consumer thread instead of the pool: only for an
+  // engine that answers in microseconds (builtin) with concurrency 1, where
+  // a job can never hold up the connection's heartbeats.
+  bool inline_jobs = false;
   int64_t stop_grace_ms = 30'000;
   WorkerMetrics* metrics = nullptr;  // optional, borrowed: see workers/metrics.h
 };
