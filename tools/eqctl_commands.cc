@@ -115,7 +115,7 @@ constexpr CommandHelp kCommands[] = {
      "the job), run = finished_at - started_at. created_at is eq-api's clock and the others\n"
      "the worker's, so clock skew between hosts shows up here (negative values count as 0).\n"
      "Sync calls are not stored in the database; their latency is eq-api's GET /metrics\n"
-     "(eq_api_request_duration_ms). Also counts the webhook deliveries created in the window\n"
+     "(eq_api_reply_duration_seconds). Also counts the webhook deliveries created in the window\n"
      "by status.\n"},
 };
 
@@ -1089,7 +1089,7 @@ int stats(Store& store, const Args& a, std::ostream& out, std::ostream& err) {
   constexpr const char* kSource =
       "async tasks in the tasks table; total = finished_at - created_at of succeeded tasks, "
       "queue = started_at - created_at, run = finished_at - started_at; sync calls are not "
-      "stored (see eq-api GET /metrics, eq_api_request_duration_ms)";
+      "stored (see eq-api GET /metrics, eq_api_reply_duration_seconds)";
 
   if (a.json) {
     rapidjson::StringBuffer sb;
