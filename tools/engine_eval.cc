@@ -2,7 +2,7 @@
 // labelled file and prints accuracy, macro-F1, per-class precision/recall and
 // the confusion matrix (the numbers in docs/engine.md).
 //
-//   engine_eval [--misses] FILE...
+//   engine_eval [--misses] [--half even|odd] FILE...
 //   engine_eval --reply MODE[:COUNT] [--scene S] [--context C] MESSAGE...
 //
 // FILE is either the project's TSV (tests/data/eval_*.tsv) or, when its name
@@ -12,6 +12,11 @@
 // changed lexicon is measured without rebuilding. --misses lists every
 // message of a TSV file that was labelled wrong; it is never applied to CLUE,
 // whose sentences stay out of our logs and notes (shared/data/README.md).
+//
+// --half keeps only the even or the odd lines of each file, counted from 0
+// (the first line is even). Rules are tried on the even half of CLUE and
+// confirmed on the odd half, so that a rule that only fits the lines it was
+// tried on shows up (docs/engine.md).
 //
 // --reply prints the analysis and the replies for each MESSAGE (MODE is fast,
 // standard or perfect, COUNT 1..5, default 3), so replies can be read the way
@@ -85,16 +90,23 @@ int main(int argc, char** argv) {
   std::string replyMode;
   std::string scene;
   std::string context;
+  std::string half;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--misses") {
       listMisses = true;
+    } else if (arg == "--half" && i + 1 < argc) {
+      half = argv[++i];
+      if (half != "even" && half != "odd") {
+        std::fprintf(stderr, "engine_eval: --half takes even or odd\n");
+        return 2;
+      }
     } else if ((arg == "--reply" || arg == "--scene" || arg == "--context") && i + 1 < argc) {
       (arg == "--reply" ? replyMode : arg == "--scene" ? scene : context) = argv[++i];
     } else if (arg == "-h" || arg == "--help") {
       std::printf(
-          "usage: engine_eval [--misses] FILE.tsv|FILE.jsonl...\n"
+          "usage: engine_eval [--misses] [--half even|odd] FILE.tsv|FILE.jsonl...\n"
           "       engine_eval --reply MODE[:COUNT] [--scene S] [--context C] MESSAGE...\n");
       return 0;
     } else {
@@ -102,7 +114,8 @@ int main(int argc, char** argv) {
     }
   }
   if (files.empty()) {
-    std::fprintf(stderr, "usage: engine_eval [--misses] FILE.tsv|FILE.jsonl...\n");
+    std::fprintf(stderr,
+                 "usage: engine_eval [--misses] [--half even|odd] FILE.tsv|FILE.jsonl...\n");
     return 2;
   }
 
@@ -158,6 +171,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "engine_eval: %s\n", samples.status().msg().c_str());
       status = 1;
       continue;
+    }
+    if (!half.empty()) {
+      // Sample lines are 1-based: line 1 is line 0 counted from 0, so even.
+      const int keep = half == "even" ? 1 : 0;
+      std::erase_if(samples.value(), [keep](const eval::Sample& s) { return s.line % 2 != keep; });
     }
     std::vector<eval::Miss> misses;
     const eval::Report report =

@@ -220,6 +220,43 @@ BOOST_AUTO_TEST_CASE(a_wave_dash_only_decides_a_message_without_feeling) {
   BOOST_TEST(analyze("我好难过～").emotion == "sadness");
 }
 
+BOOST_AUTO_TEST_CASE(a_single_character_speaks_only_when_no_word_does) {
+  // 羡 and 馋 are backoff characters: 羡煞 is not listed, yet the post is not
+  // left neutral, and its reading stays weak.
+  const Analysis envy = analyze("羡煞旁人");
+  BOOST_TEST(envy.emotion == "affection");
+  BOOST_TEST(envy.intensity < analyze("好羡慕").intensity);
+  // With a word that names a feeling, the character is not counted at all.
+  BOOST_TEST(analyze("羡煞旁人，好难过").emotion == "sadness");
+  BOOST_TEST(analyze("吃不到火锅，馋哭了").emotion == "sadness");
+  // Compounds where the character has no feeling are shielded.
+  BOOST_TEST(analyze("周末去看乐队演出").emotion == "neutral");
+}
+
+BOOST_AUTO_TEST_CASE(unexpectedly_takes_the_feeling_named_with_it) {
+  // 居然, 没想到: unexpected, but how the writer feels is said by the rest.
+  BOOST_TEST(analyze("他居然当众挖鼻孔，真恶心").emotion == "disgust");
+  BOOST_TEST(analyze("没想到考过了，太开心了").emotion == "joy");
+  // Alone, or next to another word of surprise, it is surprise.
+  BOOST_TEST(analyze("居然下雪了").emotion == "surprise");
+  BOOST_TEST(analyze("真的假的？你居然要结婚了").emotion == "surprise");
+}
+
+BOOST_AUTO_TEST_CASE(fondness_in_a_happy_message_to_no_one_is_joy) {
+  BOOST_TEST(analyze("好喜欢这只猫，开心").emotion == "joy");
+  BOOST_TEST(analyze("超喜欢这首歌，开心").emotion == "joy");
+  // Said to the reader, it stays affection.
+  BOOST_TEST(analyze("好喜欢你，开心").emotion == "affection");
+}
+
+BOOST_AUTO_TEST_CASE(a_trailing_ellipsis_sighs) {
+  BOOST_TEST(analyze("明天去海边……").emotion == "sadness");
+  BOOST_TEST(analyze("他走了...").emotion == "sadness");
+  // One full stop is no sigh, and a named feeling outweighs it.
+  BOOST_TEST(analyze("明天去海边。").emotion == "neutral");
+  BOOST_TEST(analyze("我好开心……").emotion == "joy");
+}
+
 BOOST_AUTO_TEST_CASE(double_negation_is_not_negative) {
   const Analysis a = analyze("我不是不喜欢你");
   BOOST_TEST(!isNegativeEmotion(a.emotion), "got " << a.emotion);
@@ -593,6 +630,9 @@ BOOST_AUTO_TEST_CASE(malformed_lexicon_line_is_reported_with_its_number) {
       {good + "男朋友\tstage\tlover\n", "line 2"},
       {good + "生气\temotion\tanger\n", "line 2"},
       {good + "升职\temotion\tjoy\t7\tnewz\n", "line 2"},
+      // A backoff term must be a single Chinese character.
+      {good + "羡慕\temotion\taffection\t3\tbackoff\n", "line 2"},
+      {good + "w\temotion\tjoy\t3\tbackoff\n", "line 2"},
   };
   for (const Case& c : cases) {
     const auto r = BuiltinEngine::create(c.text, phrases());

@@ -481,9 +481,25 @@ constexpr std::array<std::string_view, 7> kTermKindNames = {
 // "rhetorical" marks a complaint shaped as a question to the reader (就不能,
 // 有完没完, can't you just): the feeling stays the sender's and is not re-read
 // as concern for the reader (attributeQuestions).
-enum TermTag : uint8_t { kTagNews = 1, kTagNotJoy = 2, kTagNotAffection = 4, kTagRhetorical = 8 };
-constexpr std::array<std::string_view, 4> kTermTagNames = {"news", "not_joy", "not_affection",
-                                                           "rhetorical"};
+// "backoff" marks a single character with a strong emotional reading (惊, 羡,
+// 馋) that counts, weakly, only when no word of the lexicon names a feeling:
+// a post whose feeling sits in a compound the lexicon lacks (惊呆, 羡煞) is not
+// left neutral, while a post that names its feeling is read by its words
+// alone (scoreEmotion).
+// "mirative" marks a word that says a fact was unexpected without saying how
+// the writer feels about it (居然, 竟然, 没想到, 原来): "他居然当众挖鼻孔" is
+// disgust and "居然考过了" joy. It reads as surprise only when no other word
+// names a feeling.
+enum TermTag : uint8_t {
+  kTagNews = 1,
+  kTagNotJoy = 2,
+  kTagNotAffection = 4,
+  kTagRhetorical = 8,
+  kTagBackoff = 16,
+  kTagMirative = 32,
+};
+constexpr std::array<std::string_view, 6> kTermTagNames = {"news",       "not_joy", "not_affection",
+                                                           "rhetorical", "backoff", "mirative"};
 
 struct Term {
   TermKind kind = TermKind::kSkip;
@@ -690,7 +706,8 @@ Status parseLexicon(std::string_view text, Data* tables) {
             if (t < 0) {
               return lineError(
                   kFile, line,
-                  "unknown tag " + quoted(tag) + " (news, not_joy, not_affection, rhetorical)");
+                  "unknown tag " + quoted(tag) +
+                      " (news, not_joy, not_affection, rhetorical, backoff, mirative)");
             }
             term.tags |= static_cast<uint8_t>(1u << t);
           }
@@ -703,6 +720,14 @@ Status parseLexicon(std::string_view text, Data* tables) {
         if (!level || (*level != 1 && *level != 3 && *level != 5 && *level != 7 && *level != 9)) {
           return lineError(kFile, line,
                            "emotion intensity must be 1, 3, 5, 7 or 9, got " + quoted(f[3]));
+        }
+        if ((term.tags & kTagBackoff) != 0) {
+          char32_t cp = 0;
+          const std::string k = normalize(f[0]).text;
+          if (decodeUtf8(k, 0, &cp) != k.size() || !isCjkIdeograph(cp)) {
+            return lineError(kFile, line,
+                             "a backoff term is one Chinese character, got " + quoted(f[0]));
+          }
         }
         term.emotion = static_cast<Emotion>(emotion);
         // Levels 1..9 map to strengths 0.2..1.0: even the mildest term counts.
@@ -952,6 +977,7 @@ Status parsePhrases(std::string_view text, Data* tables) {
 constexpr int32_t kBreakHit = -1;
 constexpr int32_t kBurstHit = -2;
 constexpr int32_t kTildeHit = -3;
+constexpr int32_t kEllipsisHit = -4;
 
 struct Hit {
   size_t begin = 0;
@@ -1011,6 +1037,23 @@ std::vector<Hit> scan(const Trie& trie, std::string_view text) {
       pos = end;
       continue;
     }
+    if (cp == 0x2026 || cp == 0x3002 || cp == '.') {
+      // A trailed-off sentence ("……", "。。。", "...") sighs: in Chinese
+      // online writing it leaves something unsaid, mostly weariness or regret.
+      // One "。" or "." is a plain full stop.
+      size_t end = pos;
+      int dots = 0;
+      char32_t next = 0;
+      while (end < text.size()) {
+        const size_t l = decodeUtf8(text, end, &next);
+        if (next != 0x2026 && next != 0x3002 && next != '.') break;
+        dots += next == 0x2026 ? 3 : 1;
+        end += l;
+      }
+      hits.push_back({pos, end, dots >= 3 ? kEllipsisHit : kBreakHit});
+      pos = end;
+      continue;
+    }
     if (isClauseBreak(cp)) hits.push_back({pos, pos + cpLen, kBreakHit});
     pos += cpLen;
   }
@@ -1038,11 +1081,20 @@ constexpr double kBurstStrength = 0.4;
 // A trailing wave dash ("～") is a weak joy cue: strong enough to decide a
 // message that names no feeling, too weak to outvote any lexicon term.
 constexpr double kTildeStrength = 0.2;
+// A trailing-off ellipsis ("……") is a weak sadness cue, on the same footing.
+constexpr double kEllipsisStrength = 0.2;
 // The share of affection that turns into sadness when both are present
 // (scoreEmotion).
 constexpr double kLoveLament = 0.5;
 // ...but only when the sadness is at least this share of the affection.
 constexpr double kLamentShare = 0.5;
+// The share of affection that counts as joy when both are present in a message
+// addressed to no one (scoreEmotion).
+constexpr double kSharedDelight = 0.5;
+// A backoff character (kTagBackoff) weighs this share of its listed strength:
+// together with a "～" or "??" cue it still decides, but two hints of another
+// feeling outweigh one character.
+constexpr double kBackoffWeight = 0.5;
 // Below this total score a category is noise and the message is neutral.
 constexpr double kMinEmotionScore = 0.05;
 
@@ -1072,6 +1124,9 @@ struct EmotionHit {
   bool echoable = true;
   bool news = false;
   bool rhetorical = false;  // a complaint shaped as a question: stays the sender's
+  bool backoff = false;     // a single character that counts only without a word (kTagBackoff)
+  bool mirative = false;    // "unexpectedly": surprise only without another feeling (kTagMirative)
+  bool cue = false;         // punctuation ("??", "～"), not a lexicon term
 };
 
 struct Signals {
@@ -1527,19 +1582,25 @@ Fold foldHits(const Data& tables, std::string_view t, const std::vector<Hit>& hi
 
   for (size_t i = 0; i < hits.size(); ++i) {
     const Hit& h = hits[i];
-    if (h.term == kBreakHit || h.term == kBurstHit || h.term == kTildeHit) {
+    if (h.term == kBreakHit || h.term == kBurstHit || h.term == kTildeHit ||
+        h.term == kEllipsisHit) {
       endClause(h.begin, h.end);
       chain = Chain{};
       last = -1;
       if (h.term != kBreakHit) {
         EmotionHit e;
-        e.emotion = h.term == kBurstHit ? Emotion::kSurprise : Emotion::kJoy;
-        e.strength = h.term == kBurstHit ? kBurstStrength : kTildeStrength;
+        e.emotion = h.term == kBurstHit   ? Emotion::kSurprise
+                    : h.term == kTildeHit ? Emotion::kJoy
+                                          : Emotion::kSadness;
+        e.strength = h.term == kBurstHit   ? kBurstStrength
+                     : h.term == kTildeHit ? kTildeStrength
+                                           : kEllipsisStrength;
         e.weight = weight;
         e.feel_begin = e.chain_begin = h.begin;
         e.feel_end = e.chain_end = h.end;
         e.clause = fold.clauses.size() - 1;
         e.echoable = false;
+        e.cue = true;
         found.push_back(e);
       }
       continue;
@@ -1606,6 +1667,8 @@ Fold foldHits(const Data& tables, std::string_view t, const std::vector<Hit>& hi
         e.clause = fold.clauses.size();
         e.news = (term.tags & kTagNews) != 0;
         e.rhetorical = (term.tags & kTagRhetorical) != 0;
+        e.backoff = (term.tags & kTagBackoff) != 0;
+        e.mirative = (term.tags & kTagMirative) != 0;
         bool cancelled = false;
         if (chain.active) {
           e.chain_begin = chain.begin;
@@ -1677,13 +1740,30 @@ void attributeQuestions(std::string_view t, Fold* fold) {
 
 // Sets sig->emotion and sig->intensity from the hits; returns the index of
 // the strongest echoable hit of the chosen emotion, or -1.
-int scoreEmotion(const std::vector<EmotionHit>& found, double emphasis, Signals* sig) {
+int scoreEmotion(const std::vector<EmotionHit>& found, double emphasis, bool addressed,
+                 Signals* sig) {
   // The dominant category by weighted score; ties go to the stronger peak.
   std::array<double, kEmotionCount> score{};
   std::array<double, kEmotionCount> peak{};
+  // Single characters (backoff terms) speak only when no word does, and then
+  // softly: "惊呆了" is surprise, but in "吓死了，惊了一下" the word decides.
+  // Mirative words (kTagMirative) likewise yield to any word that names how
+  // the writer feels about the unexpected fact, unless that word is itself
+  // one of surprise ("真的假的？你居然要结婚了" is astonished twice over).
+  const bool worded = std::any_of(found.begin(), found.end(), [](const EmotionHit& e) {
+    return !e.backoff && !e.cue && !e.mirative;
+  });
+  const bool astonished = std::any_of(found.begin(), found.end(), [](const EmotionHit& e) {
+    return !e.backoff && !e.cue && !e.mirative && e.emotion == Emotion::kSurprise;
+  });
+  const auto yields = [worded, astonished](const EmotionHit& e) {
+    return worded && (e.backoff || (e.mirative && !astonished));
+  };
   for (const EmotionHit& e : found) {
-    score[idx(e.emotion)] += e.strength * e.weight;
-    peak[idx(e.emotion)] = std::max(peak[idx(e.emotion)], e.strength * e.weight);
+    if (yields(e)) continue;
+    const double v = e.strength * e.weight * (e.backoff ? kBackoffWeight : 1.0);
+    score[idx(e.emotion)] += v;
+    peak[idx(e.emotion)] = std::max(peak[idx(e.emotion)], v);
   }
   // Love said together with sorrow is heartache, not fondness: "我还是爱你，
   // 可是好累" and "想你想得睡不着，好难过" grieve over the one they love. Half
@@ -1696,6 +1776,14 @@ int scoreEmotion(const std::vector<EmotionHit>& found, double emphasis, Signals*
   if (score[aff] > 0 && score[sad] >= kLamentShare * score[aff]) {
     score[sad] += kLoveLament * score[aff];
     score[aff] *= 1.0 - kLoveLament;
+  }
+  // Fondness in a happy message that speaks to no one ("今天的晚霞好美，喜欢，
+  // 开心") is part of the delight; said to the reader ("谢谢你，好开心") it
+  // stays affection.
+  const size_t joy = idx(Emotion::kJoy);
+  if (!addressed && score[joy] > 0 && score[aff] > 0) {
+    score[joy] += kSharedDelight * score[aff];
+    score[aff] *= 1.0 - kSharedDelight;
   }
   int dominant = -1;
   for (size_t i = 0; i < kEmotionCount; ++i) {
@@ -1721,8 +1809,8 @@ int scoreEmotion(const std::vector<EmotionHit>& found, double emphasis, Signals*
     double strongestV = 0;
     for (size_t i = 0; i < found.size(); ++i) {
       const EmotionHit& e = found[i];
-      if (e.emotion != sig->emotion) continue;
-      const double v = e.strength * std::min(e.weight, 1.0);
+      if (e.emotion != sig->emotion || yields(e)) continue;
+      const double v = e.strength * std::min(e.weight, 1.0) * (e.backoff ? kBackoffWeight : 1.0);
       sumV += v;
       maxV = std::max(maxV, v);
       if (e.echoable && (strongest < 0 || e.strength * e.weight > strongestV)) {
@@ -2085,7 +2173,7 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
   sig.message_units = countUnits(t, 0, t.size());
   Fold fold = foldHits(tables, t, scan(tables.terms, t));
   attributeQuestions(t, &fold);
-  const int strongest = scoreEmotion(fold.found, emphasisOf(message, t), &sig);
+  const int strongest = scoreEmotion(fold.found, emphasisOf(message, t), mentionsYou(t), &sig);
 
   size_t chainBegin = std::string_view::npos;
   size_t chainEnd = std::string_view::npos;
