@@ -31,7 +31,10 @@ std::string_view sv(const rapidjson::Value& v) {
 // A JSON-RPC id as MCP allows it: a string or a number (never null).
 bool validId(const rapidjson::Value& id) { return id.IsString() || id.IsNumber(); }
 
-std::string errorResponse(const rapidjson::Value& id, int code, std::string_view message) {
+// {"jsonrpc":"2.0","id":id,"<member>":<write(w)>}: one frame for results
+// and errors.
+template <typename F>
+std::string response(const rapidjson::Value& id, const char* member, F write) {
   rapidjson::StringBuffer sb;
   JsonWriter w(sb);
   w.StartObject();
@@ -39,31 +42,26 @@ std::string errorResponse(const rapidjson::Value& id, int code, std::string_view
   w.String("2.0");
   w.Key("id");
   id.Accept(w);
-  w.Key("error");
-  w.StartObject();
-  w.Key("code");
-  w.Int(code);
-  w.Key("message");
-  w.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
-  w.EndObject();
+  w.Key(member);
+  write(w);
   w.EndObject();
   return std::string(sb.GetString(), sb.GetSize());
 }
 
-// {"jsonrpc":"2.0","id":id,"result":<write_result>}
+std::string errorResponse(const rapidjson::Value& id, int code, std::string_view message) {
+  return response(id, "error", [&](JsonWriter& w) {
+    w.StartObject();
+    w.Key("code");
+    w.Int(code);
+    w.Key("message");
+    w.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
+    w.EndObject();
+  });
+}
+
 template <typename F>
 std::string resultResponse(const rapidjson::Value& id, F write_result) {
-  rapidjson::StringBuffer sb;
-  JsonWriter w(sb);
-  w.StartObject();
-  w.Key("jsonrpc");
-  w.String("2.0");
-  w.Key("id");
-  id.Accept(w);
-  w.Key("result");
-  write_result(w);
-  w.EndObject();
-  return std::string(sb.GetString(), sb.GetSize());
+  return response(id, "result", write_result);
 }
 
 }  // namespace
