@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 
 #include "common/log.h"
 #include "common/timefmt.h"
@@ -15,7 +16,16 @@ FinishedJob runTimed(JobSlot slot, const std::function<JobOutcome(const msg::Job
   FinishedJob done;
   done.started_ms = nowMs();
   auto started = std::chrono::steady_clock::now();
-  JobOutcome outcome = run(slot.job);
+  JobOutcome outcome;
+  try {
+    outcome = run(slot.job);
+  } catch (const std::exception& e) {
+    // Engines report errors as values; an exception here is a resource
+    // failure (std::async without threads, bad_alloc). It fails this job
+    // instead of terminating the process with every other job in flight.
+    log::error("job threw", {{"request_id", slot.job.request_id}, {"error", e.what()}});
+    outcome.result = {false, "", 500, std::string("internal error: ") + e.what()};
+  }
   done.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   done.finished_ms = nowMs();
   done.result = std::move(outcome.result);

@@ -5,6 +5,7 @@
 #include <curl/curl.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -94,5 +95,12 @@ int main(int argc, char** argv) {
   }
 
   eq::worker::Worker worker(*engine.value(), opts, g_stop);
-  return worker.run();
+  int rc = worker.run();
+  if (worker.jobsInHand() > 0) {
+    // The grace period is over: destroying the worker would join job
+    // threads still inside model calls. Their connection is closed, so the
+    // broker redelivers them; exit without waiting.
+    std::_Exit(rc);
+  }
+  return rc;
 }

@@ -99,6 +99,13 @@ int Worker::run() {
     ++generation_;
     Status s = serve(*c.value());
     if (opts_.metrics != nullptr) opts_.metrics->brokerLost();
+    // Jobs of that connection that have not started cannot be acked any
+    // more and the broker is redelivering them: running them would only
+    // spend model time on results nobody can publish.
+    if (size_t dropped = pool_.takeQueued().size(); dropped > 0) {
+      log::warn("dropped jobs of the lost connection before they started",
+                {{"jobs", static_cast<long long>(dropped)}});
+    }
     if (!s.isOk()) log::warn("broker connection lost; reconnecting", {{"error", s.msg()}});
   }
   log::info("worker stopped");
@@ -109,7 +116,10 @@ Status Worker::serve(amqp::Connection& conn) {
   if (Status s = conn.declareTopology(); !s.isOk()) return s;
   // Prefetch equals this worker's concurrency: every job the broker hands
   // over can start at once, and the rest of the backlog stays with the
-  // broker for other workers.
+  // broker for other workers. RabbitMQ applies it per consumer (quorum
+  // queues do not support a channel-wide prefetch), so a worker that also
+  // consumes the analyze queue may hold twice as many; the extra ones wait
+  // in the pool's queue.
   if (Status s = conn.qos(static_cast<uint16_t>(opts_.concurrency)); !s.isOk()) return s;
   if (Status s = conn.enableConfirms(); !s.isOk()) return s;
   if (!opts_.mode.empty()) {

@@ -52,6 +52,9 @@ class Worker {
 
   // Returns the process exit code.
   int run();
+  // Jobs still running after run() returned (their grace period ran out);
+  // the caller exits without waiting for them, see main.cc.
+  size_t jobsInHand() { return pool_.outstanding(); }
 
   // Exposed for tests: the JSON a job produces (reply data or analysis).
   static std::string replyDataJson(const engine::ReplyOutput& out, const std::string& request_id,

@@ -4,7 +4,7 @@
 // a marker in the message: [good] answers well, [malformed-once] and
 // [malformed] break the JSON once or always, [500] and [429-once] fail at
 // the HTTP level, [stall] never answers, [hold] keeps the answer until
-// several calls are in flight at once (or a second passes), [slow] answers
+// several calls are in flight at once (or 15 s pass), [slow] answers
 // after 1.5 s. Each case ends in a correct result or a clean failed task
 // with its unit refunded.
 #include <rapidjson/document.h>
@@ -30,7 +30,7 @@ using eq::it::Stack;
 namespace {
 
 constexpr int kTokensPerCall = 30;  // the stub's usage.total_tokens
-constexpr int kTimeoutMs = 8000;    // EQ_LLM_TIMEOUT_MS of the stack below
+constexpr int kTimeoutMs = 20000;   // EQ_LLM_TIMEOUT_MS of the stack below
 constexpr int kStandardTimeoutMs = 2000;  // its EQ_LLM_TIMEOUT_MS_STANDARD
 constexpr int kHoldTarget = 6;      // [hold] calls wanted in flight at once
 
@@ -102,6 +102,15 @@ class LlmStub {
     }
     return out;
   }
+  // When each call with `marker` arrived (steady clock, ms), in order.
+  std::vector<int64_t> arrivalsFor(const std::string& marker) {
+    std::vector<int64_t> out;
+    for (const auto& r : server_.received()) {
+      StubCall c;
+      if (decode(r.webhook, &c) && c.user.find(marker) != std::string::npos) out.push_back(r.at_ms);
+    }
+    return out;
+  }
   int maxInFlight() {
     std::lock_guard<std::mutex> lock(mu_);
     return max_in_flight_;
@@ -132,14 +141,15 @@ class LlmStub {
     return ok(content(c, n), n);
   }
 
-  // Waits until kHoldTarget calls are here at once (or 4 s passed) and
+  // Waits until kHoldTarget calls are here at once (or 15 s passed: only a
+// worker that cannot hold them all waits that long) and
   // records the most seen together.
   void hold() {
     std::unique_lock<std::mutex> lock(mu_);
     ++in_flight_;
     max_in_flight_ = std::max(max_in_flight_, in_flight_);
     cv_.notify_all();
-    cv_.wait_for(lock, std::chrono::seconds(4), [&] { return in_flight_ >= kHoldTarget; });
+    cv_.wait_for(lock, std::chrono::seconds(15), [&] { return in_flight_ >= kHoldTarget; });
     lock.unlock();
     eq::it::sleepMs(50);  // let the others see the peak before anyone leaves
     lock.lock();
@@ -357,6 +367,11 @@ BOOST_AUTO_TEST_CASE(server_errors_are_retried_then_the_task_fails_and_refunds) 
   rapidjson::Document t = waitForTask(task);
   BOOST_TEST(std::string(t["data"]["status"].GetString()) == "failed");
   BOOST_TEST(stub().callsFor("[500] 周末有空吗").size() == 3u, "one call and two retries");
+  // With no Retry-After the engine backs off 0.5 s, then 1 s.
+  std::vector<int64_t> at = stub().arrivalsFor("[500] 周末有空吗");
+  BOOST_REQUIRE_EQUAL(at.size(), 3u);
+  BOOST_TEST(at[1] - at[0] >= 450, "first backoff " << at[1] - at[0] << " ms");
+  BOOST_TEST(at[2] - at[1] >= 950, "second backoff " << at[2] - at[1] << " ms");
   BOOST_TEST(eq::it::quotaOf(stack(), key(), "fast") == before);
 }
 
@@ -366,6 +381,9 @@ BOOST_AUTO_TEST_CASE(a_429_is_retried_after_retry_after) {
   BOOST_TEST(std::string(t["data"]["status"].GetString()) == "succeeded");
   BOOST_TEST(t["data"]["result"]["tokens_used"].GetInt() == kTokensPerCall, "429s cost nothing");
   BOOST_TEST(stub().callsFor("[429-once] 我升职了！").size() == 2u);
+  std::vector<int64_t> at = stub().arrivalsFor("[429-once] 我升职了！");
+  BOOST_REQUIRE_EQUAL(at.size(), 2u);
+  BOOST_TEST(at[1] - at[0] >= 950, "Retry-After: 1 honoured, waited " << at[1] - at[0] << " ms");
 }
 
 // Standard mode has its own, shorter timeout (EQ_LLM_TIMEOUT_MS_STANDARD).

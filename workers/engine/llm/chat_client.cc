@@ -117,9 +117,11 @@ void ChatClient::finish(CURL* easy, CURLcode code) {
     ChatResponse r;
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &r.http_status);
     curl_off_t retry_after = -1;
-    // libcurl parses both forms of the header (seconds and HTTP date).
+    // libcurl parses both forms of the header (seconds and HTTP date) and
+    // reports 0 when there is none, so only a positive value counts
+    // ("Retry-After: 0" then gets the engine's own backoff, which is fine).
     if (curl_easy_getinfo(easy, CURLINFO_RETRY_AFTER, &retry_after) == CURLE_OK &&
-        retry_after >= 0) {
+        retry_after > 0) {
       r.retry_after_ms = static_cast<int64_t>(retry_after) * 1000;
     }
     r.body = std::move(call->response);
@@ -130,7 +132,8 @@ void ChatClient::finish(CURL* easy, CURLcode code) {
     call->promise.set_value(
         Status(504, "llm: no answer within " + std::to_string(call->timeout_ms) + " ms"));
   } else if (code == CURLE_WRITE_ERROR) {
-    call->promise.set_value(Status(503, "llm: answer larger than " +
+    // 502: the same request would get the same answer, so it is not retried.
+    call->promise.set_value(Status(502, "llm: answer larger than " +
                                             std::to_string(defaults::kLlmMaxResponseBytes) +
                                             " bytes"));
   } else {

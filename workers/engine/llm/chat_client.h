@@ -44,8 +44,9 @@ class ChatClient {
   ChatClient& operator=(const ChatClient&) = delete;
 
   // Sends `body` (JSON). The result is an HTTP answer of any status, or an
-  // error: 504 when no full answer came within timeout_ms, 503 when the
-  // server could not be reached or the answer was cut or too large.
+  // error: 504 when no full answer came within timeout_ms, 502 when the
+  // answer was too large, 503 when the server could not be reached or the
+  // transfer failed (the only error worth retrying).
   std::future<Result<ChatResponse>> post(std::string body, int64_t timeout_ms);
 
   const std::string& url() const { return url_; }

@@ -86,9 +86,10 @@ Result<Completion> LlmEngine::complete(const ChatCall& call, const Budget& budge
                                                         defaults::kLlmMaxRetryAfterMs);
     } else {
       last = r.status();
-      // A timeout is not retried: the server that stalled once would most
-      // likely stall again, and the caller's time is spent.
-      if (last.code() == 504) return last;
+      // Only a failed connection or transfer (503) is retried. A timeout is
+      // not: the server that stalled once would most likely stall again,
+      // and the caller's time is spent.
+      if (last.code() != 503) return last;
     }
     if (attempt >= cfg_.max_retries) return last;
     if (wait_ms < 0) {
