@@ -38,6 +38,55 @@ std::string lower(std::string s) {
   return s;
 }
 
+// The header fields of a request head, names lower-cased (the request line
+// is skipped, values lose leading spaces).
+std::map<std::string, std::string> parseHeaders(const std::string& head) {
+  std::map<std::string, std::string> out;
+  std::istringstream lines(head);
+  std::string line;
+  std::getline(lines, line);  // request line
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string v = line.substr(colon + 1);
+    while (!v.empty() && v.front() == ' ') v.erase(0, 1);
+    out[lower(line.substr(0, colon))] = v;
+  }
+  return out;
+}
+
+// Reads one request from a connection: the head, then Content-Length bytes
+// of body, within timeout_ms and until `stop`. False when it did not arrive
+// whole (then *w holds what did).
+bool readRequest(int fd, int64_t timeout_ms, const std::atomic<bool>& stop, ReceivedWebhook* w) {
+  std::string in;
+  char buf[4096];
+  size_t header_end = std::string::npos;
+  size_t need = 0;
+  int64_t until = nowMs() + timeout_ms;
+  while (nowMs() < until && !stop) {
+    pollfd q{fd, POLLIN, 0};
+    if (::poll(&q, 1, 100) <= 0) continue;
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    in.append(buf, static_cast<size_t>(n));
+    if (header_end == std::string::npos) {
+      header_end = in.find("\r\n\r\n");
+      if (header_end != std::string::npos) {
+        std::string lowered = lower(in.substr(0, header_end));
+        size_t cl = lowered.find("content-length:");
+        need = cl == std::string::npos ? 0 : std::stoul(lowered.substr(cl + 15));
+      }
+    }
+    if (header_end != std::string::npos && in.size() >= header_end + 4 + need) break;
+  }
+  if (header_end == std::string::npos) return false;
+  w->headers = parseHeaders(in.substr(0, header_end));
+  w->body = in.substr(header_end + 4, need);
+  return in.size() >= header_end + 4 + need;
+}
+
 // OpenAPI check through prism (defined in the appended block at the end).
 void checkThroughPrism(const std::string& method, const std::string& url,
                        const std::vector<std::string>& headers, const std::string& body,
@@ -312,43 +361,8 @@ void WebhookReceiver::run() {
     if (::poll(&p, 1, 100) <= 0) continue;
     int fd = ::accept(listen_fd_, nullptr, nullptr);
     if (fd < 0) continue;
-    // Read one request: headers, then Content-Length bytes of body.
-    std::string in;
-    char buf[4096];
-    size_t header_end = std::string::npos;
-    size_t need = 0;
-    int64_t until = nowMs() + 5000;
-    while (nowMs() < until) {
-      pollfd q{fd, POLLIN, 0};
-      if (::poll(&q, 1, 100) <= 0) continue;
-      ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n <= 0) break;
-      in.append(buf, static_cast<size_t>(n));
-      if (header_end == std::string::npos) {
-        header_end = in.find("\r\n\r\n");
-        if (header_end != std::string::npos) {
-          std::string lowered = lower(in.substr(0, header_end));
-          size_t cl = lowered.find("content-length:");
-          need = cl == std::string::npos ? 0 : std::stoul(lowered.substr(cl + 15));
-        }
-      }
-      if (header_end != std::string::npos && in.size() >= header_end + 4 + need) break;
-    }
     ReceivedWebhook w;
-    if (header_end != std::string::npos) {
-      std::istringstream lines(in.substr(0, header_end));
-      std::string line;
-      std::getline(lines, line);  // request line
-      while (std::getline(lines, line)) {
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        size_t colon = line.find(':');
-        if (colon == std::string::npos) continue;
-        std::string v = line.substr(colon + 1);
-        while (!v.empty() && v.front() == ' ') v.erase(0, 1);
-        w.headers[lower(line.substr(0, colon))] = v;
-      }
-      w.body = in.substr(header_end + 4, need);
-    }
+    readRequest(fd, 5000, stop_, &w);  // an incomplete request is recorded as it came
     const char reply[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
     ssize_t ignored = ::write(fd, reply, sizeof reply - 1);
     (void)ignored;
@@ -564,32 +578,12 @@ void TaskWebhookReceiver::run() {
 }
 
 void TaskWebhookReceiver::serve(int fd) {
-  std::string in;
-  char buf[4096];
-  size_t header_end = std::string::npos;
-  size_t need = 0;
-  int64_t until = nowMs() + 10000;
-  while (nowMs() < until && !stop_) {
-    pollfd q{fd, POLLIN, 0};
-    if (::poll(&q, 1, 100) <= 0) continue;
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    in.append(buf, static_cast<size_t>(n));
-    if (header_end == std::string::npos) {
-      header_end = in.find("\r\n\r\n");
-      if (header_end != std::string::npos) {
-        std::string lowered = lower(in.substr(0, header_end));
-        size_t cl = lowered.find("content-length:");
-        need = cl == std::string::npos ? 0 : std::stoul(lowered.substr(cl + 15));
-      }
-    }
-    if (header_end != std::string::npos && in.size() >= header_end + 4 + need) break;
-  }
-  if (header_end == std::string::npos || in.size() < header_end + 4 + need) {
+  ReceivedWebhook w;
+  if (!readRequest(fd, 10000, stop_, &w)) {
     ::close(fd);
     return;
   }
-  std::string body = in.substr(header_end + 4, need);
+  const std::string& body = w.body;
   std::string task_id;
   const std::string marker = "\"task_id\":\"";
   if (size_t at = body.find(marker); at != std::string::npos) {
@@ -713,20 +707,9 @@ void HookServer::serve(int fd, int connection) {
       }
     }
     ReceivedWebhook w;
-    size_t need = 0;
-    std::istringstream lines(in.substr(0, header_end));
-    std::string line;
-    std::getline(lines, line);  // request line
-    while (std::getline(lines, line)) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      size_t colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      std::string v = line.substr(colon + 1);
-      while (!v.empty() && v.front() == ' ') v.erase(0, 1);
-      std::string name = lower(line.substr(0, colon));
-      if (name == "content-length") need = std::stoul(v);
-      w.headers[name] = v;
-    }
+    w.headers = parseHeaders(in.substr(0, header_end));
+    auto cl = w.headers.find("content-length");
+    size_t need = cl == w.headers.end() ? 0 : std::stoul(cl->second);
     while (in.size() < header_end + 4 + need) {
       if (!readSome(fd, &in, stop_)) {
         ::close(fd);
