@@ -10,38 +10,15 @@
 
 #include "common/crypto.h"
 #include "common/timefmt.h"
+#include "tests/unit/temp_db.h"
 
 using namespace eq;
 
 namespace {
 
-// A fresh database file per test, removed afterwards.
-struct TempDb {
-  std::string path;
-  std::unique_ptr<Store> store;
-  TempDb() {
-    char tmpl[] = "/tmp/eq-store-XXXXXX";
-    int fd = mkstemp(tmpl);
-    ::close(fd);
-    path = tmpl;
-    auto s = Store::open(path);
-    BOOST_REQUIRE(s.isOk());
-    store = std::move(s).value();
-  }
-  ~TempDb() {
-    store.reset();
-    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
-  }
-  CreatedKey key(int64_t units = 100, const std::string& env = "production") {
-    NewKeyRequest req;
-    req.name = "test";
-    req.env = env;
-    req.quota = QuotaUnits{units, units, units};
-    req.expire_at_ms = nowMs() + 86'400'000;
-    auto k = store->createKey(req);
-    BOOST_REQUIRE(k.isOk());
-    return k.value();
-  }
+// The shared temporary database, plus a raw reader for what the Store
+// hides.
+struct TempDb : test::TempDb {
   // Reads one text cell straight from SQLite, bypassing the Store.
   std::string scalar(const std::string& sql) {
     sqlite3* db = nullptr;
@@ -65,7 +42,7 @@ BOOST_AUTO_TEST_SUITE(store_tests)
 
 BOOST_AUTO_TEST_CASE(keys_are_stored_only_as_sha256) {
   TempDb db;
-  CreatedKey k = db.key();
+  CreatedKey k = db.newKey();
   BOOST_TEST(k.api_key.rfind("eq_live_", 0) == 0);
   BOOST_TEST(k.api_key.size() == 8u + 43u);
   BOOST_TEST(k.webhook_secret.rfind("whsec_", 0) == 0);
@@ -79,7 +56,7 @@ BOOST_AUTO_TEST_CASE(keys_are_stored_only_as_sha256) {
 
 BOOST_AUTO_TEST_CASE(authenticate_checks_hash_env_and_revocation) {
   TempDb db;
-  CreatedKey k = db.key();
+  CreatedKey k = db.newKey();
   auto ok = db.store->authenticate(k.api_key, "production", nowMs());
   BOOST_REQUIRE(ok.isOk());
   BOOST_REQUIRE(ok.value().has_value());
@@ -95,7 +72,7 @@ BOOST_AUTO_TEST_CASE(authenticate_checks_hash_env_and_revocation) {
 
 BOOST_AUTO_TEST_CASE(quota_charges_down_to_zero_then_refuses) {
   TempDb db;
-  CreatedKey k = db.key(2);
+  CreatedKey k = db.newKey(2);
   int64_t now = nowMs();
   BOOST_TEST((db.store->chargeQuota(k.account_id, "fast", now).value() == ChargeOutcome::kCharged));
   BOOST_TEST((db.store->chargeQuota(k.account_id, "fast", now).value() == ChargeOutcome::kCharged));
@@ -111,7 +88,7 @@ BOOST_AUTO_TEST_CASE(quota_charges_down_to_zero_then_refuses) {
 
 BOOST_AUTO_TEST_CASE(rate_counter_allows_the_limit_per_window) {
   TempDb db;
-  CreatedKey k = db.key();
+  CreatedKey k = db.newKey();
   AuthContext who = db.store->authenticate(k.api_key, "production", nowMs()).value().value();
   int64_t t = 1'800'000'000'000;  // a window boundary (divisible by 60 000)
   for (int i = 1; i <= 60; ++i) {
@@ -127,7 +104,7 @@ BOOST_AUTO_TEST_CASE(rate_counter_allows_the_limit_per_window) {
 
 BOOST_AUTO_TEST_CASE(task_transitions_are_guarded_and_failure_refunds) {
   TempDb db;
-  CreatedKey k = db.key(5);
+  CreatedKey k = db.newKey(5);
   TaskRecord t;
   t.task_id = "tsk_a";
   t.account_id = k.account_id;
@@ -150,7 +127,7 @@ BOOST_AUTO_TEST_CASE(task_transitions_are_guarded_and_failure_refunds) {
 
 BOOST_AUTO_TEST_CASE(status_check_constraint_rejects_unknown_states) {
   TempDb db;
-  CreatedKey k = db.key();
+  CreatedKey k = db.newKey();
   TaskRecord t{"tsk_b", k.account_id, k.key_id, "req_b", "fast", "", "", "", 0, "", 1, 0, 0};
   BOOST_TEST(db.store->createTask(t).isOk());
   sqlite3* raw = nullptr;
@@ -170,7 +147,7 @@ BOOST_AUTO_TEST_CASE(migrations_apply_once) {
 
 BOOST_AUTO_TEST_CASE(expired_key_is_not_authenticated) {
   TempDb db;
-  CreatedKey k = db.key();
+  CreatedKey k = db.newKey();
   int64_t t = nowMs() + 3'600'000;
   KeyUpdate u;
   u.expires_at_ms = t;
@@ -187,7 +164,7 @@ BOOST_AUTO_TEST_CASE(expired_key_is_not_authenticated) {
 
 BOOST_AUTO_TEST_CASE(rotation_keeps_account_quota_and_settings_and_stops_the_old_key) {
   TempDb db;
-  CreatedKey old = db.key(5);
+  CreatedKey old = db.newKey(5);
   KeyUpdate u;
   u.rate_limit_per_min = 7;
   u.default_webhook_url = "https://hooks.example/eq";
@@ -230,7 +207,7 @@ BOOST_AUTO_TEST_CASE(rotation_keeps_account_quota_and_settings_and_stops_the_old
 
 BOOST_AUTO_TEST_CASE(grant_adds_units_and_set_writes_only_named_modes) {
   TempDb db;
-  CreatedKey k = db.key(3);
+  CreatedKey k = db.newKey(3);
   BOOST_TEST((db.store->chargeQuota(k.account_id, "perfect", nowMs()).value() ==
               ChargeOutcome::kCharged));
   BOOST_REQUIRE(db.store->grantQuota(k.account_id, QuotaUnits{10, 0, 1}, std::nullopt).isOk());
@@ -264,7 +241,7 @@ IdempotencyRequest idem(const CreatedKey& k, const std::string& key, const std::
 
 BOOST_AUTO_TEST_CASE(idempotency_first_use_runs_then_replays_or_conflicts) {
   TempDb db;
-  CreatedKey k = db.key();
+  CreatedKey k = db.newKey();
   int64_t t = 1'800'000'000'000;
   auto first = idem(k, "order-1", R"({"mode":"fast","message":"hi"})", "req_1");
   BOOST_TEST((db.store->beginIdempotent(first, t).value().state == IdempotencyState::kStarted));
@@ -291,7 +268,7 @@ BOOST_AUTO_TEST_CASE(idempotency_first_use_runs_then_replays_or_conflicts) {
   BOOST_TEST(conflict.other_route);
 
   // Keys are scoped to the account: another account's "order-1" is its own.
-  CreatedKey stranger = db.key();
+  CreatedKey stranger = db.newKey();
   BOOST_TEST((db.store->beginIdempotent(idem(stranger, "order-1", "{}", "req_5"), t + 40)
                   .value()
                   .state == IdempotencyState::kStarted));
@@ -299,7 +276,7 @@ BOOST_AUTO_TEST_CASE(idempotency_first_use_runs_then_replays_or_conflicts) {
 
 BOOST_AUTO_TEST_CASE(idempotency_abandon_frees_the_key_and_only_the_owner_settles) {
   TempDb db;
-  CreatedKey k = db.key();
+  CreatedKey k = db.newKey();
   int64_t t = 1'800'000'000'000;
   auto first = idem(k, "k", "{}", "req_1");
   BOOST_REQUIRE((db.store->beginIdempotent(first, t).value().state ==
@@ -319,7 +296,7 @@ BOOST_AUTO_TEST_CASE(idempotency_abandon_frees_the_key_and_only_the_owner_settle
 
 BOOST_AUTO_TEST_CASE(idempotency_records_lapse_after_24h_and_are_purged_in_batches) {
   TempDb db;
-  CreatedKey k = db.key();
+  CreatedKey k = db.newKey();
   const int64_t t = 1'800'000'000'000;
   const int64_t day = Store::kIdempotencyTtlMs;
   BOOST_TEST(day == 86'400'000);
@@ -348,7 +325,7 @@ BOOST_AUTO_TEST_CASE(idempotency_records_lapse_after_24h_and_are_purged_in_batch
 
 BOOST_AUTO_TEST_CASE(idempotency_pending_row_of_a_dead_request_is_taken_over_after_the_lease) {
   TempDb db;
-  CreatedKey k = db.key();
+  CreatedKey k = db.newKey();
   const int64_t t = 1'800'000'000'000;
   BOOST_REQUIRE(db.store->beginIdempotent(idem(k, "k", "{}", "req_dead"), t).isOk());
   auto retry = idem(k, "k", "{}", "req_2");
@@ -386,7 +363,7 @@ DeliveryAttempt attemptAt(int64_t at, int status, const std::string& error = "")
 
 BOOST_AUTO_TEST_CASE(delivery_is_one_per_task_and_claimed_only_when_due) {
   TempDb db;
-  CreatedKey k = db.key();
+  CreatedKey k = db.newKey();
   finishedTask(db, k, "tsk_d1", 1000);
   DeliveryRecord d = db.store->createDelivery("tsk_d1", "http://hook.example/x",
                                               "task.succeeded", 1000).value();
@@ -414,7 +391,7 @@ BOOST_AUTO_TEST_CASE(delivery_is_one_per_task_and_claimed_only_when_due) {
 
 BOOST_AUTO_TEST_CASE(claims_take_the_oldest_due_first_up_to_the_limit) {
   TempDb db;
-  CreatedKey k = db.key();
+  CreatedKey k = db.newKey();
   for (int i = 0; i < 5; ++i) {
     std::string id = "tsk_l" + std::to_string(i);
     finishedTask(db, k, id, 100);
@@ -429,7 +406,7 @@ BOOST_AUTO_TEST_CASE(claims_take_the_oldest_due_first_up_to_the_limit) {
 
 BOOST_AUTO_TEST_CASE(attempts_are_logged_and_final_states_stay_final) {
   TempDb db;
-  CreatedKey k = db.key();
+  CreatedKey k = db.newKey();
   finishedTask(db, k, "tsk_a1", 1000);
   std::string id = db.store->createDelivery("tsk_a1", "http://h/", "task.succeeded", 1000)
                        .value().delivery_id;
@@ -471,7 +448,7 @@ BOOST_AUTO_TEST_CASE(attempts_are_logged_and_final_states_stay_final) {
 
 BOOST_AUTO_TEST_CASE(replay_keeps_the_id_and_count_and_restarts_the_schedule) {
   TempDb db;
-  CreatedKey k = db.key();
+  CreatedKey k = db.newKey();
   finishedTask(db, k, "tsk_r1", 1000);
   std::string id = db.store->createDelivery("tsk_r1", "http://h/", "task.succeeded", 1000)
                        .value().delivery_id;
@@ -498,7 +475,7 @@ BOOST_AUTO_TEST_CASE(replay_keeps_the_id_and_count_and_restarts_the_schedule) {
 
 BOOST_AUTO_TEST_CASE(deliveries_list_filters_by_status_and_task_newest_first) {
   TempDb db;
-  CreatedKey k = db.key();
+  CreatedKey k = db.newKey();
   for (int i = 0; i < 4; ++i) {
     std::string id = "tsk_f" + std::to_string(i);
     finishedTask(db, k, id, 100);
@@ -525,7 +502,7 @@ BOOST_AUTO_TEST_CASE(deliveries_list_filters_by_status_and_task_newest_first) {
 
 BOOST_AUTO_TEST_CASE(retention_purges_old_tasks_with_their_deliveries_in_batches) {
   TempDb db;
-  CreatedKey k = db.key();
+  CreatedKey k = db.newKey();
   const int64_t day = 86'400'000;
   const int64_t now = 1'800'000'000'000;
   for (int i = 0; i < 5; ++i) {  // old, each with a finished delivery and an attempt
@@ -561,7 +538,7 @@ BOOST_AUTO_TEST_CASE(retention_purges_old_tasks_with_their_deliveries_in_batches
 
 BOOST_AUTO_TEST_CASE(retention_purges_idempotency_keys_and_rate_windows_by_age) {
   TempDb db;
-  CreatedKey k = db.key();
+  CreatedKey k = db.newKey();
   const int64_t now = 1'800'000'000'000;
   AuthContext auth{k.key_id, k.account_id, k.display_prefix, 60};
   for (int m = 0; m < 90; m += 10) {  // windows from 90 to 10 minutes ago

@@ -7,36 +7,21 @@
 #include <boost/test/unit_test.hpp>
 
 #include "common/timefmt.h"
+#include "tests/unit/temp_db.h"
 
 using namespace eq;
 using namespace eq::dispatch;
 
 namespace {
 
-struct Fixture {
-  std::string path;
-  std::unique_ptr<Store> store;
-  CreatedKey key;
+struct Fixture : test::TempDb {
+  CreatedKey key = newKey(10);
   std::atomic<bool> stop{false};
   int wakeups = 0;
-  std::unique_ptr<Dispatcher> dispatcher;
-  Fixture() {
-    char tmpl[] = "/tmp/eq-dispatch-XXXXXX";
-    ::close(mkstemp(tmpl));
-    path = tmpl;
-    store = std::move(Store::open(path)).value();
-    NewKeyRequest req;
-    req.name = "t";
-    req.quota = QuotaUnits{10, 10, 10};
-    req.expire_at_ms = nowMs() + 86'400'000;
-    key = store->createKey(req).value();
-    dispatcher = std::make_unique<Dispatcher>(*store, "amqp://unused", stop, [this] { ++wakeups; });
-  }
-  ~Fixture() {
-    dispatcher.reset();
-    store.reset();
-    for (const char* s : {"", "-wal", "-shm"}) std::remove((path + s).c_str());
-  }
+  // Destroyed before the base's store, which it borrows.
+  std::unique_ptr<Dispatcher> dispatcher =
+      std::make_unique<Dispatcher>(*store, "amqp://unused", stop, [this] { ++wakeups; });
+  Fixture() : TempDb("dispatch") {}
   void task(const std::string& id, const std::string& webhook_url) {
     TaskRecord t{id, key.account_id, key.key_id, "req", "fast", "", webhook_url, "", 0,
                  "", nowMs(),        0,          0};

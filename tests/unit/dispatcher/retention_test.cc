@@ -8,31 +8,16 @@
 #include <boost/test/unit_test.hpp>
 
 #include "common/timefmt.h"
+#include "tests/unit/temp_db.h"
 
 using namespace eq;
 using namespace eq::dispatch;
 
 namespace {
 
-struct Db {
-  std::string path;
-  std::unique_ptr<Store> store;
-  CreatedKey key;
-  Db() {
-    char tmpl[] = "/tmp/eq-retention-XXXXXX";
-    ::close(mkstemp(tmpl));
-    path = tmpl;
-    store = std::move(Store::open(path)).value();
-    NewKeyRequest req;
-    req.name = "t";
-    req.quota = QuotaUnits{10, 10, 10};
-    req.expire_at_ms = nowMs() + 86'400'000;
-    key = store->createKey(req).value();
-  }
-  ~Db() {
-    store.reset();
-    for (const char* s : {"", "-wal", "-shm"}) std::remove((path + s).c_str());
-  }
+struct Db : test::TempDb {
+  CreatedKey key = newKey(10);
+  Db() : TempDb("retention") {}
   void task(const std::string& id, int64_t created_at) {
     TaskRecord t{id, key.account_id, key.key_id, "req", "fast", "", "", "", 0,
                  "", created_at,     0,          0};

@@ -7,24 +7,14 @@
 
 #include "common/timefmt.h"
 #include "tools/eqctl_commands.h"
+#include "tests/unit/temp_db.h"
 
 using namespace eq;
 
 namespace {
 
-struct Fixture {
-  std::string path;
-  std::unique_ptr<Store> store;
-  Fixture() {
-    char tmpl[] = "/tmp/eq-ctl-XXXXXX";
-    ::close(mkstemp(tmpl));
-    path = tmpl;
-    store = std::move(Store::open(path)).value();
-  }
-  ~Fixture() {
-    store.reset();
-    for (const char* s : {"", "-wal", "-shm"}) std::remove((path + s).c_str());
-  }
+struct Fixture : test::TempDb {
+  Fixture() : TempDb("ctl") {}
   int run(std::vector<std::string> args, std::string* out, std::string* err = nullptr) {
     std::ostringstream o, e;
     tools::EqctlOptions opts;  // no webhook ranges allowed beyond public ones
