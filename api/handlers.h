@@ -1,14 +1,20 @@
-// ApiService: routing and the endpoint handlers of eq-api.
+// ApiService: the route table and the endpoint handlers of eq-api.
 //
 // Lives on the api's loop thread together with the HttpServer that calls it.
-// It borrows the Store (one SQLite connection, used only from this thread),
-// the BrokerBridge and the Config from ApiContext, which main() owns and which
-// outlives the service. Handlers answer through the Responder, possibly later
-// (sync calls), and every answer goes through finish(), which adds the common
-// headers, counts the request for /metrics and writes the access log line.
+// It never touches SQLite: every database step of a request (key lookup, rate
+// count, idempotency, charge, task insert, reads, refunds) is a DbRequest run
+// by the DbThread (api/db_thread.h), which answers on this loop thread once
+// the batch holding it committed. It borrows the DbThread, the BrokerBridge
+// and the Config from ApiContext, which main() owns and which outlives the
+// service. Handlers answer through the Responder, possibly later, and every
+// answer goes through finish(), which runs the request's last writes
+// (Idempotency-Key record, refund), adds the common headers, counts the
+// request for /metrics and writes the access log line.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,7 +22,9 @@
 #include <utility>
 #include <vector>
 
+#include "api/auth_cache.h"
 #include "api/broker_bridge.h"
+#include "api/db_thread.h"
 #include "api/http_server.h"
 #include "common/config.h"
 #include "common/metrics.h"
@@ -28,7 +36,7 @@ namespace eq::api {
 
 struct ApiContext {
   const Config* config = nullptr;
-  Store* store = nullptr;
+  DbThread* db = nullptr;
   BrokerBridge* broker = nullptr;
   const Clock* clock = nullptr;
   const net::CidrSet* webhook_allow = nullptr;  // EQ_WEBHOOK_ALLOW_CIDRS
@@ -47,6 +55,22 @@ struct RequestInfo {
   // stores a final response in it or deletes it (PRODUCT.md §3).
   std::optional<IdempotencyRequest> idempotency;
   std::string mode;  // reply calls, once validated: the mode label of /metrics
+  // Writes finish() runs before answering: a unit to refund (sync calls that
+  // got no result) and a task to fail (async jobs the broker did not take).
+  std::string account_id;
+  std::string refund_mode;
+  std::string failed_task_id;
+  std::string failed_task_msg;
+};
+
+struct ReplyAdmission;  // handlers.cc: what the reply endpoints' database step decided
+
+// A request on its way through the route's steps.
+struct Call {
+  HttpRequest req;
+  Responder res;
+  std::shared_ptr<RequestInfo> info;
+  std::optional<AuthContext> auth;  // once authenticated
 };
 
 class ApiService {
@@ -62,33 +86,55 @@ class ApiService {
 
  private:
   using Info = std::shared_ptr<RequestInfo>;
+  using CallPtr = std::shared_ptr<Call>;
+  using DbWork = std::function<Status(Store& store, const AuthContext* auth)>;
+  using Then = std::function<void(const CallPtr& call)>;
 
-  void replySync(const HttpRequest& req, const AuthContext& auth, const Info& info, Responder res);
-  void replyAsync(const HttpRequest& req, const AuthContext& auth, const Info& info, Responder res);
-  void analyze(const HttpRequest& req, const Info& info, Responder res);
-  void quota(const AuthContext& auth, const Info& info, Responder res);
-  void task(const std::string& task_id, const AuthContext& auth, const Info& info, Responder res);
-  void readyz(const Info& info, Responder res);
+ public:
+  // One row per route: the dispatch is this table, nothing else.
+  struct Route {
+    std::string_view path;    // the label of logs and metrics
+    std::string_view method;  // the one allowed method
+    bool prefix;              // path ends in a parameter ("/api/v1/task/{task_id}")
+    void (ApiService::*handler)(const CallPtr& call);
+  };
 
-  // Idempotency-Key admission of the two reply endpoints. Returns true when
-  // the request should run (with or without a key); otherwise it has
-  // answered (replay, 409, 400 or 503) itself.
-  bool admitIdempotent(const HttpRequest& req, const AuthContext& auth, const Info& info,
-                       const Responder& res);
-  // Charges one unit of mode; on refusal answers 402 or 503 itself.
-  bool charge(const AuthContext& auth, const std::string& mode, const Info& info,
-              const Responder& res);
-  void unavailable(const Info& info, const Responder& res, std::string_view what);
-  void settleIdempotent(const Info& info, const HttpResponse& r);
+ private:
+  static const std::array<Route, 9> kRoutes;
+  static const Route* matchRoute(std::string_view path);
+
+  // Public routes.
+  void healthz(const CallPtr& c);
+  void readyz(const CallPtr& c);
+  void metrics(const CallPtr& c);
+  void openapi(const CallPtr& c);
+  // Authenticated routes: each calls authorize() with its database work.
+  void replySync(const CallPtr& c);
+  void replyAsync(const CallPtr& c);
+  void analyze(const CallPtr& c);
+  void quota(const CallPtr& c);
+  void task(const CallPtr& c);
+
+  // Authentication and rate limit, with the route's database work in the
+  // same batch: 401, 429 or 503 are answered here; `then` runs (on the loop)
+  // only for an authenticated request within its limit whose work ran.
+  void authorize(const CallPtr& c, DbWork work, bool writes, Then then);
+  // Both reply endpoints: Idempotency-Key admission, charge and (async) the
+  // task row in one database step.
+  void reply(const CallPtr& c, bool async);
+  void replyAdmitted(const CallPtr& c, bool async, const ReplyAdmission& a);
+  int64_t dbDeadline() const;
 
   void finish(const Info& info, const Responder& res, HttpResponse r);
+  void send(const Info& info, const Responder& res, HttpResponse r);
   void sendJson(const Info& info, const Responder& res, int status, std::string_view data_json,
                 std::string_view msg);
   void sendError(const Info& info, const Responder& res, int status, std::string_view msg);
   void unauthorized(const Info& info, const Responder& res);
-  void refund(const Info& info, const std::string& account, const std::string& mode);
+  void unavailable(const Info& info, const Responder& res, std::string_view what);
 
   ApiContext ctx_;
+  AuthCache auth_cache_;
   int64_t in_flight_ = 0;
   std::map<std::pair<std::string, int>, int64_t> answered_;
   std::map<int, int64_t> latency_buckets_;  // upper bound ms -> count

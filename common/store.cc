@@ -15,7 +15,8 @@ namespace {
 // file here and in CMakeLists.txt's eq_embed list; applied ones never change.
 constexpr const char* kMigrations[] = {"schema/migrations/001_init.sql",
                                        "schema/migrations/002_contract.sql",
-                                       "schema/migrations/003_delivery.sql"};
+                                       "schema/migrations/003_delivery.sql",
+                                       "schema/migrations/004_key_epoch.sql"};
 
 // A cached prepared statement in use: binds by position, steps, reads columns
 // and resets itself when it goes out of scope so the cache can reuse it.
@@ -150,7 +151,7 @@ sqlite3_stmt* Store::prepare(const char* sql) {
 Status Store::migrate() {
   // IMMEDIATE takes the write lock first, so two processes starting together
   // do not both apply the same migration.
-  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  if (Status s = begin(); !s.isOk()) return s;
   Status s = exec(
       "CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, "
       "applied_at INTEGER NOT NULL)");
@@ -175,13 +176,37 @@ Status Store::migrate() {
     if (record.step() != SQLITE_DONE) s = error("record migration");
   }
   if (!s.isOk()) {
-    exec("ROLLBACK");
+    rollback();
     return s;
   }
   return commit();
 }
 
+Status Store::begin() {
+  if (depth_ > 0 && sqlite3_get_autocommit(db_) != 0) depth_ = 0;  // lost to an error
+  if (depth_ == 0) {
+    if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  } else {
+    std::string sql = "SAVEPOINT sp" + std::to_string(depth_);
+    if (Status s = exec(sql.c_str()); !s.isOk()) return s;
+  }
+  ++depth_;
+  return Status::ok();
+}
+
 Status Store::commit() {
+  if (depth_ == 0) return Status(500, "commit without a transaction");
+  if (sqlite3_get_autocommit(db_) != 0) {
+    // SQLite rolled the whole transaction back after an error (SQLITE_FULL,
+    // SQLITE_IOERR, SQLITE_NOMEM): nothing of it was kept.
+    depth_ = 0;
+    return Status(503, "sqlite: the transaction was rolled back");
+  }
+  --depth_;
+  if (depth_ > 0) {
+    std::string sql = "RELEASE sp" + std::to_string(depth_);
+    return exec(sql.c_str());
+  }
   Status s = exec("COMMIT");
   // After some errors (SQLITE_FULL, SQLITE_IOERR) the transaction stays
   // open and would keep the write lock from every other process.
@@ -189,9 +214,37 @@ Status Store::commit() {
   return s;
 }
 
-Status Store::ping() {
-  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+Status Store::rollback() {
+  if (depth_ == 0) return Status::ok();
+  --depth_;
+  if (sqlite3_get_autocommit(db_) != 0) {
+    depth_ = 0;
+    return Status::ok();
+  }
+  if (depth_ > 0) {
+    std::string sql = "ROLLBACK TO sp" + std::to_string(depth_);
+    Status s = exec(sql.c_str());
+    sql = "RELEASE sp" + std::to_string(depth_);
+    Status r = exec(sql.c_str());
+    return s.isOk() ? r : s;
+  }
   return exec("ROLLBACK");
+}
+
+bool Store::inTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
+
+Result<int64_t> Store::keyEpoch() {
+  Query q(prepare("SELECT epoch FROM key_epoch WHERE id = 1"));
+  if (!q.valid()) return error("prepare key epoch");
+  if (q.step() != SQLITE_ROW) return error("read key epoch");
+  return q.int64(0);
+}
+
+void Store::setBusyTimeout(int ms) { sqlite3_busy_timeout(db_, ms); }
+
+Status Store::ping() {
+  if (Status s = begin(); !s.isOk()) return s;
+  return rollback();
 }
 
 // ---------------------------------------------------------------- keys
@@ -207,7 +260,7 @@ Result<CreatedKey> Store::createKey(const NewKeyRequest& req) {
   out.tier = req.tier;
   int64_t now = nowMs();
 
-  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  if (Status s = begin(); !s.isOk()) return s;
   Query acc(prepare(
       "INSERT INTO accounts (id, name, tier, quota_fast, quota_standard, quota_perfect, "
       "quota_expire_at, rate_limit_per_min, webhook_secret, created_at) "
@@ -225,7 +278,7 @@ Result<CreatedKey> Store::createKey(const NewKeyRequest& req) {
     if (key.step() != SQLITE_DONE) s = error("insert key");
   }
   if (!s.isOk()) {
-    exec("ROLLBACK");
+    rollback();
     return s;
   }
   if (Status c = commit(); !c.isOk()) return c;
@@ -234,13 +287,19 @@ Result<CreatedKey> Store::createKey(const NewKeyRequest& req) {
 
 Result<std::optional<AuthContext>> Store::authenticate(const std::string& api_key,
                                                        const std::string& env, int64_t now_ms) {
+  return authenticateDigest(crypto::sha256(api_key), env, now_ms);
+}
+
+Result<std::optional<AuthContext>> Store::authenticateDigest(const std::string& digest,
+                                                             const std::string& env,
+                                                             int64_t now_ms) {
   // The lookup goes through the hash's unique index. Indexing on the digest
   // leaks nothing useful through timing (an attacker cannot steer the digest
   // of a guess), and the constant-time comparison of the fixed-length digests
   // below makes the final decision independent of where they differ.
-  std::string digest = crypto::sha256(api_key);
   Query q(prepare(
-      "SELECT k.id, k.account_id, k.display_prefix, k.key_hash, a.rate_limit_per_min "
+      "SELECT k.id, k.account_id, k.display_prefix, k.key_hash, a.rate_limit_per_min, "
+      "coalesce(k.expires_at, 0) "
       "FROM api_keys k JOIN accounts a ON a.id = k.account_id "
       "WHERE k.key_hash = ? AND k.status = 'active' AND k.env = ? "
       "AND (k.expires_at IS NULL OR k.expires_at > ?)"));
@@ -255,6 +314,7 @@ Result<std::optional<AuthContext>> Store::authenticate(const std::string& api_ke
   ctx.account_id = q.text(1);
   ctx.display_prefix = q.text(2);
   ctx.rate_limit_per_min = static_cast<int>(q.int64(4));
+  ctx.expires_at_ms = q.int64(5);
   return std::optional<AuthContext>(std::move(ctx));
 }
 
@@ -310,7 +370,7 @@ Result<KeyDetails> Store::keyDetails(const std::string& key_id) {
 
 Result<CreatedKey> Store::rotateKey(const std::string& key_id,
                                     std::optional<int64_t> expires_at_ms, int64_t now_ms) {
-  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  if (Status s = begin(); !s.isOk()) return s;
   CreatedKey out;
   Status s;
   {
@@ -352,7 +412,7 @@ Result<CreatedKey> Store::rotateKey(const std::string& key_id,
     if (revoke.step() != SQLITE_DONE) s = error("revoke rotated key");
   }
   if (!s.isOk()) {
-    exec("ROLLBACK");
+    rollback();
     return s;
   }
   if (Status c = commit(); !c.isOk()) return c;
@@ -362,7 +422,7 @@ Result<CreatedKey> Store::rotateKey(const std::string& key_id,
 Status Store::updateKey(const std::string& key_id, const KeyUpdate& u) {
   // One transaction: the key's expiry is on api_keys, the rest on accounts,
   // and a half-applied `eqctl key set` would be a surprise.
-  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  if (Status s = begin(); !s.isOk()) return s;
   Status s;
   {
     Query acc(prepare(
@@ -388,7 +448,7 @@ Status Store::updateKey(const std::string& key_id, const KeyUpdate& u) {
     if (key.step() != SQLITE_DONE) s = error("update key expiry");
   }
   if (!s.isOk()) {
-    exec("ROLLBACK");
+    rollback();
     return s;
   }
   return commit();
@@ -498,19 +558,31 @@ Status Store::grantQuota(const std::string& account_id, const QuotaUnits& add,
 Result<RateDecision> Store::countRequest(const AuthContext& auth, int64_t now_ms) {
   // Fixed one-minute windows: simple, exact across processes (the increment
   // is one UPSERT), and the reset time a client sees is the window's end.
-  int64_t window = now_ms - now_ms % 60'000;
+  int64_t window = rateWindowStart(now_ms);
+  Result<int64_t> count = countRequests(auth.key_id, window, 1);
+  if (!count.isOk()) return count.status();
+  return rateDecision(auth.rate_limit_per_min, count.value(), window, now_ms);
+}
+
+Result<int64_t> Store::countRequests(const std::string& key_id, int64_t window_start, int64_t n) {
   Query q(prepare(
-      "INSERT INTO rate_counters (key_id, window_start, count) VALUES (?, ?, 1) "
-      "ON CONFLICT (key_id, window_start) DO UPDATE SET count = count + 1 RETURNING count"));
+      "INSERT INTO rate_counters (key_id, window_start, count) VALUES (?1, ?2, ?3) "
+      "ON CONFLICT (key_id, window_start) DO UPDATE SET count = count + ?3 RETURNING count"));
   if (!q.valid()) return error("prepare rate");
-  q.bind(1, auth.key_id).bind(2, window);
+  q.bind(1, key_id).bind(2, window_start).bind(3, n);
   if (q.step() != SQLITE_ROW) return error("count request");
   int64_t count = q.int64(0);
+  while (q.step() == SQLITE_ROW) {
+  }
+  return count;
+}
+
+RateDecision Store::rateDecision(int limit, int64_t count, int64_t window_start, int64_t now_ms) {
   RateDecision d;
-  d.limit = auth.rate_limit_per_min;
-  d.allowed = count <= d.limit;
-  d.remaining = static_cast<int>(count >= d.limit ? 0 : d.limit - count);
-  d.reset_seconds = static_cast<int>((window + 60'000 - now_ms + 999) / 1000);
+  d.limit = limit;
+  d.allowed = count <= limit;
+  d.remaining = static_cast<int>(count >= limit ? 0 : limit - count);
+  d.reset_seconds = static_cast<int>((window_start + 60'000 - now_ms + 999) / 1000);
   return d;
 }
 
@@ -520,7 +592,7 @@ Result<IdempotencyBegin> Store::beginIdempotent(const IdempotencyRequest& req, i
   // IMMEDIATE: the read of an existing row and the insert or takeover that
   // follows must not interleave with another process doing the same for a
   // concurrent duplicate, or both would run (and charge).
-  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  if (Status s = begin(); !s.isOk()) return s;
   IdempotencyBegin out;
   Status s;
   {
@@ -575,7 +647,7 @@ Result<IdempotencyBegin> Store::beginIdempotent(const IdempotencyRequest& req, i
     out.state = IdempotencyState::kStarted;
   }
   if (!s.isOk()) {
-    exec("ROLLBACK");
+    rollback();
     return s;
   }
   if (Status c = commit(); !c.isOk()) return c;
@@ -678,7 +750,7 @@ Result<bool> Store::markTaskSucceeded(const std::string& task_id, const std::str
 
 Result<bool> Store::markTaskFailed(const std::string& task_id, int code, const std::string& msg,
                                    int64_t at_ms) {
-  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  if (Status s = begin(); !s.isOk()) return s;
   bool changed = false;
   Status s;
   {
@@ -701,7 +773,7 @@ Result<bool> Store::markTaskFailed(const std::string& task_id, int code, const s
     }
   }
   if (!s.isOk()) {
-    exec("ROLLBACK");
+    rollback();
     return s;
   }
   if (Status c = commit(); !c.isOk()) return c;
@@ -867,7 +939,7 @@ Result<int64_t> Store::countPendingDeliveries() {
 
 Result<bool> Store::finishAttempt(const std::string& delivery_id, const DeliveryAttempt& a,
                                   const std::string& new_status, int64_t next_attempt_at_ms) {
-  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  if (Status s = begin(); !s.isOk()) return s;
   Status s;
   bool applied = false;
   {
@@ -900,7 +972,7 @@ Result<bool> Store::finishAttempt(const std::string& delivery_id, const Delivery
     }
   }
   if (!s.isOk()) {
-    exec("ROLLBACK");
+    rollback();
     return s;
   }
   if (Status c = commit(); !c.isOk()) return c;
@@ -937,7 +1009,7 @@ Result<DeliveryRecord> Store::replayDelivery(const std::string& delivery_id, int
 // ---------------------------------------------------------------- retention
 
 Result<int> Store::purgeTasksBefore(int64_t cutoff_ms, int limit) {
-  if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+  if (Status s = begin(); !s.isOk()) return s;
   Status s;
   std::vector<std::string> ids;
   {
@@ -971,7 +1043,7 @@ Result<int> Store::purgeTasksBefore(int64_t cutoff_ms, int limit) {
     if (task.step() != SQLITE_DONE) s = error("purge task");
   }
   if (!s.isOk()) {
-    exec("ROLLBACK");
+    rollback();
     return s;
   }
   if (Status c = commit(); !c.isOk()) return c;
