@@ -154,7 +154,7 @@ void ApiService::handle(HttpRequest&& req, Responder res) {
 }
 
 int64_t ApiService::dbDeadline() const {
-  return ctx_.clock->nowMs() + defaults::kApiDbDeadlineMs;
+  return ctx_.clock->nowMs() + ctx_.config->api_db_wait_ms;
 }
 
 // ---------------------------------------------------------------- public routes
@@ -752,6 +752,13 @@ std::string ApiService::renderMetrics() const {
   out += "# HELP eq_api_broker_reconnects_total Broker reconnections since start.\n";
   out += "# TYPE eq_api_broker_reconnects_total counter\n";
   out += "eq_api_broker_reconnects_total " + std::to_string(ctx_.broker->reconnects()) + "\n";
+  out += "# HELP process_start_time_seconds Start time of this eq-api process since the Unix "
+         "epoch.\n";
+  out += "# TYPE process_start_time_seconds gauge\n";
+  char start[32];
+  std::snprintf(start, sizeof start, "%lld.%03lld", static_cast<long long>(started_ms_ / 1000),
+                static_cast<long long>(started_ms_ % 1000));
+  out += "process_start_time_seconds " + std::string(start) + "\n";
   out += registry_.render();
   return out;
 }

@@ -75,7 +75,7 @@ struct Call {
 
 class ApiService {
  public:
-  explicit ApiService(ApiContext ctx) : ctx_(ctx) {}
+  explicit ApiService(ApiContext ctx) : ctx_(ctx), started_ms_(ctx.clock->nowMs()) {}
 
   void handle(HttpRequest&& req, Responder res);
 
@@ -134,6 +134,7 @@ class ApiService {
   void unavailable(const Info& info, const Responder& res, std::string_view what);
 
   ApiContext ctx_;
+  int64_t started_ms_;  // process_start_time_seconds: tells processes on one port apart
   AuthCache auth_cache_;
   int64_t in_flight_ = 0;
   std::map<std::pair<std::string, int>, int64_t> answered_;

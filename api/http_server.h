@@ -82,8 +82,11 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Binds and listens; port 0 picks a free port (see port()). Returns a libuv
-  // error code (0 on success).
-  int listen(const std::string& host, int port);
+  // error code (0 on success). With reuse_port, the socket has SO_REUSEPORT:
+  // several processes listening on the same host and port share it, the
+  // kernel spreading new connections over them (eq-api with
+  // EQ_API_PROCESSES > 1; see README).
+  int listen(const std::string& host, int port, bool reuse_port = false);
   int port() const { return port_; }
 
   // Stops accepting and closes idle connections; busy ones close after their

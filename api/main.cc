@@ -92,7 +92,11 @@ int main() {
       },
       limits);
 
-  if (int rc = server.listen(config.http_host, config.http_port); rc != 0) {
+  // SO_REUSEPORT: several eq-api processes may share the port
+  // (scripts/run, EQ_API_PROCESSES); each has its own loop and database
+  // thread, and the database keeps quota, rate limits and Idempotency-Keys
+  // exact across them.
+  if (int rc = server.listen(config.http_host, config.http_port, true); rc != 0) {
     eq::log::error("cannot listen", {{"port", static_cast<long long>(config.http_port)},
                                      {"error", uv_strerror(rc)}});
     return 1;
