@@ -115,6 +115,7 @@ int main() {
   eq::log::info("listening", {{"port", static_cast<long long>(server.port())},
                               {"env", config.env}});
   uv_run(loop, UV_RUN_DEFAULT);
+  broker.join();
   db.join();
   eq::log::info("stopped");
   return 0;
