@@ -22,9 +22,6 @@ namespace {
 using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 
 constexpr std::string_view kTaskPrefix = "/api/v1/task/";
-// Rendered in seconds (eq_api_request_duration_seconds): promtool refuses
-// abbreviated units in metric names.
-constexpr std::array<int, 10> kLatencyBucketsMs = {5, 10, 25, 50, 100, 250, 500, 1000, 5000, 30000};
 
 // "application/json", optionally with parameters such as charset=utf-8.
 bool isJsonContentType(const std::string* ct) {
@@ -76,9 +73,13 @@ void putTime(Writer& w, const char* key, int64_t ms) {
 
 int64_t syncDeadlineMs(const Config& cfg, const std::string& mode) {
   if (cfg.sync_deadline_ms > 0) return cfg.sync_deadline_ms;
-  if (mode == "fast") return defaults::kSyncDeadlineFastMs;
-  if (mode == "standard") return defaults::kSyncDeadlineStandardMs;
-  if (mode == "perfect") return defaults::kSyncDeadlinePerfectMs;
+  std::optional<Mode> m = parseMode(mode);
+  if (!m) return defaults::kAnalyzeDeadlineMs;  // analyze calls have no mode
+  switch (*m) {
+    case Mode::kFast: return defaults::kSyncDeadlineFastMs;
+    case Mode::kStandard: return defaults::kSyncDeadlineStandardMs;
+    case Mode::kPerfect: return defaults::kSyncDeadlinePerfectMs;
+  }
   return defaults::kAnalyzeDeadlineMs;
 }
 
@@ -133,7 +134,7 @@ void ApiService::handle(HttpRequest&& req, Responder res) {
   info->request_id = c->req.request_id;
   info->method = c->req.method;
   info->started_ms = c->req.received_ms;
-  ++in_flight_;
+  in_flight_.add(1);
 
   const Route* route = matchRoute(c->req.path);
   if (route == nullptr) {
@@ -254,7 +255,7 @@ void ApiService::authorize(const CallPtr& c, DbWork work, bool writes, Then then
                            {"X-RateLimit-Remaining", std::to_string(d.remaining)},
                            {"X-RateLimit-Reset", std::to_string(d.reset_seconds)}};
     if (!d.allowed) {
-      ++rate_limited_;
+      rate_limited_.inc();
       info->extra_headers.emplace_back("Retry-After", std::to_string(d.reset_seconds));
       sendError(info, c->res, 429,
                 "rate limit exceeded: " + std::to_string(d.limit) +
@@ -346,7 +347,7 @@ void ApiService::replyAdmitted(const CallPtr& c, bool async, const ReplyAdmissio
         info->idempotency = a.idem;
         break;
       case IdempotencyState::kReplay: {
-        ++idempotent_replays_;
+        idempotent_replays_.inc();
         HttpResponse r;
         r.status = b.http_status;
         r.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
@@ -380,7 +381,7 @@ void ApiService::replyAdmitted(const CallPtr& c, bool async, const ReplyAdmissio
   const ReplyRequest& r = a.parsed.value();
   info->mode = r.mode;
   if (!a.charged) {
-    ++quota_rejected_;
+    quota_rejected_.inc();
     sendError(info, res, 402,
               a.charge == ChargeOutcome::kExpired
                   ? "quota expired: the " + r.mode +
@@ -393,7 +394,7 @@ void ApiService::replyAdmitted(const CallPtr& c, bool async, const ReplyAdmissio
   }
   info->account_id = c->auth->account_id;
   msg::Job job;
-  job.kind = "reply";
+  job.kind = jobKindName(JobKind::kReply);
   job.request_id = info->request_id;
   job.mode = r.mode;
   job.message = r.message;
@@ -430,7 +431,9 @@ void ApiService::replyAdmitted(const CallPtr& c, bool async, const ReplyAdmissio
   ctx_.broker->publishPersistent(
       msg::queueForMode(r.mode), msg::encodeJob(job), [this, info, res, task_id](Status s) {
         if (s.isOk()) {
-          sendJson(info, res, 200, "{\"task_id\":\"" + task_id + "\",\"status\":\"queued\"}",
+          sendJson(info, res, 200,
+                   "{\"task_id\":\"" + task_id + "\",\"status\":\"" +
+                       taskStatusName(TaskStatus::kQueued) + "\"}",
                    "ok");
           return;
         }
@@ -458,7 +461,7 @@ void ApiService::analyze(const CallPtr& c) {
       return;
     }
     msg::Job job;
-    job.kind = "analyze";
+    job.kind = jobKindName(JobKind::kAnalyze);
     job.request_id = info->request_id;
     job.message = parsed.value().message;
     job.context = parsed.value().context;
@@ -545,13 +548,14 @@ void ApiService::task(const CallPtr& c) {
     putTime(w, "started_at", task.started_at);
     putTime(w, "finished_at", task.finished_at);
     w.Key("result");
-    if (task.status == "succeeded" && !task.result_json.empty()) {
+    std::optional<TaskStatus> status = parseTaskStatus(task.status);
+    if (status == TaskStatus::kSucceeded && !task.result_json.empty()) {
       w.RawValue(task.result_json.data(), task.result_json.size(), rapidjson::kObjectType);
     } else {
       w.Null();
     }
     w.Key("error");
-    if (task.status == "failed") {
+    if (status == TaskStatus::kFailed) {
       w.StartObject();
       w.Key("code");
       w.Int(task.error_code);
@@ -690,13 +694,9 @@ void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) 
 
 void ApiService::send(const Info& info, const Responder& res, HttpResponse r) {
   int64_t latency = ctx_.clock->nowMs() - info->started_ms;
-  --in_flight_;
-  ++answered_[{info->route, r.status}];
-  ++latency_count_;
-  latency_sum_ms_ += static_cast<double>(latency);
-  for (int b : kLatencyBucketsMs) {
-    if (latency <= b) ++latency_buckets_[b];
-  }
+  in_flight_.add(-1);
+  requests_.with({info->route, std::to_string(r.status)}).inc();
+  request_seconds_.observe(static_cast<double>(latency) / 1000.0);
   if (!info->mode.empty()) {
     replies_.with({info->mode, info->route, std::to_string(r.status)}).inc();
     reply_seconds_.with({info->mode, info->route}).observe(static_cast<double>(latency) / 1000.0);
@@ -710,57 +710,19 @@ void ApiService::send(const Info& info, const Responder& res, HttpResponse r) {
   res.send(std::move(r));
 }
 
-std::string ApiService::renderMetrics() const {
-  std::string out;
-  out += "# HELP eq_api_requests_total HTTP requests answered, by route and status.\n";
-  out += "# TYPE eq_api_requests_total counter\n";
-  for (const auto& [k, n] : answered_) {
-    out += "eq_api_requests_total{route=\"" + k.first + "\",status=\"" + std::to_string(k.second) +
-           "\"} " + std::to_string(n) + "\n";
+std::string ApiService::renderMetrics() {
+  broker_connected_.set(ctx_.broker->connected() ? 1 : 0);
+  uint64_t reconnects = ctx_.broker->reconnects();
+  if (reconnects > reconnects_seen_) {
+    broker_reconnects_.inc(static_cast<double>(reconnects - reconnects_seen_));
+    reconnects_seen_ = reconnects;
   }
-  out += "# HELP eq_api_request_duration_seconds Time from request received to response "
-         "queued.\n";
-  out += "# TYPE eq_api_request_duration_seconds histogram\n";
-  for (int b : kLatencyBucketsMs) {
-    auto it = latency_buckets_.find(b);
-    out += "eq_api_request_duration_seconds_bucket{le=\"" + metrics::formatValue(b / 1000.0) +
-           "\"} " + std::to_string(it == latency_buckets_.end() ? 0 : it->second) + "\n";
+  auto batches = static_cast<uint64_t>(ctx_.db->batches());
+  if (batches > db_batches_seen_) {
+    db_batches_.inc(static_cast<double>(batches - db_batches_seen_));
+    db_batches_seen_ = batches;
   }
-  out += "eq_api_request_duration_seconds_bucket{le=\"+Inf\"} " + std::to_string(latency_count_) +
-         "\n";
-  out += "eq_api_request_duration_seconds_sum " + metrics::formatValue(latency_sum_ms_ / 1000.0) +
-         "\n";
-  out += "eq_api_request_duration_seconds_count " + std::to_string(latency_count_) + "\n";
-  out += "# HELP eq_api_rate_limited_total Requests refused with 429 by the per-key rate "
-         "limit.\n";
-  out += "# TYPE eq_api_rate_limited_total counter\n";
-  out += "eq_api_rate_limited_total " + std::to_string(rate_limited_) + "\n";
-  out += "# HELP eq_api_quota_rejected_total Reply calls refused with 402 (quota exhausted or "
-         "expired).\n";
-  out += "# TYPE eq_api_quota_rejected_total counter\n";
-  out += "eq_api_quota_rejected_total " + std::to_string(quota_rejected_) + "\n";
-  out += "# HELP eq_api_idempotent_replays_total Stored responses replayed for a repeated "
-         "Idempotency-Key.\n";
-  out += "# TYPE eq_api_idempotent_replays_total counter\n";
-  out += "eq_api_idempotent_replays_total " + std::to_string(idempotent_replays_) + "\n";
-  out += "# HELP eq_api_in_flight Requests received and not yet answered.\n";
-  out += "# TYPE eq_api_in_flight gauge\n";
-  out += "eq_api_in_flight " + std::to_string(in_flight_) + "\n";
-  out += "# HELP eq_api_broker_connected 1 while the broker connection is up.\n";
-  out += "# TYPE eq_api_broker_connected gauge\n";
-  out += "eq_api_broker_connected " + std::string(ctx_.broker->connected() ? "1" : "0") + "\n";
-  out += "# HELP eq_api_broker_reconnects_total Broker reconnections since start.\n";
-  out += "# TYPE eq_api_broker_reconnects_total counter\n";
-  out += "eq_api_broker_reconnects_total " + std::to_string(ctx_.broker->reconnects()) + "\n";
-  out += "# HELP process_start_time_seconds Start time of this eq-api process since the Unix "
-         "epoch.\n";
-  out += "# TYPE process_start_time_seconds gauge\n";
-  char start[32];
-  std::snprintf(start, sizeof start, "%lld.%03lld", static_cast<long long>(started_ms_ / 1000),
-                static_cast<long long>(started_ms_ % 1000));
-  out += "process_start_time_seconds " + std::string(start) + "\n";
-  out += registry_.render();
-  return out;
+  return registry_.render();
 }
 
 }  // namespace eq::api

@@ -75,14 +75,16 @@ struct Call {
 
 class ApiService {
  public:
-  explicit ApiService(ApiContext ctx) : ctx_(ctx), started_ms_(ctx.clock->nowMs()) {}
+  explicit ApiService(ApiContext ctx) : ctx_(ctx) {
+    start_time_.set(static_cast<double>(ctx_.clock->nowMs()) / 1000.0);
+  }
 
   void handle(HttpRequest&& req, Responder res);
 
   // Requests answered so far by (route, status), refusals by rate limit and
   // quota, and latencies; rendered by /metrics. Counts are per process.
-  std::string renderMetrics() const;
-  int64_t inFlight() const { return in_flight_; }
+  std::string renderMetrics();
+  int64_t inFlight() const { return static_cast<int64_t>(in_flight_.value()); }
 
  private:
   using Info = std::shared_ptr<RequestInfo>;
@@ -134,20 +136,60 @@ class ApiService {
   void unavailable(const Info& info, const Responder& res, std::string_view what);
 
   ApiContext ctx_;
-  int64_t started_ms_;  // process_start_time_seconds: tells processes on one port apart
   AuthCache auth_cache_;
-  int64_t in_flight_ = 0;
-  std::map<std::pair<std::string, int>, int64_t> answered_;
-  std::map<int, int64_t> latency_buckets_;  // upper bound ms -> count
-  int64_t latency_count_ = 0;
-  double latency_sum_ms_ = 0;
-  int64_t rate_limited_ = 0;    // 429s
-  int64_t quota_rejected_ = 0;  // 402s
-  int64_t idempotent_replays_ = 0;
-  // Reply calls by mode, for the dashboards' request rate and latency by
-  // mode (issue 6), rendered after the counters above. Used on the loop
-  // thread only.
+  uint64_t reconnects_seen_ = 0;  // broker reconnects already added to the counter
+
+  // /metrics: every series lives in the Registry; the names are those the
+  // dashboards and alert rules use (tests/monitoring/check_metric_names.py).
+  // Counts are per process. Used on the loop thread only.
   metrics::Registry registry_;
+  metrics::Family<metrics::Counter>& requests_ = registry_.counter(
+      "eq_api_requests_total", "HTTP requests answered, by route and status.",
+      {"route", "status"});
+  // Rendered in seconds: promtool refuses abbreviated units in metric names.
+  metrics::Histogram& request_seconds_ =
+      registry_
+          .histogram("eq_api_request_duration_seconds",
+                     "Time from request received to response queued.", {},
+                     {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30})
+          .get();
+  metrics::Counter& rate_limited_ =
+      registry_
+          .counter("eq_api_rate_limited_total",
+                   "Requests refused with 429 by the per-key rate limit.")
+          .get();
+  metrics::Counter& quota_rejected_ =
+      registry_
+          .counter("eq_api_quota_rejected_total",
+                   "Reply calls refused with 402 (quota exhausted or expired).")
+          .get();
+  metrics::Counter& idempotent_replays_ =
+      registry_
+          .counter("eq_api_idempotent_replays_total",
+                   "Stored responses replayed for a repeated Idempotency-Key.")
+          .get();
+  metrics::Gauge& in_flight_ =
+      registry_.gauge("eq_api_in_flight", "Requests received and not yet answered.").get();
+  metrics::Gauge& broker_connected_ =
+      registry_.gauge("eq_api_broker_connected", "1 while the broker connection is up.").get();
+  metrics::Counter& broker_reconnects_ =
+      registry_.counter("eq_api_broker_reconnects_total", "Broker reconnections since start.")
+          .get();
+  metrics::Counter& db_batches_ =
+      registry_
+          .counter("eq_api_db_batches_total",
+                   "Transactions the database thread committed (or tried), each holding the "
+                   "database steps of one or more requests.")
+          .get();
+  metrics::Gauge& start_time_ =
+      registry_
+          .gauge("process_start_time_seconds",
+                 "Start time of this eq-api process since the Unix epoch; tells processes "
+                 "sharing one port apart.")
+          .get();
+  uint64_t db_batches_seen_ = 0;
+  // Reply calls by mode, for the dashboards' request rate and latency by
+  // mode (issue 6).
   metrics::Family<metrics::Counter>& replies_ = registry_.counter(
       "eq_api_replies_total", "Reply calls answered, by mode, route (sync or async) and status.",
       {"mode", "route", "status"});

@@ -72,25 +72,13 @@ class Query {
   sqlite3_stmt* stmt_;
 };
 
-bool validMode(std::string_view mode) {
-  return mode == "fast" || mode == "standard" || mode == "perfect";
-}
+bool validMode(std::string_view mode) { return isModeName(mode); }
 
 }  // namespace
 
 std::string keyStatusAt(const KeyInfo& key, int64_t now_ms) {
   if (key.status == "active" && key.expires_at != 0 && key.expires_at <= now_ms) return "expired";
   return key.status;
-}
-
-const char* taskStatusName(TaskStatus s) {
-  switch (s) {
-    case TaskStatus::kQueued: return "queued";
-    case TaskStatus::kRunning: return "running";
-    case TaskStatus::kSucceeded: return "succeeded";
-    case TaskStatus::kFailed: return "failed";
-  }
-  return "queued";
 }
 
 Result<std::unique_ptr<Store>> Store::open(const std::string& path, int busy_timeout_ms) {

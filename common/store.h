@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/enums.h"
 #include "common/status.h"
 
 namespace eq {
@@ -140,8 +141,6 @@ struct IdempotencyBegin {
   std::string response_body;  // kReplay
 };
 
-enum class TaskStatus { kQueued, kRunning, kSucceeded, kFailed };
-const char* taskStatusName(TaskStatus s);
 
 struct TaskRecord {
   std::string task_id;

@@ -799,10 +799,8 @@ int deliveryReplay(Store& store, const std::string& id, const Args& a, std::ostr
 
 // ---------------------------------------------------------------- tasks
 
-bool validTaskStatus(const std::string& s) {
-  return s == "queued" || s == "running" || s == "succeeded" || s == "failed";
-}
-bool validMode(const std::string& m) { return m == "fast" || m == "standard" || m == "perfect"; }
+bool validTaskStatus(const std::string& s) { return parseTaskStatus(s).has_value(); }
+bool validMode(const std::string& m) { return isModeName(m); }
 
 // b - a in ms, or -1 when either time is missing. Negative spans (the worker's
 // clock behind eq-api's) count as 0 rather than as nonsense.
