@@ -10,6 +10,15 @@
 // answer goes through finish(), which runs the request's last writes
 // (Idempotency-Key record, refund), adds the common headers, counts the
 // request for /metrics and writes the access log line.
+//
+// One class, one part per file:
+//   api/router.cc     the route table (kRoutes) and dispatch, the public
+//                     routes (/healthz, /readyz, /metrics, /openapi.yaml)
+//   api/auth.cc       authentication and rate limit (authorize)
+//   api/admission.cc  the reply endpoints: Idempotency-Key, charge, task row,
+//                     the broker call, and finish(), which settles them
+//   api/resources.cc  analysis, quota and task handlers
+//   api/handlers.cc   answers: envelopes, errors, send() with metrics and log
 #pragma once
 
 #include <array>
