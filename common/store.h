@@ -1,6 +1,9 @@
 // The SQLite store: keys, accounts and quota, rate counters, Idempotency-Key
-// records, tasks, webhook deliveries and their retention. Every SQL statement
-// of the project lives in store.cc.
+// records, tasks, webhook deliveries and their retention: one class over one
+// connection, its statements in one file per concept (common/store.cc: open,
+// migrations, transactions; store_keys.cc, store_quota.cc, store_rate.cc,
+// store_idempotency.cc, store_tasks.cc, store_deliveries.cc,
+// store_retention.cc). eqctl's report queries are in tools/reports.cc.
 //
 // A Store owns one sqlite3 connection and its prepared statements. It is not
 // thread-safe: each thread (in practice, each process's loop thread) opens
@@ -23,6 +26,10 @@
 #include "common/status.h"
 
 namespace eq {
+
+namespace tools {
+class Reports;
+}
 
 struct QuotaUnits {
   int64_t fast = 0;
@@ -362,33 +369,11 @@ class Store {
   Result<int> purgeIdempotencyBefore(int64_t cutoff_ms, int limit);
   Result<int> purgeRateCountersBefore(int64_t cutoff_ms, int limit);
 
-  // ---- eqctl: task listing and statistics (issue 6) ----
-  // Which tasks `eqctl task list` shows; empty fields do not filter.
-  struct TaskFilter {
-    std::string account_id;  // the account of --key KEY_ID (a rotated key's tasks included)
-    std::string status;      // queued | running | succeeded | failed
-    std::string mode;        // fast | standard | perfect
-    int limit = 50;          // newest first
-  };
-  // Newest first. result_json is not read: listings never show it, and it is
-  // the one large column.
-  Result<std::vector<TaskRecord>> listTasks(const TaskFilter& filter);
-  // The times `eqctl stats` turns into latencies, for every task created at
-  // or after since_ms: created_at is eq-api's admission time, started_at and
-  // finished_at come from the worker's task events (0: not yet).
-  struct TaskTiming {
-    std::string mode;
-    std::string status;
-    int64_t created_at = 0;
-    int64_t started_at = 0;
-    int64_t finished_at = 0;
-  };
-  Result<std::vector<TaskTiming>> taskTimingsSince(int64_t since_ms);
-  // Deliveries created at or after since_ms, counted by status.
-  Result<std::map<std::string, int64_t>> deliveryCountsSince(int64_t since_ms);
-  // ---- end eqctl block ----
 
  private:
+  // eqctl's report queries (tools/reports.h) are SQL too, but no process
+  // but eqctl needs them: they live in tools/ and use the statement cache.
+  friend class tools::Reports;
   explicit Store(sqlite3* db) : db_(db) {}
   Status migrate();
   Status exec(const char* sql);
