@@ -34,7 +34,7 @@
 #include "api/auth_cache.h"
 #include "api/broker_bridge.h"
 #include "api/db_thread.h"
-#include "api/http_server.h"
+#include "common/http_server.h"
 #include "common/config.h"
 #include "common/metrics.h"
 #include "common/netaddr.h"
@@ -42,6 +42,12 @@
 #include "common/timefmt.h"
 
 namespace eq::api {
+
+using http::HttpLimits;
+using http::HttpRequest;
+using http::HttpResponse;
+using http::HttpServer;
+using http::Responder;
 
 struct ApiContext {
   const Config* config = nullptr;

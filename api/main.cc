@@ -9,7 +9,7 @@
 #include "api/broker_bridge.h"
 #include "api/db_thread.h"
 #include "api/handlers.h"
-#include "api/http_server.h"
+#include "common/http_server.h"
 #include "common/config.h"
 #include "common/defaults.h"
 #include "common/log.h"

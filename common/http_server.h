@@ -1,4 +1,6 @@
-// A small HTTP/1.1 server on libuv and nodejs http-parser.
+// A small HTTP/1.1 server on libuv and nodejs http-parser: the one HTTP
+// server of the project, serving eq-api (api/main.cc) and the /metrics and
+// /healthz listeners of eq-worker and eq-dispatcher (common/metrics_server.h).
 //
 // HttpServer owns the listening uv_tcp_t and every HttpConnection; all of it
 // lives on one uv loop thread. A connection owns its uv_tcp_t, its parser and
@@ -27,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-namespace eq::api {
+namespace eq::http {
 
 struct HttpRequest {
   std::string method;
@@ -121,4 +123,4 @@ class HttpServer {
   std::function<void()> on_shutdown_done_;
 };
 
-}  // namespace eq::api
+}  // namespace eq::http

@@ -1,4 +1,4 @@
-#include "api/http_server.h"
+#include "common/http_server.h"
 
 #include <strings.h>
 #include <sys/socket.h>
@@ -14,7 +14,7 @@
 #include "common/log.h"
 #include "common/timefmt.h"
 
-namespace eq::api {
+namespace eq::http {
 namespace {
 
 // How long a closing connection keeps draining the client's input.
@@ -643,4 +643,4 @@ HttpResponse HttpServer::errorResponse(int status, std::string_view msg,
   return r;
 }
 
-}  // namespace eq::api
+}  // namespace eq::http
