@@ -20,6 +20,9 @@ EQ_DEPS_TEST_ONLY=(docker-compose wrk nodejs npm prometheus)
 # as the fixed-body reference, linux-perf to profile what a target misses.
 EQ_DEPS_BENCH_ONLY=(python3-fastapi uvicorn python3-uvloop python3-httptools python3-celery
     nginx-light linux-perf)
+# clang with libFuzzer and the sanitizer runtimes: scripts/fuzz and the
+# sanitizer builds of scripts/test (issue 13).
+EQ_DEPS_FUZZ=(clang libclang-rt-14-dev)
 # The shared libraries the binaries link, for the container's runtime stage,
 # which needs neither compilers nor a broker.
 EQ_DEPS_LIBS=(libstdc++6 libuv1 librabbitmq4 libsqlite3-0 libcurl4 libssl3 libhttp-parser2.9 ca-certificates)
@@ -40,10 +43,12 @@ _eq_deps_expand() {
             build) pkgs+=("${EQ_DEPS_BUILD[@]}") ;;
             runtime) pkgs+=("${EQ_DEPS_RUNTIME[@]}") ;;
             libs) pkgs+=("${EQ_DEPS_LIBS[@]}") ;;
-            test) pkgs+=("${EQ_DEPS_TEST_ONLY[@]}" "${EQ_DEPS_BUILD[@]}" "${EQ_DEPS_RUNTIME[@]}") ;;
+            fuzz) pkgs+=("${EQ_DEPS_FUZZ[@]}" "${EQ_DEPS_BUILD[@]}") ;;
+            test) pkgs+=("${EQ_DEPS_TEST_ONLY[@]}" "${EQ_DEPS_BUILD[@]}" "${EQ_DEPS_RUNTIME[@]}"
+                  "${EQ_DEPS_FUZZ[@]}") ;;
             bench) pkgs+=("${EQ_DEPS_BENCH_ONLY[@]}") ;;
             *)
-                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs, test or bench)"
+                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs, fuzz, test or bench)"
                 return 2
                 ;;
         esac
@@ -84,9 +89,9 @@ eq_install_deps() {
     # Validated up front: the process substitution below hides failures.
     for set in "$@"; do
         case "$set" in
-            build | runtime | libs | test | bench) ;;
+            build | runtime | libs | fuzz | test | bench) ;;
             *)
-                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs, test or bench)"
+                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs, fuzz, test or bench)"
                 return 2
                 ;;
         esac
