@@ -3,9 +3,10 @@
 each (GET PATH with the bearer key in EQ_BENCH_KEY), reads its answer, then
 leaves them idle and reads the server's VmRSS from /proc/PID/status.
 
-    idle_conns.py HOST PORT PID COUNT PATH
+    idle_conns.py HOST PORT PID[,PID...] COUNT PATH
 
-Prints `IDLE conns=N ok=M rss_before_kib=A rss_kib=B` and closes everything.
+Prints `IDLE conns=N ok=M rss_before_kib=A rss_kib=B` (summed over the PIDs,
+for several eq-api processes on one port) and closes everything.
 The caller raises `ulimit -n` first (this process needs COUNT descriptors).
 """
 import asyncio
@@ -13,16 +14,18 @@ import os
 import sys
 
 
-def vmrss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+def vmrss_kib(pids):
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+    return total
 
 
 async def main():
-    host, port, pid, count, path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    host, port, pid, count, path = sys.argv[1], int(sys.argv[2]), [int(p) for p in sys.argv[3].split(',')], int(sys.argv[4]), sys.argv[5]
     key = os.environ.get("EQ_BENCH_KEY", "")
     request = (f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n\r\n").encode()
     before = vmrss_kib(pid)
