@@ -69,8 +69,6 @@ class Connection {
   // Declares every exchange and queue of messages.h; idempotent, so every
   // process calls it on every (re)connect.
   Status declareTopology();
-  // A server-named, exclusive, auto-delete queue for sync replies.
-  Result<std::string> declareReplyQueue();
   // RabbitMQ's direct reply-to pseudo-queue: consume it (no_ack) on the
   // channel that publishes requests with reply_to set to this name.
   static constexpr const char* kDirectReplyTo = "amq.rabbitmq.reply-to";
