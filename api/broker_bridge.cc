@@ -155,7 +155,7 @@ void BrokerBridge::handleOutcome(Outcome& o) {
       return;
     }
     case Outcome::Kind::kDisconnected: {
-      // The reply queue was exclusive to the lost connection: the calls
+      // Direct replies go to the connection that published: the calls
       // published on it can no longer get their answers.
       for (const std::string& id : o.lost_calls) {
         auto it = calls_.find(id);

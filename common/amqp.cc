@@ -3,7 +3,6 @@
 #include <amqp_tcp_socket.h>
 #include <sys/time.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -151,13 +150,6 @@ Status Connection::declareTopology() {
   work[2].value.kind = AMQP_FIELD_KIND_UTF8;
   work[2].value.value.bytes = amqp_cstring_bytes(msg::kExchangeDead);
   amqp_table_t work_args = {3, work};
-  if (std::getenv("EQ_EXPERIMENT_CLASSIC") != nullptr) {
-    work[0].value.value.bytes = amqp_cstring_bytes("classic");
-    work_args.num_entries = 1;
-    amqp_table_entry_t dlx = work[2];
-    work[1] = dlx;
-    work_args.num_entries = 2;
-  }
   for (const char* q : {msg::kQueueFast, msg::kQueueStandard, msg::kQueuePerfect,
                         msg::kQueueAnalyze, msg::kQueueTaskEvents}) {
     amqp_queue_declare(conn_, kChannel, amqp_cstring_bytes(q), 0, 1, 0, 0, work_args);
