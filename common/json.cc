@@ -6,6 +6,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "common/utf8.h"
+
 namespace eq::json {
 namespace {
 
@@ -27,8 +29,14 @@ class DepthLimitedHandler {
   bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) {
     return doc_.RawNumber(s, n, copy);
   }
-  bool String(const char* s, rapidjson::SizeType n, bool copy) { return doc_.String(s, n, copy); }
-  bool Key(const char* s, rapidjson::SizeType n, bool copy) { return doc_.Key(s, n, copy); }
+  // Decoded strings are checked again: see common/utf8.h for the escapes
+  // that pass RapidJSON's own validation and still decode to bad bytes.
+  bool String(const char* s, rapidjson::SizeType n, bool copy) {
+    return decodedOk(s, n) && doc_.String(s, n, copy);
+  }
+  bool Key(const char* s, rapidjson::SizeType n, bool copy) {
+    return decodedOk(s, n) && doc_.Key(s, n, copy);
+  }
   bool StartObject() { return enter() && doc_.StartObject(); }
   bool EndObject(rapidjson::SizeType n) {
     --depth_;
@@ -41,8 +49,15 @@ class DepthLimitedHandler {
   }
 
   bool tooDeep() const { return too_deep_; }
+  bool badText() const { return bad_text_; }
 
  private:
+  bool decodedOk(const char* s, rapidjson::SizeType n) {
+    if (utf8::isValid(std::string_view(s, n))) return true;
+    bad_text_ = true;
+    return false;
+  }
+
   bool enter() {
     if (++depth_ > max_depth_) {
       too_deep_ = true;
@@ -55,10 +70,15 @@ class DepthLimitedHandler {
   int max_depth_;
   int depth_ = 0;
   bool too_deep_ = false;
+  bool bad_text_ = false;
 };
 
-constexpr unsigned kParseFlags =
-    rapidjson::kParseValidateEncodingFlag | rapidjson::kParseFullPrecisionFlag;
+// No kParseFullPrecisionFlag: its slow path (internal/diyfp.h in RapidJSON
+// 1.1) calls __builtin_clzll(0) on a zero significand such as "0e54",
+// which is undefined behaviour (found by tests/fuzz/request_json), and no
+// number we read needs more than the normal path's precision: the API's
+// numbers are small integers, and scores are written by us.
+constexpr unsigned kParseFlags = rapidjson::kParseValidateEncodingFlag;
 
 }  // namespace
 
@@ -76,6 +96,11 @@ Status parse(std::string_view text, rapidjson::Document* doc, int max_depth) {
   if (handler.tooDeep()) {
     return Status(400, "request body nests deeper than " + std::to_string(max_depth) + " levels");
   }
+  if (handler.badText()) {
+    return Status(400, "request body has a string that is not valid Unicode text (a lone "
+                       "surrogate escape such as \\udc00?) before byte " +
+                           std::to_string(result.Offset()));
+  }
   if (result.IsError()) {
     if (result.Code() == rapidjson::kParseErrorStringInvalidEncoding) {
       return Status(400, "request body is not valid UTF-8 (at byte " +
@@ -88,8 +113,16 @@ Status parse(std::string_view text, rapidjson::Document* doc, int max_depth) {
   return Status::ok();
 }
 
-void appendQuoted(std::string& out, std::string_view s) {
+void appendQuoted(std::string& out, std::string_view raw) {
   static const char kHex[] = "0123456789abcdef";
+  // What we write must be UTF-8 even when it quotes bytes from outside (a
+  // bad request path, a header): ill-formed parts become U+FFFD.
+  std::string fixed;
+  std::string_view s = raw;
+  if (!utf8::isValid(raw)) {
+    fixed = utf8::sanitize(raw);
+    s = fixed;
+  }
   out += '"';
   for (unsigned char c : s) {
     switch (c) {

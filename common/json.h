@@ -12,13 +12,15 @@
 
 namespace eq::json {
 
-// Parses untrusted text into doc. Rejects invalid UTF-8 (RapidJSON validates
-// encoding only when asked), nesting deeper than max_depth (RapidJSON's
+// Parses untrusted text into doc. Rejects invalid UTF-8, both in the raw
+// bytes (RapidJSON validates encoding only when asked) and in strings after
+// their escapes are decoded (common/utf8.h says why), nesting deeper than max_depth (RapidJSON's
 // reader recurses and has no limit of its own) and trailing garbage. The
 // error message says what is wrong and at which byte offset.
 Status parse(std::string_view text, rapidjson::Document* doc, int max_depth);
 
-// Appends s as a JSON string literal, quotes included.
+// Appends s as a JSON string literal, quotes included. Ill-formed UTF-8 in s
+// is written as U+FFFD, so the output is always valid UTF-8.
 void appendQuoted(std::string& out, std::string_view s);
 
 std::string toString(const rapidjson::Value& v);

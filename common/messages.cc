@@ -4,6 +4,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "common/ids.h"
 #include "common/json.h"
 
 namespace eq::msg {
@@ -92,6 +93,16 @@ Result<Job> decodeJob(std::string_view body) {
   if (job.kind == "reply" && !isMode(job.mode)) return Status(400, "job: bad mode");
   if (job.reply_count < 1 || job.reply_count > 5) return Status(400, "job: bad reply_count");
   return job;
+}
+
+std::string salvageTaskId(std::string_view body) {
+  rapidjson::Document doc;
+  // Default flags: no encoding validation, and RapidJSON's own recursion
+  // limit is irrelevant for our flat messages; a bad body just fails here.
+  doc.Parse(body.data(), body.size());
+  if (doc.HasParseError() || !doc.IsObject()) return "";
+  std::string id = json::getString(doc, "task_id");
+  return ids::looksLike(id, "tsk_") ? id : "";
 }
 
 std::string encodeSyncResult(const SyncResult& r) {

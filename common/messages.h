@@ -44,6 +44,11 @@ struct Job {
 std::string encodeJob(const Job& job);
 // Rejects anything that is not a job we would have produced.
 Result<Job> decodeJob(std::string_view body);
+// The task id of a job that decodeJob refused, read as leniently as the
+// JSON allows (no encoding check, no other field required): a job that no
+// worker could decode must still end its task (failed, refunded, webhook)
+// rather than vanish. Empty when the body names no plausible task id.
+std::string salvageTaskId(std::string_view body);
 
 // The reply a worker sends back for a sync job: either data (the `data` of
 // the HTTP response, as JSON text) or an error code and message.

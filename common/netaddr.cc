@@ -26,12 +26,23 @@ bool prefixMatch(const unsigned char* a, const unsigned char* b, int bits) {
 struct Blocked {
   const char* cidr;
 };
+// IANA's special-purpose registries, less the ranges that are public by
+// design (anycast services). IPv6 ranges that embed an IPv4 address
+// (compatible ::/96, mapped ::ffff:0:0/96, translated ::ffff:0:0:0/96,
+// NAT64 64:ff9b::/96, 6to4 2002::/16, Teredo inside 2001::/23) are refused
+// whole: a receiver with a public IPv4 address is reached by that address,
+// and judging the embedded one would only invite tricks.
 constexpr Blocked kBlocked[] = {
-    {"0.0.0.0/8"},       {"10.0.0.0/8"},     {"100.64.0.0/10"},  {"127.0.0.0/8"},
-    {"169.254.0.0/16"},  {"172.16.0.0/12"},  {"192.0.0.0/24"},   {"192.168.0.0/16"},
-    {"198.18.0.0/15"},   {"224.0.0.0/4"},    {"240.0.0.0/4"},    {"::/128"},
-    {"::1/128"},         {"fc00::/7"},       {"fe80::/10"},      {"ff00::/8"},
-    {"64:ff9b::/96"},    {"100::/64"},
+    // IPv4
+    {"0.0.0.0/8"},       {"10.0.0.0/8"},       {"100.64.0.0/10"},   {"127.0.0.0/8"},
+    {"169.254.0.0/16"},  {"172.16.0.0/12"},    {"192.0.0.0/24"},    {"192.0.2.0/24"},
+    {"192.88.99.0/24"},  {"192.168.0.0/16"},   {"198.18.0.0/15"},   {"198.51.100.0/24"},
+    {"203.0.113.0/24"},  {"224.0.0.0/4"},      {"240.0.0.0/4"},
+    // IPv6
+    {"::/96"},           {"::ffff:0:0/96"},    {"::ffff:0:0:0/96"}, {"64:ff9b::/96"},
+    {"64:ff9b:1::/48"},  {"100::/64"},         {"2001::/23"},       {"2001:db8::/32"},
+    {"2002::/16"},       {"3fff::/20"},        {"fc00::/7"},        {"fe80::/10"},
+    {"fec0::/10"},       {"ff00::/8"},
 };
 
 }  // namespace
@@ -93,16 +104,6 @@ bool isNonPublicAddress(const struct sockaddr* addr) {
     for (const Blocked& b : kBlocked) list += std::string(b.cidr) + ",";
     return CidrSet::parse(list).value();
   }();
-  if (addr->sa_family == AF_INET6) {
-    // An IPv4-mapped IPv6 address (::ffff:a.b.c.d) is judged as the IPv4 one.
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(addr);
-    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
-      sockaddr_in v4{};
-      v4.sin_family = AF_INET;
-      std::memcpy(&v4.sin_addr, in6->sin6_addr.s6_addr + 12, 4);
-      return blocked.contains(reinterpret_cast<sockaddr*>(&v4));
-    }
-  }
   if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) return true;
   return blocked.contains(addr);
 }
@@ -110,9 +111,15 @@ bool isNonPublicAddress(const struct sockaddr* addr) {
 bool parseLiteral(std::string_view host, struct sockaddr_storage* out) {
   std::string h(host);
   if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  // "10.0.0.1." names the same address: resolvers drop one trailing dot.
+  if (!h.empty() && h.back() == '.' && h.find(':') == std::string::npos) h.pop_back();
   std::memset(out, 0, sizeof *out);
   auto* v4 = reinterpret_cast<sockaddr_in*>(out);
-  if (inet_pton(AF_INET, h.c_str(), &v4->sin_addr) == 1) {
+  // inet_aton, not inet_pton: it reads every form the system resolver and
+  // libcurl accept as an IPv4 literal (167772161, 0x0a000001, 10.1,
+  // 0251.0376.0251.0376, 0), so a URL cannot name 10.0.0.1 in a spelling
+  // that only the submission check reads as a host name.
+  if (!h.empty() && inet_aton(h.c_str(), &v4->sin_addr) == 1) {
     v4->sin_family = AF_INET;
     return true;
   }
@@ -153,6 +160,12 @@ Status checkWebhookUrl(std::string_view url, const net::CidrSet& allowed) {
     host = host.substr(0, host.find(':'));
   }
   if (host.empty()) return bad("must name a host");
+  // No host name contains '%': it is a zone id ([fe80::1%25eth0], which
+  // only means something on the sender's own links) or a percent-encoded
+  // host that libcurl would decode after this check.
+  if (host.find('%') != std::string_view::npos) {
+    return bad("must not contain '%' in its host (zone ids and encoded hosts are refused)");
+  }
   // A literal address is judged now (PRODUCT.md §6); a name is judged by the
   // dispatcher on the address it actually connects to.
   struct sockaddr_storage addr;

@@ -104,15 +104,26 @@ Status Dispatcher::apply(const msg::TaskEvent& e) {
 
 Status Dispatcher::applyDeadLetter(const amqp::Delivery& d) {
   Result<msg::Job> job = msg::decodeJob(d.body);
-  if (!job.isOk() || job.value().task_id.empty()) {
-    log::warn("dead letter dropped", {{"reason", d.death_reason}, {"queue", d.queue_hint}});
+  std::string task_id;
+  std::string why = "task failed: workers could not process it";
+  if (job.isOk()) {
+    task_id = job.value().task_id;
+  } else {
+    // A job no worker could read (workers dead-letter those at once) still
+    // names its task: fail it, so its unit is refunded and its webhook sent.
+    task_id = msg::salvageTaskId(d.body);
+    why = "task failed: the job could not be read";
+  }
+  if (task_id.empty()) {
+    // A sync job: its caller had a 504 (or a result) long ago.
+    log::warn("dead letter dropped", {{"reason", d.death_reason},
+                                      {"queue", d.queue_hint},
+                                      {"decoded", static_cast<long long>(job.isOk())}});
     return Status::ok();
   }
-  const std::string& task_id = job.value().task_id;
   log::error("task failed after repeated delivery failures",
              {{"task_id", task_id}, {"reason", d.death_reason}});
-  Result<bool> changed =
-      store_.markTaskFailed(task_id, 500, "task failed: workers could not process it", nowMs());
+  Result<bool> changed = store_.markTaskFailed(task_id, 500, why, nowMs());
   if (!changed.isOk()) return changed.status();
   return createDeliveryIfFinal(task_id);
 }

@@ -33,6 +33,11 @@ RetryDecision decideRetry(const RetryPolicy& policy, int attempt_in_schedule,
     d.reason = "2xx";
     return d;
   }
+  if (outcome.address_refused) {
+    d.verdict = DeliveryVerdict::kFailed;
+    d.reason = "non-public address refused";
+    return d;
+  }
   if (status == 410) {
     d.verdict = DeliveryVerdict::kFailed;
     d.reason = "410 Gone stops retries";

@@ -6,6 +6,8 @@
 // Rules, in order:
 //   - a 2xx is delivered;
 //   - a 410 Gone fails the delivery at once (the receiver says it is gone);
+//   - so does an address the SSRF guard refused: the host resolved to a
+//     non-public address, which waiting will not make reachable;
 //   - after the last attempt of the schedule the delivery fails;
 //   - a 429 or 503 with a valid Retry-After waits that long, capped at
 //     1 h, instead of the schedule's step (no jitter: the receiver asked for
@@ -36,6 +38,7 @@ struct RetryPolicy {
 struct AttemptOutcome {
   int http_status = 0;                    // 0: no HTTP answer
   std::optional<int64_t> retry_after_ms;  // a parsed Retry-After header, if any
+  bool address_refused = false;           // the SSRF guard refused the connected address
 };
 
 enum class DeliveryVerdict { kDelivered, kRetry, kFailed };

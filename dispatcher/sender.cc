@@ -142,7 +142,7 @@ void DeliverySender::start(const DeliveryRecord& d, int64_t now_ms) {
   }
   if (!task.value()) {
     // Cannot happen while foreign keys hold; fail it rather than loop on it.
-    recordOutcome(d, d.task_id, now_ms, 0, std::nullopt, "task no longer exists");
+    recordOutcome(d, d.task_id, now_ms, AttemptOutcome{}, "task no longer exists");
     return;
   }
 
@@ -225,17 +225,18 @@ void DeliverySender::finish(CURL* easy, CURLcode rc) {
   }
   std::optional<int64_t> retry_after;
   if (!t->retry_after.empty()) retry_after = parseRetryAfter(t->retry_after, nowMs());
-  recordOutcome(t->delivery, t->task_id, t->started_ms, status, retry_after, error, t->event_at_ms);
+  recordOutcome(t->delivery, t->task_id, t->started_ms,
+                AttemptOutcome{status, retry_after, t->blocked && !answered}, error,
+                t->event_at_ms);
 }
 
 void DeliverySender::recordOutcome(const DeliveryRecord& d, const std::string& task_id,
-                                   int64_t started_ms, int http_status,
-                                   std::optional<int64_t> retry_after_ms, const std::string& error,
-                                   int64_t event_at_ms) {
+                                   int64_t started_ms, const AttemptOutcome& outcome,
+                                   const std::string& error, int64_t event_at_ms) {
   int64_t now = nowMs();
   int number = d.attempts + 1;
   int in_schedule = number - d.schedule_offset;
-  AttemptOutcome outcome{http_status, retry_after_ms};
+  int http_status = outcome.http_status;
   RetryDecision decision = decideRetry(opts_.policy, in_schedule, outcome,
                                        std::uniform_real_distribution<double>(0.0, 1.0)(rng_));
   std::string new_status =

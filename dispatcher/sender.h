@@ -93,8 +93,8 @@ class DeliverySender {
   void start(const DeliveryRecord& d, int64_t now_ms);
   void finish(CURL* easy, CURLcode rc);
   void recordOutcome(const DeliveryRecord& d, const std::string& task_id, int64_t started_ms,
-                     int http_status, std::optional<int64_t> retry_after_ms,
-                     const std::string& error, int64_t event_at_ms = 0);
+                     const AttemptOutcome& outcome, const std::string& error,
+                     int64_t event_at_ms = 0);
   void abandonInFlight();
 
   static curl_socket_t openSocket(void* transfer, curlsocktype purpose, struct curl_sockaddr* addr);

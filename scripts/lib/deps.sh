@@ -15,6 +15,9 @@ EQ_DEPS_BUILD=(cmake ninja-build g++ pkg-config libuv1-dev rapidjson-dev libssl-
 EQ_DEPS_RUNTIME=(rabbitmq-server sqlite3 curl ca-certificates python3)
 # prometheus: promtool checks our /metrics output and deploy/monitoring.
 EQ_DEPS_TEST_ONLY=(docker-compose wrk nodejs npm prometheus)
+# clang with libFuzzer and the sanitizer runtimes: scripts/fuzz and the
+# sanitizer builds of scripts/test (issue 13).
+EQ_DEPS_FUZZ=(clang libclang-rt-14-dev)
 # The shared libraries the binaries link, for the container's runtime stage,
 # which needs neither compilers nor a broker.
 EQ_DEPS_LIBS=(libstdc++6 libuv1 librabbitmq4 libsqlite3-0 libcurl4 libssl3 libhttp-parser2.9 ca-certificates)
@@ -35,9 +38,11 @@ _eq_deps_expand() {
             build) pkgs+=("${EQ_DEPS_BUILD[@]}") ;;
             runtime) pkgs+=("${EQ_DEPS_RUNTIME[@]}") ;;
             libs) pkgs+=("${EQ_DEPS_LIBS[@]}") ;;
-            test) pkgs+=("${EQ_DEPS_TEST_ONLY[@]}" "${EQ_DEPS_BUILD[@]}" "${EQ_DEPS_RUNTIME[@]}") ;;
+            fuzz) pkgs+=("${EQ_DEPS_FUZZ[@]}" "${EQ_DEPS_BUILD[@]}") ;;
+            test) pkgs+=("${EQ_DEPS_TEST_ONLY[@]}" "${EQ_DEPS_BUILD[@]}" "${EQ_DEPS_RUNTIME[@]}"
+                  "${EQ_DEPS_FUZZ[@]}") ;;
             *)
-                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs or test)"
+                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs, fuzz or test)"
                 return 2
                 ;;
         esac
@@ -78,9 +83,9 @@ eq_install_deps() {
     # Validated up front: the process substitution below hides failures.
     for set in "$@"; do
         case "$set" in
-            build | runtime | libs | test) ;;
+            build | runtime | libs | fuzz | test) ;;
             *)
-                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs or test)"
+                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs, fuzz or test)"
                 return 2
                 ;;
         esac

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/utf8.h"
 #include "tests/integration/stack.h"
 
 using eq::it::HttpResult;
@@ -385,6 +386,36 @@ BOOST_AUTO_TEST_CASE(media_type_method_and_route_errors) {
   expectError(get("/api/v2/reply", k.api_key), 404, "not found");
   expectError(get("/api/v1/task/tsk_nope", k.api_key), 404, "not found");
   expectError(eq::it::httpRequest("GET", stack().url("/nothing/here")), 404, "not found");
+}
+
+// Issue 13, finding 1: a lone surrogate escape decodes to bytes that are
+// not UTF-8. It used to be accepted and enqueued, and then no worker or
+// dispatcher could read the job: sync calls waited for their 504, async
+// tasks stayed queued and charged forever. Now it is a 400 at the door,
+// charged nothing, and every body we send is valid UTF-8.
+BOOST_AUTO_TEST_CASE(lone_surrogates_are_400_and_nothing_is_charged) {
+  Key k = createKey("surrogates");
+  int64_t standard = quotaOf(k, "standard");
+  for (const char* path : {"/api/v1/reply", "/api/v1/reply/async"}) {
+    for (const char* body : {R"({"mode":"standard","message":"hi\udc00"})",
+                             R"({"mode":"standard","message":"hi","context":"\udfff x"})",
+                             R"({"mode":"standard","message":"hi","\udc00":1})"}) {
+      expectError(post(path, body, k.api_key), 400, "not valid Unicode");
+    }
+  }
+  expectError(post("/api/v1/analyze", R"({"message":"\udc01"})", k.api_key), 400,
+              "not valid Unicode");
+  BOOST_TEST(quotaOf(k, "standard") == standard);
+
+  // A path of raw 0xFF bytes (refused as a bad request line or unrouted)
+  // is never echoed raw: the answer stays UTF-8.
+  std::string raw = eq::it::rawExchange(
+      stack().apiPort(), "GET /x\xFF\xFE HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+  size_t body_at = raw.find("\r\n\r\n");
+  BOOST_REQUIRE_MESSAGE(body_at != std::string::npos, raw);
+  std::string body = raw.substr(body_at + 4);
+  BOOST_TEST(eq::utf8::isValid(body), body);
+  BOOST_TEST(body.find('\xFF') == std::string::npos, body);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

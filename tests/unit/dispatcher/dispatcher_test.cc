@@ -82,4 +82,25 @@ BOOST_AUTO_TEST_CASE(failed_task_gets_a_task_failed_delivery_and_none_without_ur
   BOOST_TEST(f.dispatcher->apply(f.event("task.succeeded", "tsk_unknown")).isOk());
 }
 
+// Issue 13, finding 1: a job whose text no worker can decode is
+// dead-lettered at once; its task must still end (failed, refunded, with
+// its webhook) instead of staying queued forever.
+BOOST_AUTO_TEST_CASE(undecodable_dead_letter_still_fails_its_task) {
+  Fixture f;
+  const std::string id = "tsk_01JD2Q3R4S5T6V7W8X9Y0Z1A2B";
+  f.task(id, "http://hook.example/u");
+  amqp::Delivery d;
+  d.queue_hint = msg::kQueueStandard;
+  d.death_reason = "rejected";
+  d.body = "{\"v\":1,\"kind\":\"reply\",\"request_id\":\"req_1\",\"task_id\":\"" + id +
+           "\",\"mode\":\"standard\",\"message\":\"hi\xED\xB0\x80\"}";
+  BOOST_REQUIRE(f.dispatcher->applyDeadLetter(d).isOk());
+  auto t = f.store->task(id);
+  BOOST_REQUIRE(t.isOk() && t.value().has_value());
+  BOOST_TEST(t.value()->status == "failed");
+  BOOST_TEST(t.value()->error_msg == "task failed: the job could not be read");
+  BOOST_TEST(f.store->deliveryForTask(id).value()->event == "task.failed");
+  BOOST_TEST(f.wakeups == 1);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

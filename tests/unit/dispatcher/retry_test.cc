@@ -131,6 +131,20 @@ BOOST_AUTO_TEST_CASE(verdicts_follow_the_product_rules) {
   BOOST_TEST(decide(4, 429, 1000).verdict == DeliveryVerdict::kFailed);
 }
 
+// Issue 13, finding 5: an address the SSRF guard refused fails at once
+// rather than being retried for 16 hours.
+BOOST_AUTO_TEST_CASE(refused_address_fails_the_delivery_at_once) {
+  RetryPolicy p;
+  p.steps_ms = {5000, 30000};
+  AttemptOutcome refused;
+  refused.address_refused = true;
+  RetryDecision d = decideRetry(p, 1, refused, 0.5);
+  BOOST_TEST(verdictName(d.verdict) == std::string("failed"));
+  BOOST_TEST(d.reason == "non-public address refused");
+  AttemptOutcome plain;  // a refused connection of another kind is retried
+  BOOST_TEST(verdictName(decideRetry(p, 1, plain, 0.5).verdict) == std::string("retry"));
+}
+
 BOOST_AUTO_TEST_CASE(retry_after_takes_seconds_or_an_http_date) {
   // 2015-10-21T07:28:00Z, the RFC's example date.
   const int64_t now = 1445412480000;
