@@ -8,8 +8,9 @@
 // The built-in engine answers in well under a millisecond, so "a job in
 // flight" cannot be produced by killing a busy worker at a random moment.
 // The cases make it deterministic instead:
-//   - SIGSTOP a worker first: with prefetch 1 the broker hands it exactly one
-//     job, which stays unacked until the SIGKILL returns it to the queue;
+//   - SIGSTOP a worker first: the broker still hands it jobs, up to its
+//     prefetch (128 by default), which stay unacked until the SIGKILL
+//     returns them to the queue;
 //   - or give a worker a stderr it cannot write to (a full FIFO), so it
 //     blocks on its first log line of a job, "job started" (EQ_LOG_LEVEL=
 //     debug), after it has taken the job and published task.running and
@@ -361,7 +362,7 @@ BOOST_AUTO_TEST_SUITE(pipeline)
 
 // 1. Two fast workers; 200 async calls submitted from four threads while one
 // worker slot is killed three times. Each victim is SIGSTOPped first, so the
-// broker has handed it a job (prefetch 1) that it holds unacked when the
+// broker has handed it jobs (up to its prefetch) that it holds unacked when the
 // SIGKILL comes (the third is killed without the stop, at whatever it was
 // doing). Every job held by a killed worker is redelivered to a live one:
 // all 200 tasks succeed, each is charged exactly once, and every task's
