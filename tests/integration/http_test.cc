@@ -8,6 +8,7 @@
 
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -260,7 +261,11 @@ BOOST_AUTO_TEST_CASE(a_client_that_does_not_read_does_not_grow_the_server) {
   long during = rssKiB(api->pid());
   ::close(fd);
   BOOST_TEST_MESSAGE("api RSS " << before << " KiB before, " << during << " KiB while stalled");
-  BOOST_TEST(during - before < 12 * 1024, "api grew by " << (during - before) << " KiB");
+  // Under a sanitizer, RSS measures the sanitizer's shadow memory and
+  // quarantine as much as ours; the bound holds for the release build.
+  if (std::getenv("EQ_TEST_SANITIZER") == nullptr) {
+    BOOST_TEST(during - before < 12 * 1024, "api grew by " << (during - before) << " KiB");
+  }
   // Still serving others.
   std::string ok = w.exchange("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
   BOOST_TEST(startsWith(ok, "HTTP/1.1 200"));
