@@ -246,6 +246,18 @@ Status Worker::accept(amqp::Connection& conn, const amqp::Delivery& d) {
     // Retrying cannot fix a malformed message: dead-letter it at once.
     log::error("malformed job dead-lettered",
                {{"error", decoded.status().msg()}, {"queue", d.queue_hint}});
+    // A sync caller still waits: its reply address and correlation id are
+    // message properties, readable when the body is not, so it gets its
+    // 500 (and its refund) now instead of a 504 at the deadline. An async
+    // job's task is failed by the dispatcher from the dead letter.
+    if (!d.reply_to.empty() && !d.correlation_id.empty()) {
+      amqp::PublishOptions reply_opts;
+      reply_opts.correlation_id = d.correlation_id;
+      Result<uint64_t> seq = conn.publish(
+          d.reply_to, msg::encodeSyncResult({false, "", 500, "generation failed"}), reply_opts);
+      if (!seq.isOk()) return seq.status();
+      ledger_.published(seq.value(), 0, nowMs());
+    }
     ledger_.released(d.tag);
     Status rejected = conn.reject(d.tag, false);
     if (rejected.isOk() && opts_.metrics != nullptr) {
