@@ -7,6 +7,7 @@
 #include "common/defaults.h"
 #include "common/log.h"
 #include "common/timefmt.h"
+#include "dispatcher/db_writes.h"
 
 namespace eq::dispatch {
 namespace {
@@ -57,7 +58,11 @@ Status Dispatcher::serve(amqp::Connection& conn) {
     if (d->queue_hint != msg::kQueueTaskEvents) {
       // Dead-lettered messages keep their original routing key, so anything
       // not routed as a task event came through eq.dlx.
-      if (Status s = applyDeadLetter(*d); !s.isOk()) {
+      Status applied = [&] {
+        std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
+        return applyDeadLetter(*d);
+      }();
+      if (Status s = applied; !s.isOk()) {
         log::error("dead letter not applied; requeued", {{"error", s.msg()}});
         if (Status r = conn.reject(d->tag, true); !r.isOk()) return r;
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -74,7 +79,11 @@ Status Dispatcher::serve(amqp::Connection& conn) {
       if (metrics_ != nullptr) metrics_->eventConsumed("malformed");
       continue;
     }
-    if (Status s = apply(e.value()); !s.isOk()) {
+    Status applied = [&] {
+      std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
+      return apply(e.value());
+    }();
+    if (Status s = applied; !s.isOk()) {
       // The database is unavailable: put the event back and retry later.
       log::error("task event not applied; requeued",
                  {{"task_id", e.value().task_id}, {"error", s.msg()}});
