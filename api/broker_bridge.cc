@@ -50,13 +50,23 @@ void BrokerBridge::stop() {
   uint64_t one = 1;
   ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
   (void)ignored;
-  if (thread_.joinable()) thread_.join();
   // Whatever is still waiting cannot be answered by this process any more.
-  onAsync(&async_);
   for (auto& [id, call] : calls_) call.done(Status(503, "service is shutting down"));
   calls_.clear();
   uv_timer_stop(&sweep_);
   uv_close(reinterpret_cast<uv_handle_t*>(&sweep_), nullptr);
+  // async_ is closed by onAsync once the thread has said it exited (or now,
+  // if it never started): the loop then ends, and join() follows uv_run.
+  if (!thread_.joinable()) closeAsync();
+}
+
+void BrokerBridge::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void BrokerBridge::closeAsync() {
+  if (async_closed_) return;
+  async_closed_ = true;
   uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
 }
 
@@ -115,6 +125,14 @@ void BrokerBridge::onAsync(uv_async_t* handle) {
     batch.swap(self->outbox_);
   }
   for (Outcome& o : batch) self->handleOutcome(o);
+  bool exited = false;
+  {
+    std::lock_guard<std::mutex> lock(self->mu_);
+    exited = self->exited_;
+  }
+  // The thread's last uv_async_send happened under mu_ before exited_ was
+  // seen here, so none can follow this close.
+  if (exited) self->closeAsync();
 }
 
 void BrokerBridge::handleOutcome(Outcome& o) {
@@ -399,6 +417,9 @@ void BrokerBridge::run() {
   }
   conn_.reset();
   connected_.store(false);
+  std::lock_guard<std::mutex> lock(mu_);
+  exited_ = true;
+  uv_async_send(&async_);
 }
 
 }  // namespace eq::api

@@ -57,8 +57,8 @@
 // may still be enqueued once the alarm clears; its task is failed and
 // refunded by then, and the dispatcher's state guards ignore its outcome.
 //
-// Owned by the api's main(); stop() must be called on the loop thread before
-// the loop ends; it joins the broker thread.
+// Owned by the api's main(); stop() is called on the loop thread (it joins
+// nothing); join() after uv_run has returned.
 #pragma once
 
 #include <uv.h>
@@ -91,7 +91,11 @@ class BrokerBridge {
   BrokerBridge& operator=(const BrokerBridge&) = delete;
 
   void start();
+  // Loop thread: asks the broker thread to finish and fails the calls still
+  // waiting; never blocks. The loop ends once the thread has exited.
   void stop();
+  // After uv_run returned: waits for the broker thread.
+  void join();
 
   // True while the broker thread holds a working connection that confirms
   // publishes (for /readyz and to fail fast with 503 instead of queueing
@@ -168,6 +172,9 @@ class BrokerBridge {
   std::mutex mu_;  // guards inbox_ and outbox_
   std::deque<Outgoing> inbox_;
   std::deque<Outcome> outbox_;
+  bool exited_ = false;  // guarded by mu_: the broker thread has finished
+  bool async_closed_ = false;  // loop thread
+  void closeAsync();
 
   // Broker thread only.
   std::unique_ptr<amqp::Connection> conn_;

@@ -161,6 +161,10 @@ Result<Config> Config::fromEnv() {
                              std::pair{"EQ_HTTP_IDLE_TIMEOUT_MS", &c.http_idle_timeout_ms}}) {
     if (Status s = intFromEnv(name, 100, 3'600'000, field); !s.isOk()) return s;
   }
+  c.api_db_wait_ms = defaults::kApiDbDeadlineMs;
+  if (Status s = intFromEnv("EQ_API_DB_WAIT_MS", 10, 600'000, &c.api_db_wait_ms); !s.isOk()) {
+    return s;
+  }
   if (Status s = intFromEnv("EQ_HTTP_MAX_CONNECTIONS", 1, 1'000'000, &c.http_max_connections);
       !s.isOk()) {
     return s;

@@ -44,6 +44,9 @@ struct Config {
   int64_t http_header_timeout_ms = 10'000;  // EQ_HTTP_HEADER_TIMEOUT_MS
   int64_t http_body_timeout_ms = 30'000;    // EQ_HTTP_BODY_TIMEOUT_MS
   int64_t http_idle_timeout_ms = 60'000;    // EQ_HTTP_IDLE_TIMEOUT_MS
+  // EQ_API_DB_WAIT_MS: how long a request waits for its database step (the
+  // write lock) before 503; defaults::kApiDbDeadlineMs.
+  int64_t api_db_wait_ms = 500;
   // eq-dispatcher (PRODUCT.md §5, §6); defaults in common/defaults.h.
   std::vector<int64_t> webhook_retry_schedule_ms;  // EQ_WEBHOOK_RETRY_SCHEDULE
   int64_t webhook_timeout_ms = 10'000;             // EQ_WEBHOOK_TIMEOUT_MS

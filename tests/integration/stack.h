@@ -117,6 +117,10 @@ class WebhookReceiver {
 // What a Stack starts. The defaults are the whole stack of scripts/run.
 struct StackOptions {
   int api_processes = 1;  // several eq-api processes on one database
+  // The eq-api processes share one port (SO_REUSEPORT, as scripts/run with
+  // EQ_API_PROCESSES): url(path, i) is then the same for every i, and the
+  // kernel picks the process of each new connection.
+  bool shared_port = false;
   std::vector<std::string> worker_modes = {"fast", "standard", "perfect"};  // fast also analyzes
   bool dispatcher = true;
   std::map<std::string, std::string> env;  // extra or overriding EQ_* variables
