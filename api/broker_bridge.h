@@ -15,13 +15,20 @@
 // callbacks given to the bridge run on the loop thread, never on the broker
 // thread, so handlers need no locks.
 //
-// Sync calls: a job is published with reply_to = this process's exclusive
-// reply queue and correlation_id = request id; the loop matches the reply by
-// correlation id and enforces the deadline with a sweep timer. A reply for a
-// call that already timed out is dropped. If the connection drops, its reply
-// queue dies with it: the broker thread reports exactly the calls published
-// on that connection, and those fail at once with 503 (calls already on the
-// next connection are unaffected).
+// Sync calls: a job is published with reply_to = `amq.rabbitmq.reply-to`
+// (RabbitMQ's direct reply-to: the broker rewrites it to a name that routes
+// the worker's reply straight to this connection's consumer, with no queue
+// in between; measured against an exclusive server-named queue in
+// docs/architecture.md, "Queue choice") and correlation_id = request id; the
+// loop matches the reply by correlation id and enforces the deadline with a
+// sweep timer. A reply for a call that already timed out is dropped. If the
+// connection drops, its replies can no longer reach us (the broker discards
+// a direct reply whose requester is gone, as an exclusive queue died with
+// its connection): the broker thread reports exactly the calls published on
+// that connection, and those fail at once with 503 (calls already on the
+// next connection are unaffected). A worker killed mid-job leaves its job
+// to be redelivered, so such a call is answered by the next worker, or with
+// 504 at its deadline, and the api refunds it.
 //
 // Outages: RabbitMQ closes our connection with connection.close when it
 // stops (rabbitmqctl stop_app, a node shutdown), which the poll() above sees
@@ -171,7 +178,6 @@ class BrokerBridge {
 
   // Broker thread only.
   std::unique_ptr<amqp::Connection> conn_;
-  std::string reply_queue_;
   std::map<uint64_t, Outgoing> unconfirmed_;  // publish seq -> op, in publish order
   // Keys for ops whose publish call itself failed (no sequence number was
   // assigned); counted down from the top so they never meet real ones.

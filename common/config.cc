@@ -192,6 +192,9 @@ Result<Config> Config::fromEnv() {
   if (Status s = intFromEnv("EQ_WORKER_CONCURRENCY", 0, 1024, &c.worker_concurrency); !s.isOk()) {
     return s;
   }
+  if (Status s = intFromEnv("EQ_WORKER_PREFETCH", 0, 65'535, &c.worker_prefetch); !s.isOk()) {
+    return s;
+  }
   if (Status s = intFromEnv("EQ_WORKER_STOP_GRACE_MS", 0, 600'000, &c.worker_stop_grace_ms);
       !s.isOk()) {
     return s;

@@ -69,6 +69,7 @@ struct Config {
   // means the engine's default, 1 for builtin and defaults::kLlmConcurrency
   // for llm, whose jobs mostly wait on the model server.
   int64_t worker_concurrency = 0;                  // EQ_WORKER_CONCURRENCY
+  int64_t worker_prefetch = 0;                     // EQ_WORKER_PREFETCH; 0: by engine
   int64_t worker_stop_grace_ms = defaults::kWorkerStopGraceMs;  // EQ_WORKER_STOP_GRACE_MS
   LlmConfig llm;                                   // EQ_LLM_*, used when engine == "llm"
 

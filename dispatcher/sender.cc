@@ -300,9 +300,11 @@ void DeliverySender::abandonInFlight() {
   for (auto& [easy, t] : in_flight_) {
     curl_multi_remove_handle(multi_, easy);
     curl_easy_cleanup(easy);
+    // Named outside the lambda: clang 14 cannot capture a structured binding.
+    const Transfer& transfer = *t;
     Status released = [&] {
       std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
-      return store_.releaseDelivery(t->delivery.delivery_id, now);
+      return store_.releaseDelivery(transfer.delivery.delivery_id, now);
     }();
     if (Status s = released; !s.isOk()) {
       log::warn("delivery not handed back; due after its lease",

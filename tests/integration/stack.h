@@ -136,6 +136,8 @@ class Stack {
   std::string url(const std::string& path, int api = 0) const;
   int apiPort(int api = 0) const { return api_ports_.at(static_cast<size_t>(api)); }
   const std::string& dbPath() const { return env_.at("EQ_DB_PATH"); }
+  // The broker URL of this stack's vhost, as its processes get it.
+  const std::string& amqpUrl() const { return env_.at("EQ_AMQP_URL"); }
   // The process started under this name ("api-0", "worker-fast", "dispatcher").
   Process* process(const std::string& name);
   // Runs eqctl with the stack's environment; returns stdout.
