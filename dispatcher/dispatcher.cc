@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <utility>
+#include <vector>
 #include <thread>
 
 #include "common/defaults.h"
@@ -13,7 +16,10 @@
 namespace eq::dispatch {
 namespace {
 
-constexpr uint16_t kPrefetch = 16;
+// Events taken per read batch, all applied in one transaction. Large enough
+// that at the webhook pace a commit covers hundreds of events; the broker
+// holds back nothing else for it (a second dispatcher gets its own window).
+constexpr uint16_t kPrefetch = 256;
 
 }  // namespace
 
@@ -45,50 +51,110 @@ Status Dispatcher::serve(amqp::Connection& conn) {
   if (Status s = conn.consume(msg::kQueueDead); !s.isOk()) return s;
   log::info("dispatcher consuming");
   if (metrics_ != nullptr) metrics_->brokerConnected();
+  std::vector<amqp::Delivery> batch;
+  batch.reserve(kPrefetch);
   while (!stop_.load()) {
+    // Wait for one delivery, then take whatever else the broker has already
+    // sent (up to the prefetch) without waiting: under load a batch is the
+    // whole prefetch window, when idle it is the single event, so batching
+    // adds no latency.
+    batch.clear();
     Result<amqp::Event> ev = conn.next(1000);
     if (!ev.isOk()) return ev.status();
-    auto* d = std::get_if<amqp::Delivery>(&ev.value());
-    if (d == nullptr) continue;
-    if (d->queue_hint != msg::kQueueTaskEvents) {
+    if (auto* d = std::get_if<amqp::Delivery>(&ev.value())) batch.push_back(std::move(*d));
+    if (batch.empty()) continue;
+    while (batch.size() < kPrefetch) {
+      Result<amqp::Event> more = conn.next(0);
+      if (!more.isOk()) return more.status();
+      if (std::holds_alternative<amqp::Timeout>(more.value())) break;
+      if (auto* d = std::get_if<amqp::Delivery>(&more.value())) batch.push_back(std::move(*d));
+    }
+    if (Status s = applyBatch(conn, batch); !s.isOk()) return s;
+  }
+  return Status::ok();
+}
+
+Status Dispatcher::applyBatch(amqp::Connection& conn, std::vector<amqp::Delivery>& batch) {
+  // Decode first: a malformed event is dead-lettered on its own and takes
+  // no part in the transaction.
+  std::vector<std::pair<const amqp::Delivery*, std::optional<msg::TaskEvent>>> items;
+  items.reserve(batch.size());
+  for (const amqp::Delivery& d : batch) {
+    if (d.queue_hint != msg::kQueueTaskEvents) {
       // Dead-lettered messages keep their original routing key, so anything
       // not routed as a task event came through eq.dlx.
-      Status applied = [&] {
-        std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
-        return applyDeadLetter(*d);
-      }();
-      if (Status s = applied; !s.isOk()) {
-        log::error("dead letter not applied; requeued", {{"error", s.msg()}});
-        if (Status r = conn.reject(d->tag, true); !r.isOk()) return r;
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
-        continue;
-      }
-      if (Status a = conn.ack(d->tag); !a.isOk()) return a;
-      if (metrics_ != nullptr) metrics_->eventConsumed("dead_letter");
+      items.emplace_back(&d, std::nullopt);
       continue;
     }
-    Result<msg::TaskEvent> e = msg::decodeTaskEvent(d->body);
+    Result<msg::TaskEvent> e = msg::decodeTaskEvent(d.body);
     if (!e.isOk()) {
       log::error("malformed task event dropped", {{"error", e.status().msg()}});
-      if (Status r = conn.reject(d->tag, false); !r.isOk()) return r;
+      if (Status r = conn.reject(d.tag, false); !r.isOk()) return r;
       if (metrics_ != nullptr) metrics_->eventConsumed("malformed");
       continue;
     }
-    Status applied = [&] {
-      std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
-      return apply(e.value());
-    }();
-    if (Status s = applied; !s.isOk()) {
-      // The database is unavailable: put the event back and retry later.
-      log::error("task event not applied; requeued",
-                 {{"task_id", e.value().task_id}, {"error", s.msg()}});
-      if (Status r = conn.reject(d->tag, true); !r.isOk()) return r;
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      continue;
-    }
-    if (Status a = conn.ack(d->tag); !a.isOk()) return a;
-    if (metrics_ != nullptr) metrics_->eventConsumed(e.value().event);
+    items.emplace_back(&d, std::move(e).value());
   }
+  if (items.empty()) return Status::ok();
+
+  // Every event of the batch in one write transaction: one commit (one WAL
+  // append, one round of SQLite's file locks) instead of one per event,
+  // which is what bounded the webhook pace (docs/benchmarks.md). Each
+  // apply() is idempotent, so redelivering the whole batch after a failure
+  // is harmless.
+  // The sender is woken once, after the commit, not by each insert (it
+  // would only wait on the write gate for rows it cannot see yet).
+  in_batch_ = true;
+  due_in_batch_ = false;
+  Status applied = [&] {
+    std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
+    if (Status s = store_.begin(); !s.isOk()) return s;
+    for (auto& [d, e] : items) {
+      Status s = e ? apply(*e) : applyDeadLetter(*d);
+      if (!s.isOk()) {
+        store_.rollback();
+        return s;
+      }
+    }
+    return store_.commit();
+  }();
+  in_batch_ = false;
+  if (!applied.isOk()) {
+    // One event may be at fault rather than the database: apply them one
+    // at a time, so that only the failing ones are requeued (as with one
+    // event per transaction) and the others are not held up by them.
+    log::warn("task event batch not applied; applying one by one",
+              {{"events", static_cast<long long>(items.size())}, {"error", applied.msg()}});
+    bool requeued = false;
+    for (auto& [d, e] : items) {
+      Status one = [&] {
+        std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
+        return e ? apply(*e) : applyDeadLetter(*d);
+      }();
+      if (!one.isOk()) {
+        // The database is unavailable: put the event back and retry later.
+        log::error("task event not applied; requeued",
+                   {{"task_id", e ? e->task_id : std::string()}, {"error", one.msg()}});
+        if (Status r = conn.reject(d->tag, true); !r.isOk()) return r;
+        requeued = true;
+        continue;
+      }
+      if (Status a = conn.ack(d->tag); !a.isOk()) return a;
+      if (metrics_ != nullptr) metrics_->eventConsumed(e ? e->event : "dead_letter");
+    }
+    if (requeued) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    return Status::ok();
+  }
+  // Acked only now that the batch is committed. Deliveries are numbered in
+  // order on the channel and everything before this batch is settled, so one
+  // multiple ack of the last tag covers exactly this batch.
+  uint64_t last = 0;
+  for (auto& item : items) last = std::max(last, item.first->tag);
+  if (Status a = conn.ack(last, true); !a.isOk()) return a;
+  if (metrics_ != nullptr) {
+    for (auto& [d, e] : items) metrics_->eventConsumed(e ? e->event : "dead_letter");
+  }
+  if (due_in_batch_ && on_delivery_due_) on_delivery_due_();
   return Status::ok();
 }
 
@@ -155,7 +221,11 @@ Status Dispatcher::createDeliveryIfFinal(const std::string& task_id) {
     log::info("webhook delivery created",
               {{"task_id", task_id}, {"delivery_id", d.value().delivery_id}, {"event", event}});
   }
-  if (on_delivery_due_) on_delivery_due_();
+  if (in_batch_) {
+    due_in_batch_ = true;
+  } else if (on_delivery_due_) {
+    on_delivery_due_();
+  }
   return Status::ok();
 }
 

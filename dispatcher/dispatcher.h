@@ -4,7 +4,10 @@
 // no HTTP: the sender (dispatcher/sender.h), on its own thread, sends due
 // deliveries and retries them; `on_delivery_due` tells it to look at once.
 //
-// The event is acked only after its transition and its pending delivery are
+// Events are applied a read batch at a time (everything the broker has sent,
+// up to the prefetch of 256), in one SQLite transaction, and acked only after
+// it is committed (one multiple ack); a failed batch is requeued whole. So
+// the event is acked only after its transition and its pending delivery are
 // committed, so a dispatcher killed at any point leaves the event to be
 // redelivered; transitions are guarded by the current state and a task has at
 // most one delivery, so a repeated event changes nothing and only completes
@@ -20,6 +23,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/amqp.h"
 #include "common/messages.h"
@@ -51,6 +55,9 @@ class Dispatcher {
 
  private:
   Status serve(amqp::Connection& conn);
+  // Applies one read batch in one transaction, then acks it (or requeues it
+  // all when the transaction fails).
+  Status applyBatch(amqp::Connection& conn, std::vector<amqp::Delivery>& batch);
   Status createDeliveryIfFinal(const std::string& task_id);
 
   Store& store_;
@@ -59,6 +66,8 @@ class Dispatcher {
   std::function<void()> on_delivery_due_;
   DispatcherMetrics* metrics_;  // optional, borrowed
   std::mutex* db_writes_;       // optional, borrowed (dispatcher/db_writes.h)
+  bool in_batch_ = false;       // applyBatch's transaction is open: wake after it
+  bool due_in_batch_ = false;   // ... and a delivery was created in it
 };
 
 }  // namespace eq::dispatch

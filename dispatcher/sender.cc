@@ -87,9 +87,11 @@ void DeliverySender::run() {
     int running = 0;
     curl_multi_perform(multi_, &running);
     int left = 0;
+    std::vector<Finished> done;
     while (CURLMsg* m = curl_multi_info_read(multi_, &left)) {
-      if (m->msg == CURLMSG_DONE) finish(m->easy_handle, m->data.result);
+      if (m->msg == CURLMSG_DONE) finish(m->easy_handle, m->data.result, done);
     }
+    recordOutcomes(done);
     if (opts_.metrics != nullptr) opts_.metrics->setInFlight(in_flight_.size());
     bool purging = false;
     if (!stopping) {
@@ -122,21 +124,35 @@ void DeliverySender::run() {
 
 void DeliverySender::scan(int64_t now_ms) {
   int room = opts_.max_in_flight - static_cast<int>(in_flight_.size());
-  Result<std::vector<DeliveryRecord>> due = [&] {
+  std::vector<std::unique_ptr<Transfer>> ready;
+  Status read = [&] {
     std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
-    return store_.claimDueDeliveries(now_ms, now_ms + opts_.timeout_ms + opts_.lease_margin_ms,
-                                     room);
+    // The claim is its own statement: when nothing is due (most scans) it
+    // only reads and takes no write lock.
+    Result<std::vector<DeliveryRecord>> due = store_.claimDueDeliveries(
+        now_ms, now_ms + opts_.timeout_ms + opts_.lease_margin_ms, room);
+    if (!due.isOk()) return due.status();
+    more_due_ = static_cast<int>(due.value().size()) == room;
+    if (due.value().empty()) return Status::ok();
+    // Each claimed delivery's task and secret in one transaction rather than
+    // two read transactions each (SQLite's WAL read locks are syscalls).
+    if (Status s = store_.begin(); !s.isOk()) return s;
+    for (const DeliveryRecord& d : due.value()) {
+      if (std::unique_ptr<Transfer> t = prepare(d, now_ms)) ready.push_back(std::move(t));
+    }
+    return store_.commit();
   }();
-  if (!due.isOk()) {
-    log::warn("cannot read due deliveries", {{"error", due.status().msg()}});
+  if (!read.isOk()) {
+    // Claimed rows are leased: they become due again, nothing is lost.
+    log::warn("cannot read due deliveries", {{"error", read.msg()}});
     more_due_ = false;
     return;
   }
-  more_due_ = static_cast<int>(due.value().size()) == room;
-  for (const DeliveryRecord& d : due.value()) start(d, now_ms);
+  for (std::unique_ptr<Transfer>& t : ready) launch(std::move(t));
 }
 
-void DeliverySender::start(const DeliveryRecord& d, int64_t now_ms) {
+std::unique_ptr<DeliverySender::Transfer> DeliverySender::prepare(const DeliveryRecord& d,
+                                                                  int64_t now_ms) {
   Result<std::optional<TaskRecord>> task = store_.task(d.task_id);
   Result<std::string> secret = Status(500, "no task");
   if (task.isOk() && task.value()) secret = store_.webhookSecret(task.value()->account_id);
@@ -146,12 +162,13 @@ void DeliverySender::start(const DeliveryRecord& d, int64_t now_ms) {
     log::warn("delivery not started; retried after its lease",
               {{"delivery_id", d.delivery_id},
                {"error", task.isOk() ? secret.status().msg() : task.status().msg()}});
-    return;
+    return nullptr;
   }
   if (!task.value()) {
     // Cannot happen while foreign keys hold; fail it rather than loop on it.
-    recordOutcome(d, d.task_id, now_ms, AttemptOutcome{}, "task no longer exists");
-    return;
+    // (The caller holds the write gate and a transaction.)
+    recordOutcome(Finished{d, d.task_id, now_ms, AttemptOutcome{}, "task no longer exists", 0});
+    return nullptr;
   }
 
   auto t = std::make_unique<Transfer>();
@@ -170,7 +187,11 @@ void DeliverySender::start(const DeliveryRecord& d, int64_t now_ms) {
     t->headers = curl_slist_append(t->headers, h.c_str());
   }
   t->body = std::move(req.body);
+  return t;
+}
 
+void DeliverySender::launch(std::unique_ptr<Transfer> t) {
+  const DeliveryRecord& d = t->delivery;
   CURL* easy = curl_easy_init();
   if (easy == nullptr) {
     log::error("curl_easy_init failed; delivery retried after its lease",
@@ -206,7 +227,7 @@ void DeliverySender::start(const DeliveryRecord& d, int64_t now_ms) {
   in_flight_.emplace(easy, std::move(t));
 }
 
-void DeliverySender::finish(CURL* easy, CURLcode rc) {
+void DeliverySender::finish(CURL* easy, CURLcode rc, std::vector<Finished>& done) {
   auto it = in_flight_.find(easy);
   if (it == in_flight_.end()) return;  // not ours: impossible, but harmless
   std::unique_ptr<Transfer> t = std::move(it->second);
@@ -233,14 +254,36 @@ void DeliverySender::finish(CURL* easy, CURLcode rc) {
   }
   std::optional<int64_t> retry_after;
   if (!t->retry_after.empty()) retry_after = parseRetryAfter(t->retry_after, nowMs());
-  recordOutcome(t->delivery, t->task_id, t->started_ms,
-                AttemptOutcome{status, retry_after, t->blocked && !answered}, error,
-                t->event_at_ms);
+  done.push_back(Finished{t->delivery, t->task_id, t->started_ms,
+                          AttemptOutcome{status, retry_after, t->blocked && !answered}, error,
+                          t->event_at_ms});
 }
 
-void DeliverySender::recordOutcome(const DeliveryRecord& d, const std::string& task_id,
-                                   int64_t started_ms, const AttemptOutcome& outcome,
-                                   const std::string& error, int64_t event_at_ms) {
+void DeliverySender::recordOutcomes(const std::vector<Finished>& done) {
+  if (done.empty()) return;
+  // Every attempt finished in this loop turn in one transaction: one commit
+  // for many attempts. If the transaction cannot be opened, each attempt is
+  // still recorded in its own (finishAttempt opens one when none is open);
+  // if the commit fails, the attempts are lost but their deliveries come
+  // due again after their leases (at-least-once, receivers dedupe).
+  std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
+  bool batched = store_.begin().isOk();
+  for (const Finished& f : done) recordOutcome(f);
+  if (batched) {
+    if (Status c = store_.commit(); !c.isOk()) {
+      log::error("webhook attempts not recorded; retried after their leases",
+                 {{"attempts", static_cast<long long>(done.size())}, {"error", c.msg()}});
+    }
+  }
+}
+
+void DeliverySender::recordOutcome(const Finished& f) {
+  const DeliveryRecord& d = f.delivery;
+  const std::string& task_id = f.task_id;
+  int64_t started_ms = f.started_ms;
+  const AttemptOutcome& outcome = f.outcome;
+  const std::string& error = f.error;
+  int64_t event_at_ms = f.event_at_ms;
   int64_t now = nowMs();
   int number = d.attempts + 1;
   int in_schedule = number - d.schedule_offset;
@@ -251,10 +294,7 @@ void DeliverySender::recordOutcome(const DeliveryRecord& d, const std::string& t
       decision.verdict == DeliveryVerdict::kRetry ? "pending" : verdictName(decision.verdict);
   int64_t next_at = now + decision.delay_ms;
   DeliveryAttempt attempt{started_ms, http_status, now - started_ms, error, number};
-  Result<bool> saved = [&] {
-    std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
-    return store_.finishAttempt(d.delivery_id, attempt, new_status, next_at);
-  }();
+  Result<bool> saved = store_.finishAttempt(d.delivery_id, attempt, new_status, next_at);
   log::write(
       decision.verdict == DeliveryVerdict::kDelivered ? log::Level::kInfo : log::Level::kWarn,
       "webhook attempt",

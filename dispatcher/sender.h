@@ -23,8 +23,11 @@
 //
 // Durability. The retry state lives in SQLite only: a pending delivery is
 // due at deliveries.next_attempt_at. The loop claims due rows (moving
-// next_attempt_at past the attempt's timeout, a lease), sends them, and then
-// writes the attempt and the next due time in one transaction. A sender
+// next_attempt_at past the attempt's timeout, a lease), reads their tasks in
+// one transaction, sends them, and then writes each attempt and the next due
+// time; all the attempts that finish in one loop turn share one transaction
+// (one commit for many: SQLite's commit and WAL locking, not HTTP, was what
+// bounded the pace, docs/benchmarks.md). A sender
 // killed at any moment loses nothing: rows it had claimed become due again
 // when their lease ends, the others are found by the next process's first
 // scan. Delivery is at-least-once; receivers dedupe on X-Service-Delivery.
@@ -92,13 +95,27 @@ class DeliverySender {
 
  private:
   struct Transfer;
+  // One finished attempt, waiting to be recorded with the others of its
+  // loop turn.
+  struct Finished {
+    DeliveryRecord delivery;
+    std::string task_id;
+    int64_t started_ms = 0;
+    AttemptOutcome outcome;
+    std::string error;
+    int64_t event_at_ms = 0;
+  };
 
   void scan(int64_t now_ms);
-  void start(const DeliveryRecord& d, int64_t now_ms);
-  void finish(CURL* easy, CURLcode rc);
-  void recordOutcome(const DeliveryRecord& d, const std::string& task_id, int64_t started_ms,
-                     const AttemptOutcome& outcome, const std::string& error,
-                     int64_t event_at_ms = 0);
+  // Reads what the attempt needs (caller holds the write gate and a
+  // transaction); null when it cannot start now.
+  std::unique_ptr<Transfer> prepare(const DeliveryRecord& d, int64_t now_ms);
+  void launch(std::unique_ptr<Transfer> t);
+  void finish(CURL* easy, CURLcode rc, std::vector<Finished>& done);
+  // Records the attempts in one transaction, under the write gate.
+  void recordOutcomes(const std::vector<Finished>& done);
+  // Caller holds the write gate.
+  void recordOutcome(const Finished& f);
   void abandonInFlight();
 
   static curl_socket_t openSocket(void* transfer, curlsocktype purpose, struct curl_sockaddr* addr);
