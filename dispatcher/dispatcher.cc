@@ -77,13 +77,13 @@ Status Dispatcher::serve(amqp::Connection& conn) {
 Status Dispatcher::applyBatch(amqp::Connection& conn, std::vector<amqp::Delivery>& batch) {
   // Decode first: a malformed event is dead-lettered on its own and takes
   // no part in the transaction.
-  std::vector<std::pair<const amqp::Delivery*, std::optional<msg::TaskEvent>>> items;
+  std::vector<BatchItem> items;
   items.reserve(batch.size());
   for (const amqp::Delivery& d : batch) {
     if (d.queue_hint != msg::kQueueTaskEvents) {
       // Dead-lettered messages keep their original routing key, so anything
       // not routed as a task event came through eq.dlx.
-      items.emplace_back(&d, std::nullopt);
+      items.push_back(BatchItem{&d, std::nullopt});
       continue;
     }
     Result<msg::TaskEvent> e = msg::decodeTaskEvent(d.body);
@@ -93,32 +93,11 @@ Status Dispatcher::applyBatch(amqp::Connection& conn, std::vector<amqp::Delivery
       if (metrics_ != nullptr) metrics_->eventConsumed("malformed");
       continue;
     }
-    items.emplace_back(&d, std::move(e).value());
+    items.push_back(BatchItem{&d, std::move(e).value()});
   }
   if (items.empty()) return Status::ok();
 
-  // Every event of the batch in one write transaction: one commit (one WAL
-  // append, one round of SQLite's file locks) instead of one per event,
-  // which is what bounded the webhook pace (docs/benchmarks.md). Each
-  // apply() is idempotent, so redelivering the whole batch after a failure
-  // is harmless.
-  // The sender is woken once, after the commit, not by each insert (it
-  // would only wait on the write gate for rows it cannot see yet).
-  in_batch_ = true;
-  due_in_batch_ = false;
-  Status applied = [&] {
-    std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
-    if (Status s = store_.begin(); !s.isOk()) return s;
-    for (auto& [d, e] : items) {
-      Status s = e ? apply(*e) : applyDeadLetter(*d);
-      if (!s.isOk()) {
-        store_.rollback();
-        return s;
-      }
-    }
-    return store_.commit();
-  }();
-  in_batch_ = false;
+  Status applied = applyTogether(items);
   if (!applied.isOk()) {
     // One event may be at fault rather than the database: apply them one
     // at a time, so that only the failing ones are requeued (as with one
@@ -126,7 +105,9 @@ Status Dispatcher::applyBatch(amqp::Connection& conn, std::vector<amqp::Delivery
     log::warn("task event batch not applied; applying one by one",
               {{"events", static_cast<long long>(items.size())}, {"error", applied.msg()}});
     bool requeued = false;
-    for (auto& [d, e] : items) {
+    for (const BatchItem& item : items) {
+      const amqp::Delivery* d = item.delivery;
+      const std::optional<msg::TaskEvent>& e = item.event;
       Status one = [&] {
         std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
         return e ? apply(*e) : applyDeadLetter(*d);
@@ -149,13 +130,40 @@ Status Dispatcher::applyBatch(amqp::Connection& conn, std::vector<amqp::Delivery
   // order on the channel and everything before this batch is settled, so one
   // multiple ack of the last tag covers exactly this batch.
   uint64_t last = 0;
-  for (auto& item : items) last = std::max(last, item.first->tag);
+  for (const BatchItem& item : items) last = std::max(last, item.delivery->tag);
   if (Status a = conn.ack(last, true); !a.isOk()) return a;
   if (metrics_ != nullptr) {
-    for (auto& [d, e] : items) metrics_->eventConsumed(e ? e->event : "dead_letter");
+    for (const BatchItem& item : items) {
+      metrics_->eventConsumed(item.event ? item.event->event : "dead_letter");
+    }
   }
-  if (due_in_batch_ && on_delivery_due_) on_delivery_due_();
   return Status::ok();
+}
+
+Status Dispatcher::applyTogether(const std::vector<BatchItem>& items) {
+  // Every event of the batch in one write transaction: one commit (one WAL
+  // append, one round of SQLite's file locks) instead of one per event,
+  // which is what bounded the webhook pace (docs/benchmarks.md). Each
+  // apply() is idempotent, so redelivering the whole batch after a failure
+  // is harmless. The sender is woken once, after the commit, not by each
+  // insert (it would only wait on the write gate for rows it cannot see).
+  in_batch_ = true;
+  due_in_batch_ = false;
+  Status applied = [&] {
+    std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
+    if (Status s = store_.begin(); !s.isOk()) return s;
+    for (const BatchItem& item : items) {
+      Status s = item.event ? apply(*item.event) : applyDeadLetter(*item.delivery);
+      if (!s.isOk()) {
+        store_.rollback();
+        return s;
+      }
+    }
+    return store_.commit();
+  }();
+  in_batch_ = false;
+  if (applied.isOk() && due_in_batch_ && on_delivery_due_) on_delivery_due_();
+  return applied;
 }
 
 Status Dispatcher::apply(const msg::TaskEvent& e) {

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,15 @@ class Dispatcher {
   // A dead-lettered message: an async job that exhausted its deliveries
   // fails its task (code 500, quota refunded); anything else is dropped.
   Status applyDeadLetter(const amqp::Delivery& d);
+
+  // One message of a read batch: a task event, or (no event) a dead letter.
+  struct BatchItem {
+    const amqp::Delivery* delivery;
+    std::optional<msg::TaskEvent> event;
+  };
+  // Applies the items in one transaction, all or none, and wakes the sender
+  // once after the commit if a delivery was created. Exposed for tests.
+  Status applyTogether(const std::vector<BatchItem>& items);
 
  private:
   Status serve(amqp::Connection& conn);

@@ -103,4 +103,51 @@ BOOST_AUTO_TEST_CASE(undecodable_dead_letter_still_fails_its_task) {
   BOOST_TEST(f.wakeups == 1);
 }
 
+// A read batch is applied in one transaction: transitions, deliveries and a
+// failed task's refund (its own nested transaction) land together, and the
+// sender is woken once, after the commit.
+BOOST_AUTO_TEST_CASE(a_batch_applies_together_and_wakes_the_sender_once) {
+  Fixture f;
+  f.task("tsk_a", "http://hook.example/a");
+  f.task("tsk_b", "http://hook.example/b");
+  f.task("tsk_c", "");
+  const std::string dead_id = "tsk_01JD2Q3R4S5T6V7W8X9Y0Z1A2C";
+  f.task(dead_id, "http://hook.example/d");
+  amqp::Delivery dead;
+  dead.queue_hint = msg::kQueueStandard;
+  dead.death_reason = "delivery_limit";
+  dead.body = "{\"v\":1,\"kind\":\"reply\",\"request_id\":\"req_1\",\"task_id\":\"" +
+              dead_id + "\",\"mode\":\"fast\",\"message\":\"hi\"}";
+  msg::TaskEvent failed = f.event("task.failed", "tsk_b");
+  failed.error_code = 500;
+  std::vector<Dispatcher::BatchItem> items;
+  items.push_back({nullptr, f.event("task.running", "tsk_a")});
+  items.push_back({nullptr, f.event("task.succeeded", "tsk_a")});
+  items.push_back({nullptr, failed});
+  items.push_back({nullptr, f.event("task.succeeded", "tsk_c")});
+  items.push_back({&dead, std::nullopt});
+  BOOST_REQUIRE(f.dispatcher->applyTogether(items).isOk());
+  BOOST_TEST(!f.store->inTransaction());
+  BOOST_TEST(f.wakeups == 1);
+  BOOST_TEST(f.store->task("tsk_a").value()->status == "succeeded");
+  BOOST_TEST(f.store->task("tsk_b").value()->status == "failed");
+  BOOST_TEST(f.store->task(dead_id).value()->status == "failed");
+  BOOST_TEST(f.store->deliveryForTask("tsk_a").value()->event == "task.succeeded");
+  BOOST_TEST(f.store->deliveryForTask("tsk_b").value()->event == "task.failed");
+  BOOST_TEST(f.store->deliveryForTask(dead_id).value()->event == "task.failed");
+  BOOST_TEST(!f.store->deliveryForTask("tsk_c").value().has_value());
+  BOOST_TEST(f.store->listDeliveries(DeliveryFilter{}).value().size() == 3u);
+
+  // The broker redelivers a batch whose ack was lost: nothing changes, and
+  // a batch that creates no delivery does not wake the sender.
+  BOOST_REQUIRE(f.dispatcher->applyTogether(items).isOk());
+  BOOST_TEST(f.store->listDeliveries(DeliveryFilter{}).value().size() == 3u);
+  std::vector<Dispatcher::BatchItem> running_only;
+  f.task("tsk_r", "http://hook.example/r");
+  running_only.push_back({nullptr, f.event("task.running", "tsk_r")});
+  int before = f.wakeups;
+  BOOST_REQUIRE(f.dispatcher->applyTogether(running_only).isOk());
+  BOOST_TEST(f.wakeups == before);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
