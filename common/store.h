@@ -344,6 +344,10 @@ class Store {
   // last_error is not filled.
   Result<std::vector<DeliveryRecord>> claimDueDeliveries(int64_t now_ms, int64_t lease_until_ms,
                                                          int limit);
+  // Whether any pending delivery is due at now_ms: a read only, so that a
+  // caller can skip opening a write transaction for a claim that finds
+  // nothing (most periodic scans).
+  Result<bool> anyDeliveryDue(int64_t now_ms);
   // Records one attempt (delivery_attempts row, counters) and the delivery's
   // new state in one transaction: "pending" with next_attempt_at_ms, or
   // "delivered" / "failed". Only a pending delivery is changed; false when

@@ -150,6 +150,17 @@ Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(int64_t now_ms,
   return out;
 }
 
+Result<bool> Store::anyDeliveryDue(int64_t now_ms) {
+  Query any(prepare(
+      "SELECT 1 FROM deliveries WHERE status = 'pending' AND next_attempt_at <= ? LIMIT 1"));
+  if (!any.valid()) return error("prepare due deliveries");
+  any.bind(1, now_ms);
+  int rc = any.step();
+  if (rc == SQLITE_DONE) return false;
+  if (rc != SQLITE_ROW) return error("read due deliveries");
+  return true;
+}
+
 Result<int64_t> Store::countPendingDeliveries() {
   Query q(prepare("SELECT COUNT(*) FROM deliveries WHERE status = 'pending'"));
   if (!q.valid()) return error("prepare count pending deliveries");

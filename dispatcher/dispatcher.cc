@@ -16,10 +16,12 @@
 namespace eq::dispatch {
 namespace {
 
-// Events taken per read batch, all applied in one transaction. Large enough
-// that at the webhook pace a commit covers hundreds of events; the broker
-// holds back nothing else for it (a second dispatcher gets its own window).
-constexpr uint16_t kPrefetch = 256;
+// Events applied per transaction at most (one read batch), and the broker's
+// window: larger than a batch, so that while one batch is being committed
+// the broker goes on sending the next one instead of waiting for its ack.
+// A second dispatcher gets its own window.
+constexpr size_t kBatchMax = 256;
+constexpr uint16_t kPrefetch = 1024;
 
 }  // namespace
 
@@ -52,10 +54,10 @@ Status Dispatcher::serve(amqp::Connection& conn) {
   log::info("dispatcher consuming");
   if (metrics_ != nullptr) metrics_->brokerConnected();
   std::vector<amqp::Delivery> batch;
-  batch.reserve(kPrefetch);
+  batch.reserve(kBatchMax);
   while (!stop_.load()) {
     // Wait for one delivery, then take whatever else the broker has already
-    // sent (up to the prefetch) without waiting: under load a batch is the
+    // sent (up to kBatchMax) without waiting: under load a batch is the
     // whole prefetch window, when idle it is the single event, so batching
     // adds no latency.
     batch.clear();
@@ -63,7 +65,7 @@ Status Dispatcher::serve(amqp::Connection& conn) {
     if (!ev.isOk()) return ev.status();
     if (auto* d = std::get_if<amqp::Delivery>(&ev.value())) batch.push_back(std::move(*d));
     if (batch.empty()) continue;
-    while (batch.size() < kPrefetch) {
+    while (batch.size() < kBatchMax) {
       Result<amqp::Event> more = conn.next(0);
       if (!more.isOk()) return more.status();
       if (std::holds_alternative<amqp::Timeout>(more.value())) break;

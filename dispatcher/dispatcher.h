@@ -5,7 +5,7 @@
 // deliveries and retries them; `on_delivery_due` tells it to look at once.
 //
 // Events are applied a read batch at a time (everything the broker has sent,
-// up to the prefetch of 256), in one SQLite transaction, and acked only after
+// up to 256, with a prefetch of 1024), in one SQLite transaction, and acked only after
 // it is committed (one multiple ack); a failed batch is requeued whole. So
 // the event is acked only after its transition and its pending delivery are
 // committed, so a dispatcher killed at any point leaves the event to be
