@@ -41,6 +41,11 @@ constexpr double kEnHoldoutFloor = 77.5;  // measured 80.0 (40 messages)
 // Most of the gap is the 15% of posts in which it finds no feeling at all
 // (neutral, always wrong there); on the posts it commits on it is right
 // 47.5% of the time. Both are asserted. See docs/engine.md.
+// Speech acts (tests/data/acts_*.tsv, 13 acts, 4 messages per act in each
+// file). The target of issue 14 is 85% on the held-out sets; measured 98.1%
+// (zh) and 100% (en) when set, tuning sets 100%.
+constexpr double kActFloor = 95.0;
+constexpr double kActHoldoutFloor = 85.0;
 constexpr double kClueFloor = 39.5;
 constexpr double kClueAnsweredFloor = 46.5;
 
@@ -138,6 +143,36 @@ BOOST_AUTO_TEST_CASE(english_accuracy_stays_above_its_floor) {
 BOOST_AUTO_TEST_CASE(held_out_accuracy_stays_above_its_floor) {
   BOOST_TEST(100.0 * measure("holdout_zh.tsv").accuracy() >= kZhHoldoutFloor);
   BOOST_TEST(100.0 * measure("holdout_en.tsv").accuracy() >= kEnHoldoutFloor);
+}
+
+eval::ActReport measureActs(const std::string& file) {
+  const std::string path = testDataDir() + "/" + file;
+  auto samples = eval::parseActTsv(mustRead(path), path);
+  BOOST_TEST_REQUIRE(samples.isOk(), samples.status().msg());
+  // Every act is present, four times at least: a set that lost a class would
+  // still score well.
+  std::array<int, eval::kActCount> per{};
+  for (const auto& a : samples.value()) ++per[static_cast<size_t>(eval::actIndex(a.act))];
+  for (size_t i = 0; i < eval::kActCount; ++i) BOOST_TEST(per[i] >= 4, file << " " << eval::kActs[i]);
+  const eval::ActReport r = eval::evaluateActs(engine(), samples.value());
+  BOOST_TEST_MESSAGE(file << ": " << r.format());
+  return r;
+}
+
+BOOST_AUTO_TEST_CASE(act_accuracy_stays_above_its_floor) {
+  for (const char* file : {"acts_zh.tsv", "acts_en.tsv"}) {
+    const eval::ActReport r = measureActs(file);
+    BOOST_TEST(100.0 * r.accuracy() >= kActFloor, file);
+    BOOST_TEST(r.macroF1() >= kActFloor / 100.0, file);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(held_out_act_accuracy_meets_the_target) {
+  for (const char* file : {"acts_holdout_zh.tsv", "acts_holdout_en.tsv"}) {
+    const eval::ActReport r = measureActs(file);
+    BOOST_TEST(100.0 * r.accuracy() >= kActHoldoutFloor, file);
+    BOOST_TEST(r.macroF1() >= kActHoldoutFloor / 100.0, file);
+  }
 }
 
 // The cases the issue names, and a few more that once went wrong.
