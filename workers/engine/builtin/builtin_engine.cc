@@ -1599,7 +1599,7 @@ struct ActCues {
 // clang-format off
 const std::array<ActCues, 12> kActOrder = {{
     {Act::kRejectOrBreakup,
-     {"分手", "做朋友吧", "还是做朋友", "分开吧", "不合适", "到此为止", "不能接受你", "没有那种感觉",
+     {"分手吧", "我们分手", "要分手", "想分手", "提分手", "做朋友吧", "还是做朋友", "分开吧", "不合适", "到此为止", "不能接受你", "没有那种感觉",
       "别再联系", "不要再联系", "别联系我", "我们结束吧", "我们结束了", "不想再继续", "不喜欢你了"},
      {"break up", "breaking up", "broke up", "just be friends", "stay friends", "it's over",
       "not interested", "stop texting", "stop calling", "leave me alone", "don't feel the same",
@@ -1612,7 +1612,7 @@ const std::array<ActCues, 12> kActOrder = {{
      {"thank", "thanks", "thx", "appreciate", "appreciated", "grateful"}},
     {Act::kTestReader,
      {"不在乎我", "在不在乎我", "爱不爱我", "还爱我吗", "还喜欢我吗", "有别人了", "心里还有我",
-      "嫌我", "先救谁", "不爱我了", "是不是烦我", "厌倦我", "还要我吗", "重要还是我"},
+      "嫌我", "先救谁", "你爱我吗", "你还要我吗", "不爱我了", "是不是烦我", "厌倦我", "还要我吗", "重要还是我"},
      {"care about me", "still love me", "love me anymore", "tired of me", "someone else",
       "choose me", "still want me", "bored of me", "sick of me", "still like me", "love me more"}},
     {Act::kConfessFeelings,
@@ -1673,7 +1673,7 @@ bool hasCue(std::string_view t, std::string_view cue, bool word) {
 }
 
 Act readAct(std::string_view t, Lang lang, bool question, bool invite, bool news,
-            Emotion emotion) {
+            Emotion emotion, bool addressed) {
   for (const ActCues& cues : kActOrder) {
     // Small talk cues only speak for a short message: "hey, can you help me
     // move" is a request that opens with a greeting.
@@ -1687,11 +1687,17 @@ Act readAct(std::string_view t, Lang lang, bool question, bool invite, bool news
   if (news) return Act::kShareGoodNews;
   const bool negative = emotion == Emotion::kSadness || emotion == Emotion::kAnxiety ||
                         emotion == Emotion::kAnger || emotion == Emotion::kDisgust;
+  // A bad feeling spoken to the reader is about the reader ("你这个人真的很
+  // 自私"); told about anything else, it is a trouble confided.
+  if (negative && addressed && (emotion == Emotion::kAnger || emotion == Emotion::kDisgust)) {
+    return Act::kComplainAboutReader;
+  }
   if (negative && !question) return Act::kConfideTrouble;
   if (question) return Act::kAsk;
   static constexpr std::array<std::string_view, 12> kZhAsk = {
       "怎么", "为什么", "哪", "几点", "什么", "该不该", "多少", "吗", "谁", "能不能", "是不是", "如何"};
-  if (lang == Lang::kZh) {
+  // A question word in an exclamation asks nothing ("你居然记得我喜欢吃什么！").
+  if (lang == Lang::kZh && t.find('!') == std::string_view::npos) {
     for (std::string_view w : kZhAsk) {
       if (t.find(w) != std::string_view::npos) return Act::kAsk;
     }
@@ -2306,6 +2312,39 @@ std::string speakBack(std::string_view s, Lang lang) {
 
 // Reads a message (and its context and scene) into Signals: the steps above,
 // in order.
+// Does the clause t[a, b) stop mid-sentence? A cut that ends on a word that
+// needs something after it ("my mom is in the hospital and i am", "我觉得很")
+// is a fragment: said back it reads as a broken question ("...and you are?").
+bool endsDangling(std::string_view t, size_t a, size_t b, Lang lang) {
+  b = contentEnd(t, a, b);
+  if (b <= a) return true;
+  if (lang == Lang::kEn) {
+    size_t w = b;
+    while (w > a && isWordByte(static_cast<unsigned char>(t[w - 1]))) --w;
+    static constexpr std::array<std::string_view, 40> kNeedsMore = {
+        "am",  "are",  "is",   "was",  "were", "be",    "been",  "being", "and",    "or",
+        "but", "to",   "the",  "a",    "an",   "of",    "so",    "very",  "really", "i",
+        "my",  "your", "feel", "felt", "too",  "get",   "got",   "with",  "for",    "in",
+        "at",  "on",   "just", "than", "that", "about", "quite", "kinda", "gonna",  "because"};
+    const std::string_view last = t.substr(w, b - w);
+    return std::find(kNeedsMore.begin(), kNeedsMore.end(), last) != kNeedsMore.end();
+  }
+  return endsWithAny(t, b, {"很", "太", "和", "跟", "把", "被", "的", "得", "地", "是", "就", "都",
+                            "也", "又", "还", "在", "让", "给", "对", "更", "最", "非常", "特别",
+                            "真", "好", "有点", "因为", "觉得"});
+}
+
+// Where the clause holding t[pos] ends: the next clause break, or the end.
+size_t clauseEndFrom(std::string_view t, size_t pos) {
+  while (pos < t.size()) {
+    char32_t cp = 0;
+    const size_t len = decodeUtf8(t, pos, &cp);
+    if (isClauseBreak(cp)) break;
+    pos += len;
+  }
+  return pos;
+}
+
 Signals readMessage(const Data& tables, std::string_view message, std::string_view context,
                     std::string_view sceneName) {
   Signals sig;
@@ -2353,9 +2392,22 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
       (mentionsYou(t) ? kCondAddressed : 0) | (question ? kCondQuestion : 0) |
       (isInvite(t, question) ? kCondInvite | kCondQuestion : 0) | (news ? kCondNews : 0));
 
-  sig.act = readAct(t, sig.lang, question, (sig.conditions & kCondInvite) != 0, news, sig.emotion);
+  sig.act = readAct(t, sig.lang, question, (sig.conditions & kCondInvite) != 0, news, sig.emotion,
+                    (sig.conditions & kCondAddressed) != 0);
 
-  const auto [s, e] = pickTopic(t, fold, sig.emotion, sig.lang, chainBegin, chainEnd);
+  auto [s, e] = pickTopic(t, fold, sig.emotion, sig.lang, chainBegin, chainEnd);
+  // No fragment is ever said back: a cut that stops mid-sentence is carried
+  // to the end of its clause ("...and i am" -> "...and i am scared"), and if
+  // that still does not read as a whole clause, the reply does without it.
+  if (s < e && endsDangling(t, s, e, sig.lang)) {
+    const size_t whole = clauseEndFrom(t, e);
+    if (whole > e && !endsDangling(t, s, whole, sig.lang) &&
+        countUnits(t, s, whole) <= (sig.lang == Lang::kZh ? 24u : 16u)) {
+      e = whole;
+    } else {
+      s = e = 0;
+    }
+  }
   if (s < e) sig.topic = cutOriginal(message, n, s, e);
 
   // The echo prefers the sender's own clause over a bare emotion word:
