@@ -2907,6 +2907,15 @@ class Composer {
   }
 
   std::string why(Strategy s) const {
+    // A reply written for the act is explained by what it does for the act
+    // (a why line with @act, in any strategy's list), not by the emotion.
+    if (actOnly_) {
+      for (const auto& list : lang_.whys) {
+        for (const Phrase& p : list) {
+          if (p.forAct() && p.fitsAct(sig_.act) && fillable(p)) return render(p.text);
+        }
+      }
+    }
     const Phrase* p = pick(lang_.whys[idx(s)]);
     return p == nullptr ? std::string() : render(p->text);
   }
