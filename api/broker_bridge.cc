@@ -9,17 +9,12 @@
 
 #include "common/defaults.h"
 #include "common/log.h"
+#include "common/reconnect.h"
 #include "common/timefmt.h"
 
 namespace eq::api {
 namespace {
 
-// Reconnect backoff: defaults::kReconnectBackoff*; see there for why the cap
-// is 1 s. Resetting the backoff "on a successful TCP connect" instead would
-// not help: nothing connects while the broker is away, and the sleep is what
-// delays recovery.
-constexpr int kInitialBackoffMs = defaults::kReconnectBackoffInitialMs;
-constexpr int kMaxBackoffMs = defaults::kReconnectBackoffMaxMs;
 constexpr int kSweepIntervalMs = 50;
 constexpr int kMaxPublishAttempts = 3;
 // A healthy broker confirms a quorum-queue publish in milliseconds (tens
@@ -55,13 +50,23 @@ void BrokerBridge::stop() {
   uint64_t one = 1;
   ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
   (void)ignored;
-  if (thread_.joinable()) thread_.join();
   // Whatever is still waiting cannot be answered by this process any more.
-  onAsync(&async_);
   for (auto& [id, call] : calls_) call.done(Status(503, "service is shutting down"));
   calls_.clear();
   uv_timer_stop(&sweep_);
   uv_close(reinterpret_cast<uv_handle_t*>(&sweep_), nullptr);
+  // async_ is closed by onAsync once the thread has said it exited (or now,
+  // if it never started): the loop then ends, and join() follows uv_run.
+  if (!thread_.joinable()) closeAsync();
+}
+
+void BrokerBridge::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void BrokerBridge::closeAsync() {
+  if (async_closed_) return;
+  async_closed_ = true;
   uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
 }
 
@@ -120,6 +125,14 @@ void BrokerBridge::onAsync(uv_async_t* handle) {
     batch.swap(self->outbox_);
   }
   for (Outcome& o : batch) self->handleOutcome(o);
+  bool exited = false;
+  {
+    std::lock_guard<std::mutex> lock(self->mu_);
+    exited = self->exited_;
+  }
+  // The thread's last uv_async_send happened under mu_ before exited_ was
+  // seen here, so none can follow this close.
+  if (exited) self->closeAsync();
 }
 
 void BrokerBridge::handleOutcome(Outcome& o) {
@@ -160,7 +173,7 @@ void BrokerBridge::handleOutcome(Outcome& o) {
       return;
     }
     case Outcome::Kind::kDisconnected: {
-      // The reply queue was exclusive to the lost connection: the calls
+      // Direct replies go to the connection that published: the calls
       // published on it can no longer get their answers.
       for (const std::string& id : o.lost_calls) {
         auto it = calls_.find(id);
@@ -212,22 +225,23 @@ bool BrokerBridge::connect() {
     return false;
   }
   std::unique_ptr<amqp::Connection> conn = std::move(c).value();
+  // Replies come through RabbitMQ's direct reply-to (see the header): the
+  // pseudo-queue must be consumed, with no_ack, before the first publish
+  // that names it.
   Status s = conn->declareTopology();
-  Result<std::string> q = s.isOk() ? conn->declareReplyQueue() : Result<std::string>(s);
-  if (q.isOk()) s = conn->consume(q.value());
-  if (s.isOk() && q.isOk()) s = conn->enableConfirms();
-  if (!q.isOk() || !s.isOk()) {
+  if (s.isOk()) s = conn->consume(amqp::Connection::kDirectReplyTo, /*no_ack=*/true);
+  if (s.isOk()) s = conn->enableConfirms();
+  if (!s.isOk()) {
     ++failed_attempts_;
-    log::warn("broker setup failed", {{"error", (q.isOk() ? s : q.status()).msg()}});
+    log::warn("broker setup failed", {{"error", s.msg()}});
     return false;
   }
   conn_ = std::move(conn);
-  reply_queue_ = q.value();
   stalled_.store(false, std::memory_order_release);
   if (ever_connected_) reconnects_.fetch_add(1, std::memory_order_relaxed);
   ever_connected_ = true;
   connected_.store(true, std::memory_order_release);
-  log::info("broker connected", {{"reply_queue", reply_queue_},
+  log::info("broker connected", {{"reply_to", amqp::Connection::kDirectReplyTo},
                                  {"failed_attempts", static_cast<long long>(failed_attempts_)}});
   failed_attempts_ = 0;
   return true;
@@ -311,7 +325,7 @@ void BrokerBridge::drainInbox() {
       }
       continue;
     }
-    if (op.wants_reply) op.opts.reply_to = reply_queue_;
+    if (op.wants_reply) op.opts.reply_to = amqp::Connection::kDirectReplyTo;
     ++op.attempts;
     op.published_ms = nowMs();
     Result<uint64_t> seq = conn_->publish(op.queue, op.body, op.opts);
@@ -337,14 +351,10 @@ void BrokerBridge::pumpFrames() {
     }
     if (std::holds_alternative<amqp::Timeout>(ev.value())) return;
     if (auto* d = std::get_if<amqp::Delivery>(&ev.value())) {
+      // A reply (direct reply-to is consumed with no_ack: nothing to ack).
       std::string corr = d->correlation_id;
-      uint64_t tag = d->tag;
       sync_in_flight_.erase(corr);
       emit(Outcome{Outcome::Kind::kReply, 0, std::move(corr), std::move(d->body), "", {}});
-      if (Status s = conn_->ack(tag); !s.isOk()) {
-        disconnect(s.msg());
-        return;
-      }
       continue;
     }
     const auto& c = std::get<amqp::Confirm>(ev.value());
@@ -378,16 +388,17 @@ void BrokerBridge::waitForWork(int timeout_ms) {
 }
 
 void BrokerBridge::run() {
-  int backoff_ms = kInitialBackoffMs;
+  ReconnectBackoff backoff;
   while (!stop_.load()) {
     if (!conn_) {
       if (!connect()) {
         drainInbox();  // answers queued work with 503 instead of letting it wait
-        waitForWork(backoff_ms);
-        backoff_ms = std::min(backoff_ms * 2, kMaxBackoffMs);
+        // Sleeps in poll() on the wake-up fd, so work arriving meanwhile is
+        // answered (503) at once rather than after the backoff.
+        waitForWork(backoff.nextDelayMs());
         continue;
       }
-      backoff_ms = kInitialBackoffMs;
+      backoff.reset();
     }
     drainInbox();
     pumpFrames();
@@ -406,6 +417,9 @@ void BrokerBridge::run() {
   }
   conn_.reset();
   connected_.store(false);
+  std::lock_guard<std::mutex> lock(mu_);
+  exited_ = true;
+  uv_async_send(&async_);
 }
 
 }  // namespace eq::api

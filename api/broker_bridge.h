@@ -15,13 +15,20 @@
 // callbacks given to the bridge run on the loop thread, never on the broker
 // thread, so handlers need no locks.
 //
-// Sync calls: a job is published with reply_to = this process's exclusive
-// reply queue and correlation_id = request id; the loop matches the reply by
-// correlation id and enforces the deadline with a sweep timer. A reply for a
-// call that already timed out is dropped. If the connection drops, its reply
-// queue dies with it: the broker thread reports exactly the calls published
-// on that connection, and those fail at once with 503 (calls already on the
-// next connection are unaffected).
+// Sync calls: a job is published with reply_to = `amq.rabbitmq.reply-to`
+// (RabbitMQ's direct reply-to: the broker rewrites it to a name that routes
+// the worker's reply straight to this connection's consumer, with no queue
+// in between; measured against an exclusive server-named queue in
+// docs/architecture.md, "Queue choice") and correlation_id = request id; the
+// loop matches the reply by correlation id and enforces the deadline with a
+// sweep timer. A reply for a call that already timed out is dropped. If the
+// connection drops, its replies can no longer reach us (the broker discards
+// a direct reply whose requester is gone, as an exclusive queue died with
+// its connection): the broker thread reports exactly the calls published on
+// that connection, and those fail at once with 503 (calls already on the
+// next connection are unaffected). A worker killed mid-job leaves its job
+// to be redelivered, so such a call is answered by the next worker, or with
+// 504 at its deadline, and the api refunds it.
 //
 // Outages: RabbitMQ closes our connection with connection.close when it
 // stops (rabbitmqctl stop_app, a node shutdown), which the poll() above sees
@@ -50,8 +57,8 @@
 // may still be enqueued once the alarm clears; its task is failed and
 // refunded by then, and the dispatcher's state guards ignore its outcome.
 //
-// Owned by the api's main(); stop() must be called on the loop thread before
-// the loop ends; it joins the broker thread.
+// Owned by the api's main(); stop() is called on the loop thread (it joins
+// nothing); join() after uv_run has returned.
 #pragma once
 
 #include <uv.h>
@@ -84,7 +91,11 @@ class BrokerBridge {
   BrokerBridge& operator=(const BrokerBridge&) = delete;
 
   void start();
+  // Loop thread: asks the broker thread to finish and fails the calls still
+  // waiting; never blocks. The loop ends once the thread has exited.
   void stop();
+  // After uv_run returned: waits for the broker thread.
+  void join();
 
   // True while the broker thread holds a working connection that confirms
   // publishes (for /readyz and to fail fast with 503 instead of queueing
@@ -161,10 +172,12 @@ class BrokerBridge {
   std::mutex mu_;  // guards inbox_ and outbox_
   std::deque<Outgoing> inbox_;
   std::deque<Outcome> outbox_;
+  bool exited_ = false;  // guarded by mu_: the broker thread has finished
+  bool async_closed_ = false;  // loop thread
+  void closeAsync();
 
   // Broker thread only.
   std::unique_ptr<amqp::Connection> conn_;
-  std::string reply_queue_;
   std::map<uint64_t, Outgoing> unconfirmed_;  // publish seq -> op, in publish order
   // Keys for ops whose publish call itself failed (no sequence number was
   // assigned); counted down from the top so they never meet real ones.

@@ -1,14 +1,29 @@
-// ApiService: routing and the endpoint handlers of eq-api.
+// ApiService: the route table and the endpoint handlers of eq-api.
 //
 // Lives on the api's loop thread together with the HttpServer that calls it.
-// It borrows the Store (one SQLite connection, used only from this thread),
-// the BrokerBridge and the Config from ApiContext, which main() owns and which
-// outlives the service. Handlers answer through the Responder, possibly later
-// (sync calls), and every answer goes through finish(), which adds the common
-// headers, counts the request for /metrics and writes the access log line.
+// It never touches SQLite: every database step of a request (key lookup, rate
+// count, idempotency, charge, task insert, reads, refunds) is a DbRequest run
+// by the DbThread (api/db_thread.h), which answers on this loop thread once
+// the batch holding it committed. It borrows the DbThread, the BrokerBridge
+// and the Config from ApiContext, which main() owns and which outlives the
+// service. Handlers answer through the Responder, possibly later, and every
+// answer goes through finish(), which runs the request's last writes
+// (Idempotency-Key record, refund), adds the common headers, counts the
+// request for /metrics and writes the access log line.
+//
+// One class, one part per file:
+//   api/router.cc     the route table (kRoutes) and dispatch, the public
+//                     routes (/healthz, /readyz, /metrics, /openapi.yaml)
+//   api/auth.cc       authentication and rate limit (authorize)
+//   api/admission.cc  the reply endpoints: Idempotency-Key, charge, task row,
+//                     the broker call, and finish(), which settles them
+//   api/resources.cc  analysis, quota and task handlers
+//   api/handlers.cc   answers: envelopes, errors, send() with metrics and log
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,8 +31,10 @@
 #include <utility>
 #include <vector>
 
+#include "api/auth_cache.h"
 #include "api/broker_bridge.h"
-#include "api/http_server.h"
+#include "api/db_thread.h"
+#include "common/http_server.h"
 #include "common/config.h"
 #include "common/metrics.h"
 #include "common/netaddr.h"
@@ -26,9 +43,15 @@
 
 namespace eq::api {
 
+using http::HttpLimits;
+using http::HttpRequest;
+using http::HttpResponse;
+using http::HttpServer;
+using http::Responder;
+
 struct ApiContext {
   const Config* config = nullptr;
-  Store* store = nullptr;
+  DbThread* db = nullptr;
   BrokerBridge* broker = nullptr;
   const Clock* clock = nullptr;
   const net::CidrSet* webhook_allow = nullptr;  // EQ_WEBHOOK_ALLOW_CIDRS
@@ -47,60 +70,141 @@ struct RequestInfo {
   // stores a final response in it or deletes it (PRODUCT.md §3).
   std::optional<IdempotencyRequest> idempotency;
   std::string mode;  // reply calls, once validated: the mode label of /metrics
+  // Writes finish() runs before answering: a unit to refund (sync calls that
+  // got no result) and a task to fail (async jobs the broker did not take).
+  std::string account_id;
+  std::string refund_mode;
+  std::string failed_task_id;
+  std::string failed_task_msg;
+};
+
+struct ReplyAdmission;  // handlers.cc: what the reply endpoints' database step decided
+
+// A request on its way through the route's steps.
+struct Call {
+  HttpRequest req;
+  Responder res;
+  std::shared_ptr<RequestInfo> info;
+  std::optional<AuthContext> auth;  // once authenticated
 };
 
 class ApiService {
  public:
-  explicit ApiService(ApiContext ctx) : ctx_(ctx) {}
+  explicit ApiService(ApiContext ctx) : ctx_(ctx) {
+    start_time_.set(static_cast<double>(ctx_.clock->nowMs()) / 1000.0);
+  }
 
   void handle(HttpRequest&& req, Responder res);
 
   // Requests answered so far by (route, status), refusals by rate limit and
   // quota, and latencies; rendered by /metrics. Counts are per process.
-  std::string renderMetrics() const;
-  int64_t inFlight() const { return in_flight_; }
+  std::string renderMetrics();
+  int64_t inFlight() const { return static_cast<int64_t>(in_flight_.value()); }
 
  private:
   using Info = std::shared_ptr<RequestInfo>;
+  using CallPtr = std::shared_ptr<Call>;
+  using DbWork = std::function<Status(Store& store, const AuthContext* auth)>;
+  using Then = std::function<void(const CallPtr& call)>;
 
-  void replySync(const HttpRequest& req, const AuthContext& auth, const Info& info, Responder res);
-  void replyAsync(const HttpRequest& req, const AuthContext& auth, const Info& info, Responder res);
-  void analyze(const HttpRequest& req, const Info& info, Responder res);
-  void quota(const AuthContext& auth, const Info& info, Responder res);
-  void task(const std::string& task_id, const AuthContext& auth, const Info& info, Responder res);
-  void readyz(const Info& info, Responder res);
+ public:
+  // One row per route: the dispatch is this table, nothing else.
+  struct Route {
+    std::string_view path;    // the label of logs and metrics
+    std::string_view method;  // the one allowed method
+    bool prefix;              // path ends in a parameter ("/api/v1/task/{task_id}")
+    void (ApiService::*handler)(const CallPtr& call);
+  };
 
-  // Idempotency-Key admission of the two reply endpoints. Returns true when
-  // the request should run (with or without a key); otherwise it has
-  // answered (replay, 409, 400 or 503) itself.
-  bool admitIdempotent(const HttpRequest& req, const AuthContext& auth, const Info& info,
-                       const Responder& res);
-  // Charges one unit of mode; on refusal answers 402 or 503 itself.
-  bool charge(const AuthContext& auth, const std::string& mode, const Info& info,
-              const Responder& res);
-  void unavailable(const Info& info, const Responder& res, std::string_view what);
-  void settleIdempotent(const Info& info, const HttpResponse& r);
+ private:
+  static const std::array<Route, 9> kRoutes;
+  static const Route* matchRoute(std::string_view path);
+
+  // Public routes.
+  void healthz(const CallPtr& c);
+  void readyz(const CallPtr& c);
+  void metrics(const CallPtr& c);
+  void openapi(const CallPtr& c);
+  // Authenticated routes: each calls authorize() with its database work.
+  void replySync(const CallPtr& c);
+  void replyAsync(const CallPtr& c);
+  void analyze(const CallPtr& c);
+  void quota(const CallPtr& c);
+  void task(const CallPtr& c);
+
+  // Authentication and rate limit, with the route's database work in the
+  // same batch: 401, 429 or 503 are answered here; `then` runs (on the loop)
+  // only for an authenticated request within its limit whose work ran.
+  void authorize(const CallPtr& c, DbWork work, bool writes, Then then);
+  // Both reply endpoints: Idempotency-Key admission, charge and (async) the
+  // task row in one database step.
+  void reply(const CallPtr& c, bool async);
+  void replyAdmitted(const CallPtr& c, bool async, const ReplyAdmission& a);
+  int64_t dbDeadline() const;
 
   void finish(const Info& info, const Responder& res, HttpResponse r);
+  void send(const Info& info, const Responder& res, HttpResponse r);
   void sendJson(const Info& info, const Responder& res, int status, std::string_view data_json,
                 std::string_view msg);
   void sendError(const Info& info, const Responder& res, int status, std::string_view msg);
   void unauthorized(const Info& info, const Responder& res);
-  void refund(const Info& info, const std::string& account, const std::string& mode);
+  void unavailable(const Info& info, const Responder& res, std::string_view what);
 
   ApiContext ctx_;
-  int64_t in_flight_ = 0;
-  std::map<std::pair<std::string, int>, int64_t> answered_;
-  std::map<int, int64_t> latency_buckets_;  // upper bound ms -> count
-  int64_t latency_count_ = 0;
-  double latency_sum_ms_ = 0;
-  int64_t rate_limited_ = 0;    // 429s
-  int64_t quota_rejected_ = 0;  // 402s
-  int64_t idempotent_replays_ = 0;
-  // Reply calls by mode, for the dashboards' request rate and latency by
-  // mode (issue 6), rendered after the counters above. Used on the loop
-  // thread only.
+  AuthCache auth_cache_;
+  uint64_t reconnects_seen_ = 0;  // broker reconnects already added to the counter
+
+  // /metrics: every series lives in the Registry; the names are those the
+  // dashboards and alert rules use (tests/monitoring/check_metric_names.py).
+  // Counts are per process. Used on the loop thread only.
   metrics::Registry registry_;
+  metrics::Family<metrics::Counter>& requests_ = registry_.counter(
+      "eq_api_requests_total", "HTTP requests answered, by route and status.",
+      {"route", "status"});
+  // Rendered in seconds: promtool refuses abbreviated units in metric names.
+  metrics::Histogram& request_seconds_ =
+      registry_
+          .histogram("eq_api_request_duration_seconds",
+                     "Time from request received to response queued.", {},
+                     {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30})
+          .get();
+  metrics::Counter& rate_limited_ =
+      registry_
+          .counter("eq_api_rate_limited_total",
+                   "Requests refused with 429 by the per-key rate limit.")
+          .get();
+  metrics::Counter& quota_rejected_ =
+      registry_
+          .counter("eq_api_quota_rejected_total",
+                   "Reply calls refused with 402 (quota exhausted or expired).")
+          .get();
+  metrics::Counter& idempotent_replays_ =
+      registry_
+          .counter("eq_api_idempotent_replays_total",
+                   "Stored responses replayed for a repeated Idempotency-Key.")
+          .get();
+  metrics::Gauge& in_flight_ =
+      registry_.gauge("eq_api_in_flight", "Requests received and not yet answered.").get();
+  metrics::Gauge& broker_connected_ =
+      registry_.gauge("eq_api_broker_connected", "1 while the broker connection is up.").get();
+  metrics::Counter& broker_reconnects_ =
+      registry_.counter("eq_api_broker_reconnects_total", "Broker reconnections since start.")
+          .get();
+  metrics::Counter& db_batches_ =
+      registry_
+          .counter("eq_api_db_batches_total",
+                   "Transactions the database thread committed (or tried), each holding the "
+                   "database steps of one or more requests.")
+          .get();
+  metrics::Gauge& start_time_ =
+      registry_
+          .gauge("process_start_time_seconds",
+                 "Start time of this eq-api process since the Unix epoch; tells processes "
+                 "sharing one port apart.")
+          .get();
+  uint64_t db_batches_seen_ = 0;
+  // Reply calls by mode, for the dashboards' request rate and latency by
+  // mode (issue 6).
   metrics::Family<metrics::Counter>& replies_ = registry_.counter(
       "eq_api_replies_total", "Reply calls answered, by mode, route (sync or async) and status.",
       {"mode", "route", "status"});

@@ -7,8 +7,9 @@
 #include <memory>
 
 #include "api/broker_bridge.h"
+#include "api/db_thread.h"
 #include "api/handlers.h"
-#include "api/http_server.h"
+#include "common/http_server.h"
 #include "common/config.h"
 #include "common/defaults.h"
 #include "common/log.h"
@@ -20,14 +21,17 @@ struct Process {
   uv_loop_t* loop;
   eq::api::HttpServer* server;
   eq::api::BrokerBridge* broker;
+  eq::api::DbThread* db;
   uv_signal_t sigterm;
   uv_signal_t sigint;
   bool stopping = false;
 };
 
 // First signal: stop accepting, let in-flight requests finish (sync calls up
-// to their deadline), then stop the broker thread and leave the loop. A
-// second signal exits at once.
+// to their deadline), then ask the broker and database threads to stop; each
+// closes its loop handle once it has handed over its last results, the loop
+// ends, and main() joins the threads after uv_run returned (nothing joins a
+// thread inside a loop callback). A second signal exits at once.
 void onSignal(uv_signal_t* handle, int signum) {
   auto* p = static_cast<Process*>(handle->data);
   if (p->stopping) {
@@ -40,6 +44,7 @@ void onSignal(uv_signal_t* handle, int signum) {
                                    static_cast<long long>(p->server->connectionCount())}});
   p->server->shutdown([p] {
     p->broker->stop();
+    p->db->stop();
     uv_close(reinterpret_cast<uv_handle_t*>(&p->sigterm), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&p->sigint), nullptr);
   });
@@ -64,7 +69,7 @@ int main() {
   }
 
   eq::Result<std::unique_ptr<eq::Store>> store =
-      eq::Store::open(config.db_path, eq::defaults::kApiDbBusyTimeoutMs);
+      eq::Store::open(config.db_path, eq::Store::kDefaultBusyTimeoutMs);
   if (!store.isOk()) {
     eq::log::error("cannot open database", {{"error", store.status().msg()}});
     return 1;
@@ -74,8 +79,8 @@ int main() {
   uv_loop_t* loop = uv_default_loop();
   eq::api::BrokerBridge broker(loop, config.amqp_url, "eq-api");
   eq::SystemClock clock;
-  eq::api::ApiService service(
-      {&config, store.value().get(), &broker, &clock, &webhook_allow.value()});
+  eq::api::DbThread db(loop, std::move(store.value()), &clock);
+  eq::api::ApiService service({&config, &db, &broker, &clock, &webhook_allow.value()});
   eq::api::HttpLimits limits;
   limits.max_connections = static_cast<std::size_t>(config.http_max_connections);
   limits.header_timeout_ms = static_cast<uint64_t>(config.http_header_timeout_ms);
@@ -87,14 +92,19 @@ int main() {
       },
       limits);
 
-  if (int rc = server.listen(config.http_host, config.http_port); rc != 0) {
+  // SO_REUSEPORT: several eq-api processes may share the port
+  // (scripts/run, EQ_API_PROCESSES); each has its own loop and database
+  // thread, and the database keeps quota, rate limits and Idempotency-Keys
+  // exact across them.
+  if (int rc = server.listen(config.http_host, config.http_port, true); rc != 0) {
     eq::log::error("cannot listen", {{"port", static_cast<long long>(config.http_port)},
                                      {"error", uv_strerror(rc)}});
     return 1;
   }
   broker.start();
+  db.start();
 
-  Process p{loop, &server, &broker, {}, {}};
+  Process p{loop, &server, &broker, &db, {}, {}};
   uv_signal_init(loop, &p.sigterm);
   uv_signal_init(loop, &p.sigint);
   p.sigterm.data = p.sigint.data = &p;
@@ -105,6 +115,8 @@ int main() {
   eq::log::info("listening", {{"port", static_cast<long long>(server.port())},
                               {"env", config.env}});
   uv_run(loop, UV_RUN_DEFAULT);
+  broker.join();
+  db.join();
   eq::log::info("stopped");
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/defaults.h"
+#include "common/enums.h"
 #include "common/json.h"
 
 namespace eq::api {
@@ -144,7 +145,7 @@ Result<ReplyRequest> parseReplyRequest(std::string_view body, bool async,
   }
   if (!mode->value.IsString()) return badField("mode", "must be a string: fast, standard or perfect");
   r.mode.assign(mode->value.GetString(), mode->value.GetStringLength());
-  if (r.mode != "fast" && r.mode != "standard" && r.mode != "perfect") {
+  if (!isModeName(r.mode)) {
     return badField("mode", "must be one of fast, standard, perfect");
   }
   if (Status s = readText(doc, "message", true, defaults::kMaxMessageCodePoints, &r.message);

@@ -160,21 +160,14 @@ Status Connection::declareTopology() {
   return Status::ok();
 }
 
-Result<std::string> Connection::declareReplyQueue() {
-  amqp_queue_declare_ok_t* ok =
-      amqp_queue_declare(conn_, kChannel, amqp_empty_bytes, 0, 0, 1, 1, amqp_empty_table);
-  if (Status s = rpcStatus("declare reply queue"); !s.isOk()) return s;
-  return str(ok->queue);
-}
-
 Status Connection::qos(uint16_t prefetch) {
   amqp_basic_qos(conn_, kChannel, 0, prefetch, 0);
   return rpcStatus("basic.qos");
 }
 
-Status Connection::consume(const std::string& queue) {
+Status Connection::consume(const std::string& queue, bool no_ack) {
   amqp_basic_consume_ok_t* ok = amqp_basic_consume(conn_, kChannel, bytes(queue), amqp_empty_bytes,
-                                                   0, 0, 0, amqp_empty_table);
+                                                   0, no_ack ? 1 : 0, 0, amqp_empty_table);
   if (Status s = rpcStatus("basic.consume"); !s.isOk()) return s;
   consumer_tags_.push_back(str(ok->consumer_tag));
   return Status::ok();
@@ -342,8 +335,8 @@ Result<Event> Connection::readOneFrame(int timeout_ms) {
                               : "server exception"));
 }
 
-Status Connection::ack(uint64_t tag) {
-  return libStatus(amqp_basic_ack(conn_, kChannel, tag, 0), "basic.ack");
+Status Connection::ack(uint64_t tag, bool multiple) {
+  return libStatus(amqp_basic_ack(conn_, kChannel, tag, multiple ? 1 : 0), "basic.ack");
 }
 
 Status Connection::reject(uint64_t tag, bool requeue) {

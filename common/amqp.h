@@ -69,10 +69,13 @@ class Connection {
   // Declares every exchange and queue of messages.h; idempotent, so every
   // process calls it on every (re)connect.
   Status declareTopology();
-  // A server-named, exclusive, auto-delete queue for sync replies.
-  Result<std::string> declareReplyQueue();
+  // RabbitMQ's direct reply-to pseudo-queue: consume it (no_ack) on the
+  // channel that publishes requests with reply_to set to this name.
+  static constexpr const char* kDirectReplyTo = "amq.rabbitmq.reply-to";
   Status qos(uint16_t prefetch);
-  Status consume(const std::string& queue);
+  // no_ack: the broker forgets each delivery as it sends it (direct
+  // reply-to requires it; see api/broker_bridge.h).
+  Status consume(const std::string& queue, bool no_ack = false);
   // Stops every consumer of this connection (graceful shutdown); unacked
   // deliveries stay ours until acked or rejected.
   Status cancelAll();
@@ -91,7 +94,8 @@ class Connection {
   // Also keeps heartbeats flowing, so call it at least every few seconds.
   Result<Event> next(int timeout_ms);
 
-  Status ack(uint64_t tag);
+  // multiple: also every unacked delivery with a lower tag on this channel.
+  Status ack(uint64_t tag, bool multiple = false);
   // requeue=false dead-letters the message through eq.dlx.
   Status reject(uint64_t tag, bool requeue);
 

@@ -161,6 +161,10 @@ Result<Config> Config::fromEnv() {
                              std::pair{"EQ_HTTP_IDLE_TIMEOUT_MS", &c.http_idle_timeout_ms}}) {
     if (Status s = intFromEnv(name, 100, 3'600'000, field); !s.isOk()) return s;
   }
+  c.api_db_wait_ms = defaults::kApiDbDeadlineMs;
+  if (Status s = intFromEnv("EQ_API_DB_WAIT_MS", 10, 600'000, &c.api_db_wait_ms); !s.isOk()) {
+    return s;
+  }
   if (Status s = intFromEnv("EQ_HTTP_MAX_CONNECTIONS", 1, 1'000'000, &c.http_max_connections);
       !s.isOk()) {
     return s;
@@ -186,6 +190,9 @@ Result<Config> Config::fromEnv() {
     return s;
   }
   if (Status s = intFromEnv("EQ_WORKER_CONCURRENCY", 0, 1024, &c.worker_concurrency); !s.isOk()) {
+    return s;
+  }
+  if (Status s = intFromEnv("EQ_WORKER_PREFETCH", 0, 65'535, &c.worker_prefetch); !s.isOk()) {
     return s;
   }
   if (Status s = intFromEnv("EQ_WORKER_STOP_GRACE_MS", 0, 600'000, &c.worker_stop_grace_ms);

@@ -44,6 +44,9 @@ struct Config {
   int64_t http_header_timeout_ms = 10'000;  // EQ_HTTP_HEADER_TIMEOUT_MS
   int64_t http_body_timeout_ms = 30'000;    // EQ_HTTP_BODY_TIMEOUT_MS
   int64_t http_idle_timeout_ms = 60'000;    // EQ_HTTP_IDLE_TIMEOUT_MS
+  // EQ_API_DB_WAIT_MS: how long a request waits for its database step (the
+  // write lock) before 503; defaults::kApiDbDeadlineMs.
+  int64_t api_db_wait_ms = 500;
   // eq-dispatcher (PRODUCT.md §5, §6); defaults in common/defaults.h.
   std::vector<int64_t> webhook_retry_schedule_ms;  // EQ_WEBHOOK_RETRY_SCHEDULE
   int64_t webhook_timeout_ms = 10'000;             // EQ_WEBHOOK_TIMEOUT_MS
@@ -66,6 +69,7 @@ struct Config {
   // means the engine's default, 1 for builtin and defaults::kLlmConcurrency
   // for llm, whose jobs mostly wait on the model server.
   int64_t worker_concurrency = 0;                  // EQ_WORKER_CONCURRENCY
+  int64_t worker_prefetch = 0;                     // EQ_WORKER_PREFETCH; 0: by engine
   int64_t worker_stop_grace_ms = defaults::kWorkerStopGraceMs;  // EQ_WORKER_STOP_GRACE_MS
   LlmConfig llm;                                   // EQ_LLM_*, used when engine == "llm"
 

@@ -66,9 +66,15 @@ constexpr int64_t kRetentionIntervalMs = 3'600'000;
 constexpr int64_t kRateCounterRetentionMs = 3'600'000;
 constexpr int kRetentionBatch = 500;
 
-// SQLite: how long eq-api waits for another process's write lock before
-// answering 503 (PRODUCT.md §2: 503 "within a second", never a hang).
+// SQLite busy timeout of eq-dispatcher's metrics reads (eq-api no longer
+// waits in SQLite's busy handler: see kApiDbDeadlineMs).
 constexpr int kApiDbBusyTimeoutMs = 500;
+// eq-api: how long a request waits for its database step (the write lock of
+// its batch) before it is answered 503 with nothing written (PRODUCT.md §2:
+// 503 "within a second", never a hang); EQ_API_DB_WAIT_MS overrides it. The loop thread
+// never waits: only the requests that need the database do
+// (api/db_thread.h).
+constexpr int64_t kApiDbDeadlineMs = 500;
 
 // Broker.
 constexpr int kAmqpHeartbeatSeconds = 30;
@@ -87,6 +93,20 @@ constexpr int kReconnectBackoffMaxMs = 1000;
 // started for up to this long (an LLM call may take a minute); whatever is
 // still running then goes back to the queue when the connection closes.
 constexpr int64_t kWorkerStopGraceMs = 30'000;
+// Jobs the broker may hand one worker unacked, per queue, when
+// EQ_WORKER_PREFETCH is not set. A worker acks a job only once its outcome
+// is confirmed, so the prefetch must cover every job in that pipeline:
+// running, waiting for a slot, published and waiting for the confirm, acked
+// and waiting for the broker to send the next one. The built-in engine
+// finishes a job in ~25 us while a confirm takes a few ms of broker time
+// (more under load), so 1 would leave it idle almost always; 128 covers
+// ~5 ms of confirm latency at 25k jobs/s and the api's sync calls in flight
+// (64 connections in bench/run), and a larger value only moves backlog from
+// the broker, where other workers could take it, into one worker. The llm
+// engine waits on the model instead: twice its concurrency keeps a new job
+// ready for every call that ends.
+constexpr int kWorkerPrefetchBuiltin = 128;
+constexpr int kWorkerPrefetchLlmFactor = 2;
 
 // The llm engine. Jobs in flight per worker process when
 // EQ_WORKER_CONCURRENCY is not set: they mostly wait on the model server, so

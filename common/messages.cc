@@ -4,6 +4,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "common/enums.h"
 #include "common/ids.h"
 #include "common/json.h"
 
@@ -41,14 +42,16 @@ std::string member(const rapidjson::Value& obj, const char* name) {
 
 }  // namespace
 
-bool isMode(std::string_view mode) {
-  return mode == "fast" || mode == "standard" || mode == "perfect";
-}
+bool isMode(std::string_view mode) { return isModeName(mode); }
 
 std::string queueForMode(std::string_view mode) {
-  if (mode == "fast") return kQueueFast;
-  if (mode == "standard") return kQueueStandard;
-  if (mode == "perfect") return kQueuePerfect;
+  std::optional<Mode> m = parseMode(mode);
+  if (!m) return kQueueAnalyze;
+  switch (*m) {
+    case Mode::kFast: return kQueueFast;
+    case Mode::kStandard: return kQueueStandard;
+    case Mode::kPerfect: return kQueuePerfect;
+  }
   return kQueueAnalyze;
 }
 

@@ -3,7 +3,7 @@
 // in C++ that builds and reads them, so producer and consumer cannot drift.
 //
 //   eq-api ──Job──> eq.jobs.<mode> | eq.jobs.analyze ──> eq-worker
-//   eq-worker ──SyncResult──> the api's reply queue (reply_to, correlation_id = request_id)
+//   eq-worker ──SyncResult──> amq.rabbitmq.reply-to (direct reply-to, correlation_id = request_id)
 //   eq-worker ──TaskEvent──> eq.task-events ──> eq-dispatcher
 //   work queues ──(rejected, or delivered too often)──> eq.dlx ──> eq.dead ──> eq-dispatcher
 #pragma once

@@ -3,9 +3,11 @@
 //   GET /metrics   the Registry in the Prometheus text format
 //   GET /healthz   200 when every health check passes, else 503 naming the
 //                  failing ones (the {code, data, msg} envelope either way)
-// and nothing else (404, 405). One request per connection (answered with
-// Connection: close): scrapers and health probes open a connection per
-// request anyway, and it keeps the server free of keep-alive state.
+// and nothing else (404, 405). It is the project's one HTTP server
+// (common/http_server.h, the same as eq-api's) with a route of its own. One
+// request per connection (answered with Connection: close): scrapers and
+// health probes open a connection per request anyway, and it keeps idle
+// keep-alive connections away.
 //
 // Threads. start() binds the socket on the calling thread, so a port in use
 // is an error the caller sees at start-up, then runs a libuv loop of its own

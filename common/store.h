@@ -1,6 +1,9 @@
 // The SQLite store: keys, accounts and quota, rate counters, Idempotency-Key
-// records, tasks, webhook deliveries and their retention. Every SQL statement
-// of the project lives in store.cc.
+// records, tasks, webhook deliveries and their retention: one class over one
+// connection, its statements in one file per concept (common/store.cc: open,
+// migrations, transactions; store_keys.cc, store_quota.cc, store_rate.cc,
+// store_idempotency.cc, store_tasks.cc, store_deliveries.cc,
+// store_retention.cc). eqctl's report queries are in tools/reports.cc.
 //
 // A Store owns one sqlite3 connection and its prepared statements. It is not
 // thread-safe: each thread (in practice, each process's loop thread) opens
@@ -19,9 +22,14 @@
 #include <string>
 #include <vector>
 
+#include "common/enums.h"
 #include "common/status.h"
 
 namespace eq {
+
+namespace tools {
+class Reports;
+}
 
 struct QuotaUnits {
   int64_t fast = 0;
@@ -63,6 +71,7 @@ struct AuthContext {
   std::string account_id;
   std::string display_prefix;
   int rate_limit_per_min = 60;
+  int64_t expires_at_ms = 0;  // the key's expiry; 0: never
 };
 
 struct KeyInfo {
@@ -139,8 +148,6 @@ struct IdempotencyBegin {
   std::string response_body;  // kReplay
 };
 
-enum class TaskStatus { kQueued, kRunning, kSucceeded, kFailed };
-const char* taskStatusName(TaskStatus s);
 
 struct TaskRecord {
   std::string task_id;
@@ -217,6 +224,20 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
+  // Transactions nest: begin() opens BEGIN IMMEDIATE at the outermost level
+  // and a SAVEPOINT inside one, so every method below that needs its own
+  // transaction also works inside a caller's (eq-api's database thread runs
+  // many requests in one batch transaction, one savepoint each). commit()
+  // releases the innermost level (COMMIT at the outermost, rolling back if
+  // COMMIT itself failed); rollback() undoes only the innermost level.
+  Status begin();
+  Status commit();
+  Status rollback();
+  bool inTransaction() const;
+  // Changes the busy timeout (the database thread of eq-api waits in short
+  // slices so that it can give up on requests whose deadline passed).
+  void setBusyTimeout(int ms);
+
   // Readiness probe for /readyz: takes and releases the write lock, because
   // every request eq-api serves writes (the rate counter); a database that
   // can be read but not written is not ready.
@@ -228,7 +249,15 @@ class Store {
   // at now_ms, or a key of the other environment.
   Result<std::optional<AuthContext>> authenticate(const std::string& api_key,
                                                   const std::string& env, int64_t now_ms);
+  // The same lookup by the key's SHA-256 digest (eq-api hashes on its loop
+  // thread, where its key cache is keyed by the digest).
+  Result<std::optional<AuthContext>> authenticateDigest(const std::string& digest,
+                                                        const std::string& env, int64_t now_ms);
   Result<std::vector<KeyInfo>> listKeys();
+  // Moves (by trigger, 004_key_epoch.sql) with every change to a key or to
+  // an account's rate limit: a copy of an AuthContext read under an older
+  // epoch may be stale.
+  Result<int64_t> keyEpoch();
   Result<KeyDetails> keyDetails(const std::string& key_id);
   Status revokeKey(const std::string& key_id);
   // Issues a new key for the same account (quota, tasks, webhook secret,
@@ -262,6 +291,15 @@ class Store {
 
   // Counts one request against the key's current one-minute window.
   Result<RateDecision> countRequest(const AuthContext& auth, int64_t now_ms);
+  // Counts n requests of one key in the window that starts at window_start
+  // with one UPSERT and returns the window's count after them: the n
+  // requests own the counts (count - n, count], in order, exactly as if
+  // each had been counted alone, across every process on this database.
+  Result<int64_t> countRequests(const std::string& key_id, int64_t window_start, int64_t n);
+  // The decision for the request that got `count` in its window.
+  static RateDecision rateDecision(int limit, int64_t count, int64_t window_start,
+                                   int64_t now_ms);
+  static int64_t rateWindowStart(int64_t now_ms) { return now_ms - now_ms % 60'000; }
 
   // Idempotency-Key records. beginIdempotent inserts a pending row or reads
   // the existing one, in one IMMEDIATE transaction, and purges a bounded
@@ -331,41 +369,19 @@ class Store {
   Result<int> purgeIdempotencyBefore(int64_t cutoff_ms, int limit);
   Result<int> purgeRateCountersBefore(int64_t cutoff_ms, int limit);
 
-  // ---- eqctl: task listing and statistics (issue 6) ----
-  // Which tasks `eqctl task list` shows; empty fields do not filter.
-  struct TaskFilter {
-    std::string account_id;  // the account of --key KEY_ID (a rotated key's tasks included)
-    std::string status;      // queued | running | succeeded | failed
-    std::string mode;        // fast | standard | perfect
-    int limit = 50;          // newest first
-  };
-  // Newest first. result_json is not read: listings never show it, and it is
-  // the one large column.
-  Result<std::vector<TaskRecord>> listTasks(const TaskFilter& filter);
-  // The times `eqctl stats` turns into latencies, for every task created at
-  // or after since_ms: created_at is eq-api's admission time, started_at and
-  // finished_at come from the worker's task events (0: not yet).
-  struct TaskTiming {
-    std::string mode;
-    std::string status;
-    int64_t created_at = 0;
-    int64_t started_at = 0;
-    int64_t finished_at = 0;
-  };
-  Result<std::vector<TaskTiming>> taskTimingsSince(int64_t since_ms);
-  // Deliveries created at or after since_ms, counted by status.
-  Result<std::map<std::string, int64_t>> deliveryCountsSince(int64_t since_ms);
-  // ---- end eqctl block ----
 
  private:
+  // eqctl's report queries (tools/reports.h) are SQL too, but no process
+  // but eqctl needs them: they live in tools/ and use the statement cache.
+  friend class tools::Reports;
   explicit Store(sqlite3* db) : db_(db) {}
   Status migrate();
   Status exec(const char* sql);
-  Status commit();  // COMMIT, rolling back if the commit itself failed
   sqlite3_stmt* prepare(const char* sql);  // cached; nullptr on error (logged)
   Status error(const char* what) const;
 
   sqlite3* db_;
+  int depth_ = 0;  // open transaction levels: 0 none, 1 BEGIN, 2+ savepoints
   std::map<const char*, sqlite3_stmt*> stmts_;
 };
 

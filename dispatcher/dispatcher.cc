@@ -6,34 +6,30 @@
 
 #include "common/defaults.h"
 #include "common/log.h"
+#include "common/reconnect.h"
 #include "common/timefmt.h"
+#include "dispatcher/db_writes.h"
 
 namespace eq::dispatch {
 namespace {
 
-// Task state waits for the dispatcher to reconnect (webhooks already
-// pending do not: the sender thread goes on); see
-// defaults::kReconnectBackoffMaxMs.
-constexpr int kMaxBackoffMs = defaults::kReconnectBackoffMaxMs;
 constexpr uint16_t kPrefetch = 16;
 
 }  // namespace
 
 int Dispatcher::run() {
-  int backoff_ms = defaults::kReconnectBackoffInitialMs;
+  // Task state waits for the dispatcher to reconnect (webhooks already
+  // pending do not: the sender thread goes on); see common/reconnect.h.
+  ReconnectBackoff backoff;
   while (!stop_.load()) {
     Result<std::unique_ptr<amqp::Connection>> c =
         amqp::Connection::open(amqp_url_, "eq-dispatcher", defaults::kAmqpHeartbeatSeconds);
     if (!c.isOk()) {
-      log::warn("broker connect failed; retrying",
-                {{"error", c.status().msg()}, {"backoff_ms", static_cast<long long>(backoff_ms)}});
-      for (int slept = 0; slept < backoff_ms && !stop_.load(); slept += 50) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-      backoff_ms = std::min(backoff_ms * 2, kMaxBackoffMs);
+      log::warn("broker connect failed; retrying", {{"error", c.status().msg()}});
+      backoff.sleep(stop_);
       continue;
     }
-    backoff_ms = defaults::kReconnectBackoffInitialMs;
+    backoff.reset();
     Status s = serve(*c.value());
     if (metrics_ != nullptr) metrics_->brokerLost();
     if (!s.isOk()) log::warn("broker connection lost; reconnecting", {{"error", s.msg()}});
@@ -57,7 +53,11 @@ Status Dispatcher::serve(amqp::Connection& conn) {
     if (d->queue_hint != msg::kQueueTaskEvents) {
       // Dead-lettered messages keep their original routing key, so anything
       // not routed as a task event came through eq.dlx.
-      if (Status s = applyDeadLetter(*d); !s.isOk()) {
+      Status applied = [&] {
+        std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
+        return applyDeadLetter(*d);
+      }();
+      if (Status s = applied; !s.isOk()) {
         log::error("dead letter not applied; requeued", {{"error", s.msg()}});
         if (Status r = conn.reject(d->tag, true); !r.isOk()) return r;
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -74,7 +74,11 @@ Status Dispatcher::serve(amqp::Connection& conn) {
       if (metrics_ != nullptr) metrics_->eventConsumed("malformed");
       continue;
     }
-    if (Status s = apply(e.value()); !s.isOk()) {
+    Status applied = [&] {
+      std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
+      return apply(e.value());
+    }();
+    if (Status s = applied; !s.isOk()) {
       // The database is unavailable: put the event back and retry later.
       log::error("task event not applied; requeued",
                  {{"task_id", e.value().task_id}, {"error", s.msg()}});

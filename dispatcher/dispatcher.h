@@ -11,12 +11,14 @@
 // what was left undone.
 //
 // Runs on the calling thread until `stop` becomes true. Borrows the Store
-// (this thread's own connection), which must outlive it; owns its broker
+// (this thread's own connection), which must outlive it, and the write gate
+// it shares with the sender (dispatcher/db_writes.h); owns its broker
 // connection.
 #pragma once
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <string>
 
 #include "common/amqp.h"
@@ -29,12 +31,14 @@ namespace eq::dispatch {
 class Dispatcher {
  public:
   Dispatcher(Store& store, std::string amqp_url, const std::atomic<bool>& stop,
-             std::function<void()> on_delivery_due = {}, DispatcherMetrics* metrics = nullptr)
+             std::function<void()> on_delivery_due = {}, DispatcherMetrics* metrics = nullptr,
+             std::mutex* db_writes = nullptr)
       : store_(store),
         amqp_url_(std::move(amqp_url)),
         stop_(stop),
         on_delivery_due_(std::move(on_delivery_due)),
-        metrics_(metrics) {}
+        metrics_(metrics),
+        db_writes_(db_writes) {}
 
   int run();
 
@@ -54,6 +58,7 @@ class Dispatcher {
   const std::atomic<bool>& stop_;
   std::function<void()> on_delivery_due_;
   DispatcherMetrics* metrics_;  // optional, borrowed
+  std::mutex* db_writes_;       // optional, borrowed (dispatcher/db_writes.h)
 };
 
 }  // namespace eq::dispatch

@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "common/config.h"
@@ -101,6 +102,8 @@ int main() {
   opts.retention.interval_ms = eq::defaults::kRetentionIntervalMs;
   opts.retention.batch = eq::defaults::kRetentionBatch;
   opts.metrics = &metrics;
+  std::mutex db_writes;  // dispatcher/db_writes.h
+  opts.db_writes = &db_writes;
 
   curl_global_init(CURL_GLOBAL_DEFAULT);
   int rc;
@@ -108,7 +111,8 @@ int main() {
     eq::dispatch::DeliverySender sender(*sender_store.value(), std::move(opts), g_stop);
     std::thread sender_thread([&sender] { sender.run(); });
     eq::dispatch::Dispatcher dispatcher(
-        *consumer_store.value(), config.amqp_url, g_stop, [&sender] { sender.wakeup(); }, &metrics);
+        *consumer_store.value(), config.amqp_url, g_stop, [&sender] { sender.wakeup(); }, &metrics,
+        &db_writes);
     rc = dispatcher.run();
     sender_thread.join();
   }

@@ -10,6 +10,7 @@
 #include "common/defaults.h"
 #include "common/log.h"
 #include "common/timefmt.h"
+#include "dispatcher/db_writes.h"
 #include "dispatcher/webhook.h"
 
 namespace eq::dispatch {
@@ -90,7 +91,11 @@ void DeliverySender::run() {
       if (m->msg == CURLMSG_DONE) finish(m->easy_handle, m->data.result);
     }
     if (opts_.metrics != nullptr) opts_.metrics->setInFlight(in_flight_.size());
-    bool purging = !stopping && purger_.step(nowMs());
+    bool purging = false;
+    if (!stopping) {
+      std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
+      purging = purger_.step(nowMs());
+    }
 
     // Sleep until a socket is ready (libcurl also wakes for its own
     // timers), a wakeup(), or the next scan: the periodic one, or earlier
@@ -117,8 +122,11 @@ void DeliverySender::run() {
 
 void DeliverySender::scan(int64_t now_ms) {
   int room = opts_.max_in_flight - static_cast<int>(in_flight_.size());
-  Result<std::vector<DeliveryRecord>> due =
-      store_.claimDueDeliveries(now_ms, now_ms + opts_.timeout_ms + opts_.lease_margin_ms, room);
+  Result<std::vector<DeliveryRecord>> due = [&] {
+    std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
+    return store_.claimDueDeliveries(now_ms, now_ms + opts_.timeout_ms + opts_.lease_margin_ms,
+                                     room);
+  }();
   if (!due.isOk()) {
     log::warn("cannot read due deliveries", {{"error", due.status().msg()}});
     more_due_ = false;
@@ -243,7 +251,10 @@ void DeliverySender::recordOutcome(const DeliveryRecord& d, const std::string& t
       decision.verdict == DeliveryVerdict::kRetry ? "pending" : verdictName(decision.verdict);
   int64_t next_at = now + decision.delay_ms;
   DeliveryAttempt attempt{started_ms, http_status, now - started_ms, error, number};
-  Result<bool> saved = store_.finishAttempt(d.delivery_id, attempt, new_status, next_at);
+  Result<bool> saved = [&] {
+    std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
+    return store_.finishAttempt(d.delivery_id, attempt, new_status, next_at);
+  }();
   log::write(
       decision.verdict == DeliveryVerdict::kDelivered ? log::Level::kInfo : log::Level::kWarn,
       "webhook attempt",
@@ -289,7 +300,13 @@ void DeliverySender::abandonInFlight() {
   for (auto& [easy, t] : in_flight_) {
     curl_multi_remove_handle(multi_, easy);
     curl_easy_cleanup(easy);
-    if (Status s = store_.releaseDelivery(t->delivery.delivery_id, now); !s.isOk()) {
+    // Named outside the lambda: clang 14 cannot capture a structured binding.
+    const Transfer& transfer = *t;
+    Status released = [&] {
+      std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
+      return store_.releaseDelivery(transfer.delivery.delivery_id, now);
+    }();
+    if (Status s = released; !s.isOk()) {
       log::warn("delivery not handed back; due after its lease",
                 {{"delivery_id", t->delivery.delivery_id}, {"error", s.msg()}});
     }

@@ -47,6 +47,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <queue>
 #include <random>
@@ -71,6 +72,9 @@ struct SenderOptions {
   net::CidrSet allowed;  // non-public ranges webhooks may reach anyway
   RetentionOptions retention;
   DispatcherMetrics* metrics = nullptr;  // optional, borrowed
+  // Taken around every SQLite write, shared with the consumer thread
+  // (dispatcher/db_writes.h); optional, borrowed.
+  std::mutex* db_writes = nullptr;
 };
 
 class DeliverySender {

@@ -16,6 +16,7 @@
 #include "common/defaults.h"
 #include "common/netaddr.h"
 #include "common/timefmt.h"
+#include "tools/reports.h"
 
 namespace eq::tools {
 namespace {
@@ -799,10 +800,8 @@ int deliveryReplay(Store& store, const std::string& id, const Args& a, std::ostr
 
 // ---------------------------------------------------------------- tasks
 
-bool validTaskStatus(const std::string& s) {
-  return s == "queued" || s == "running" || s == "succeeded" || s == "failed";
-}
-bool validMode(const std::string& m) { return m == "fast" || m == "standard" || m == "perfect"; }
+bool validTaskStatus(const std::string& s) { return parseTaskStatus(s).has_value(); }
+bool validMode(const std::string& m) { return isModeName(m); }
 
 // b - a in ms, or -1 when either time is missing. Negative spans (the worker's
 // clock behind eq-api's) count as 0 rather than as nonsense.
@@ -942,7 +941,7 @@ int taskList(Store& store, const Args& a, std::ostream& out, std::ostream& err) 
     err << "eqctl: task list takes no positional arguments (filter with --key KEY_ID)\n";
     return kExitUsage;
   }
-  Store::TaskFilter f;
+  TaskFilter f;
   if (auto st = a.options.find("status"); st != a.options.end()) {
     if (!validTaskStatus(st->second)) {
       err << "eqctl: --status must be queued, running, succeeded or failed\n";
@@ -965,7 +964,7 @@ int taskList(Store& store, const Args& a, std::ostream& out, std::ostream& err) 
     if (!account.isOk()) return fail(account.status(), err);
     f.account_id = account.value();
   }
-  Result<std::vector<TaskRecord>> list = store.listTasks(f);
+  Result<std::vector<TaskRecord>> list = Reports(store).listTasks(f);
   if (!list.isOk()) return fail(list.status(), err);
   if (a.json) {
     rapidjson::StringBuffer sb;
@@ -1056,9 +1055,9 @@ int stats(Store& store, const Args& a, std::ostream& out, std::ostream& err) {
   if (!intOption(a, "minutes", 1, kStatsMaxMinutes, &minutes, err)) return kExitUsage;
   int64_t to = nowMs();
   int64_t from = to - minutes * 60'000;
-  Result<std::vector<Store::TaskTiming>> timings = store.taskTimingsSince(from);
+  Result<std::vector<TaskTiming>> timings = Reports(store).taskTimingsSince(from);
   if (!timings.isOk()) return fail(timings.status(), err);
-  Result<std::map<std::string, int64_t>> deliveries = store.deliveryCountsSince(from);
+  Result<std::map<std::string, int64_t>> deliveries = Reports(store).deliveryCountsSince(from);
   if (!deliveries.isOk()) return fail(deliveries.status(), err);
 
   const char* kModes[] = {"fast", "standard", "perfect"};
@@ -1068,7 +1067,7 @@ int stats(Store& store, const Args& a, std::ostream& out, std::ostream& err) {
   for (const char* m : kModes) {
     for (const char* st : kStatuses) modes[m].by_status[st] = 0;
   }
-  for (const Store::TaskTiming& t : timings.value()) {
+  for (const TaskTiming& t : timings.value()) {
     ModeStats& m = modes[t.mode];
     ++m.tasks;
     ++m.by_status[t.status];

@@ -29,7 +29,7 @@ namespace eq::worker {
 struct JobSlot {
   uint64_t generation = 0;  // which broker connection delivered it
   uint64_t tag = 0;         // its delivery tag on that connection
-  std::string reply_to;     // sync jobs: the caller's reply queue
+  std::string reply_to;     // sync jobs: where the caller waits (direct reply-to)
   msg::Job job;
 };
 

@@ -4,6 +4,7 @@
 // EQ_WORKER_STOP_GRACE_MS) and exits.
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -56,6 +57,12 @@ int main(int argc, char** argv) {
   opts.concurrency = static_cast<int>(cfg.value().worker_concurrency);
   if (opts.concurrency == 0) {
     opts.concurrency = cfg.value().engine == "llm" ? eq::defaults::kLlmConcurrency : 1;
+  }
+  opts.prefetch = static_cast<int>(cfg.value().worker_prefetch);
+  if (opts.prefetch == 0) {
+    opts.prefetch = cfg.value().engine == "llm"
+                        ? std::min(65'535, opts.concurrency * eq::defaults::kWorkerPrefetchLlmFactor)
+                        : std::max(eq::defaults::kWorkerPrefetchBuiltin, opts.concurrency);
   }
   opts.stop_grace_ms = cfg.value().worker_stop_grace_ms;
   opts.inline_jobs = cfg.value().engine == "builtin" && opts.concurrency == 1;

@@ -12,6 +12,7 @@
 #include "common/defaults.h"
 #include "common/log.h"
 #include "common/messages.h"
+#include "common/reconnect.h"
 #include "common/timefmt.h"
 
 namespace eq::worker {
@@ -19,10 +20,12 @@ namespace {
 
 using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 
-constexpr int kConfirmTimeoutMs = 10'000;
-// A sync call published right after the broker returns waits for a worker to
-// reconnect: see defaults::kReconnectBackoffMaxMs.
-constexpr int kMaxBackoffMs = defaults::kReconnectBackoffMaxMs;
+// A healthy broker confirms in milliseconds; one that has not confirmed an
+// outcome in 10 s is blocked (a resource alarm) or stuck, and reconnecting
+// hands our unacked jobs to whoever can finish them.
+constexpr int64_t kConfirmTimeoutMs = 10'000;
+// Frames handled per turn of the consumer loop before acks are flushed.
+constexpr int kFramesPerTurn = 64;
 
 engine::Mode toMode(const std::string& m) {
   if (m == "standard") return engine::Mode::kStandard;
@@ -33,13 +36,6 @@ engine::Mode toMode(const std::string& m) {
 void putString(Writer& w, const char* key, const std::string& v) {
   w.Key(key);
   w.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
-}
-
-// Sleeps in short steps so a stop request is noticed quickly.
-void sleepUnlessStopped(int ms, const std::atomic<bool>& stop) {
-  for (int slept = 0; slept < ms && !stop.load(); slept += 50) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
 }
 
 }  // namespace
@@ -83,20 +79,20 @@ std::string Worker::analysisJson(const engine::Analysis& a) {
 }
 
 int Worker::run() {
-  int backoff_ms = defaults::kReconnectBackoffInitialMs;
+  ReconnectBackoff backoff;
   while (!stop_.load()) {
     std::string name = "eq-worker " + (opts_.mode.empty() ? std::string("analyze") : opts_.mode);
     Result<std::unique_ptr<amqp::Connection>> c =
         amqp::Connection::open(opts_.amqp_url, name, defaults::kAmqpHeartbeatSeconds);
     if (!c.isOk()) {
-      log::warn("broker connect failed; retrying",
-                {{"error", c.status().msg()}, {"backoff_ms", static_cast<long long>(backoff_ms)}});
-      sleepUnlessStopped(backoff_ms, stop_);
-      backoff_ms = std::min(backoff_ms * 2, kMaxBackoffMs);
+      log::warn("broker connect failed; retrying", {{"error", c.status().msg()}});
+      backoff.sleep(stop_);
       continue;
     }
-    backoff_ms = defaults::kReconnectBackoffInitialMs;
+    backoff.reset();
     ++generation_;
+    ledger_ = OutcomeLedger{};
+    finished_.clear();
     Status s = serve(*c.value());
     if (opts_.metrics != nullptr) opts_.metrics->brokerLost();
     // Jobs of that connection that have not started cannot be acked any
@@ -106,7 +102,10 @@ int Worker::run() {
       log::warn("dropped jobs of the lost connection before they started",
                 {{"jobs", static_cast<long long>(dropped)}});
     }
-    if (!s.isOk()) log::warn("broker connection lost; reconnecting", {{"error", s.msg()}});
+    if (!s.isOk()) {
+      log::warn("broker connection lost; reconnecting",
+                {{"error", s.msg()}, {"unacked_jobs", static_cast<long long>(ledger_.held())}});
+    }
   }
   log::info("worker stopped");
   return 0;
@@ -114,13 +113,10 @@ int Worker::run() {
 
 Status Worker::serve(amqp::Connection& conn) {
   if (Status s = conn.declareTopology(); !s.isOk()) return s;
-  // Prefetch equals this worker's concurrency: every job the broker hands
-  // over can start at once, and the rest of the backlog stays with the
-  // broker for other workers. RabbitMQ applies it per consumer (quorum
-  // queues do not support a channel-wide prefetch), so a worker that also
-  // consumes the analyze queue may hold twice as many; the extra ones wait
-  // in the pool's queue.
-  if (Status s = conn.qos(static_cast<uint16_t>(opts_.concurrency)); !s.isOk()) return s;
+  // RabbitMQ applies the prefetch per consumer (quorum queues do not
+  // support a channel-wide one), so a worker that also consumes the analyze
+  // queue may hold twice as many; the extra ones wait in the pool's queue.
+  if (Status s = conn.qos(static_cast<uint16_t>(opts_.prefetch)); !s.isOk()) return s;
   if (Status s = conn.enableConfirms(); !s.isOk()) return s;
   if (!opts_.mode.empty()) {
     if (Status s = conn.consume(msg::queueForMode(opts_.mode)); !s.isOk()) return s;
@@ -130,33 +126,42 @@ Status Worker::serve(amqp::Connection& conn) {
   }
   log::info("worker consuming", {{"mode", opts_.mode},
                                  {"analyze", static_cast<long long>(opts_.analyze)},
-                                 {"concurrency", static_cast<long long>(opts_.concurrency)}});
+                                 {"concurrency", static_cast<long long>(opts_.concurrency)},
+                                 {"prefetch", static_cast<long long>(opts_.prefetch)},
+                                 {"inline", static_cast<long long>(opts_.inline_jobs)}});
   if (opts_.metrics != nullptr) opts_.metrics->brokerConnected();
-  while (!stop_.load()) {
-    if (Status s = pump(conn, 1000); !s.isOk()) return s;
+  auto turn = [&](int wait_ms) -> Status {
+    if (Status s = pump(conn, wait_ms); !s.isOk()) return s;
     if (Status s = publishFinished(conn); !s.isOk()) return s;
+    if (Status s = flushAcks(conn); !s.isOk()) return s;
+    return checkConfirmTimeout();
+  };
+  while (!stop_.load()) {
+    if (Status s = turn(1000); !s.isOk()) return s;
   }
 
   // Graceful stop: no new deliveries; what was sent to us but not started
-  // goes back to the queue for another worker; what runs may finish.
+  // goes back to the queue for another worker; what runs may finish, and
+  // every outcome published waits for its confirm, then its ack.
   stopping_ = true;
   if (Status s = conn.cancelAll(); !s.isOk()) return s;
   for (const JobSlot& slot : pool_.takeQueued()) {
-    if (slot.generation == generation_) conn.reject(slot.tag, true);
+    if (slot.generation != generation_) continue;
+    ledger_.released(slot.tag);
+    if (Status s = conn.reject(slot.tag, true); !s.isOk()) return s;
   }
   int64_t give_up = nowMs() + opts_.stop_grace_ms;
-  if (pool_.outstanding() > 0) {
+  if (ledger_.held() > 0) {
     log::info("worker stopping: finishing jobs in hand",
-              {{"jobs", static_cast<long long>(pool_.outstanding())},
+              {{"jobs", static_cast<long long>(ledger_.held())},
                {"grace_ms", static_cast<long long>(opts_.stop_grace_ms)}});
   }
-  while (pool_.outstanding() > 0 && nowMs() < give_up) {
-    if (Status s = pump(conn, 200); !s.isOk()) return s;
-    if (Status s = publishFinished(conn); !s.isOk()) return s;
+  while ((pool_.outstanding() > 0 || ledger_.held() > 0) && nowMs() < give_up) {
+    if (Status s = turn(200); !s.isOk()) return s;
   }
-  if (Status s = pump(conn, 0); !s.isOk()) return s;  // hands back late deliveries
-  if (size_t left = pool_.outstanding(); left > 0) {
-    log::warn("worker stopping with jobs unfinished; the broker redelivers them",
+  if (Status s = turn(0); !s.isOk()) return s;  // hands back late deliveries
+  if (size_t left = ledger_.held(); left > 0) {
+    log::warn("worker stopping with jobs unacked; the broker redelivers them",
               {{"jobs", static_cast<long long>(left)}});
   }
   return Status::ok();
@@ -168,24 +173,92 @@ Status Worker::pump(amqp::Connection& conn, int wait_ms) {
     ::poll(fds, 2, wait_ms);  // EINTR (a signal) just ends the wait early
   }
   // Drain without blocking. Even when nothing arrived, one call lets
-  // rabbitmq-c send a heartbeat that is due.
-  while (true) {
+  // rabbitmq-c send a heartbeat that is due. The turn ends after a bounded
+  // number of frames so that acks (and with them new deliveries) keep
+  // flowing while the broker streams to us.
+  for (int frames = 0; frames < kFramesPerTurn; ++frames) {
     Result<amqp::Event> ev = conn.next(0);
     if (!ev.isOk()) return ev.status();
     if (std::holds_alternative<amqp::Timeout>(ev.value())) return Status::ok();
     if (auto* d = std::get_if<amqp::Delivery>(&ev.value())) {
       if (Status s = accept(conn, *d); !s.isOk()) return s;
+    } else if (auto* c = std::get_if<amqp::Confirm>(&ev.value())) {
+      if (Status s = onConfirm(conn, *c); !s.isOk()) return s;
     }
   }
+  return Status::ok();
+}
+
+Status Worker::onConfirm(amqp::Connection& conn, const amqp::Confirm& c) {
+  for (uint64_t tag : ledger_.confirmed(c.tag, c.multiple, c.ack)) {
+    // The broker did not take this job's outcome (basic.nack: an internal
+    // error of the target queue). The job goes back to its queue: the
+    // outcome is recomputed wherever it lands next, and the work queue's
+    // delivery limit (common/amqp.cc) ends it in eq.dead, failed and
+    // refunded, should the broker keep refusing.
+    auto it = finished_.find(tag);
+    log::warn("broker refused a job's outcome (nack); job requeued",
+              {{"kind", it != finished_.end() ? it->second.kind : std::string()}});
+    finished_.erase(tag);
+    if (Status s = conn.reject(tag, true); !s.isOk()) return s;
+  }
+  return Status::ok();
+}
+
+Status Worker::flushAcks(amqp::Connection& conn) {
+  std::vector<uint64_t> covered;
+  for (const AckFrame& a : ledger_.takeAcks(&covered)) {
+    if (Status s = conn.ack(a.tag, a.multiple); !s.isOk()) return s;
+  }
+  // Counted once the job is acked: a job redelivered after a lost
+  // connection is counted by the worker that finishes it.
+  for (uint64_t tag : covered) {
+    auto it = finished_.find(tag);
+    if (it == finished_.end()) continue;
+    if (opts_.metrics != nullptr) {
+      const Finished& f = it->second;
+      opts_.metrics->jobFinished(f.mode, f.kind, f.outcome, f.seconds, f.tokens);
+    }
+    finished_.erase(it);
+  }
+  return Status::ok();
+}
+
+Status Worker::checkConfirmTimeout() const {
+  int64_t oldest = ledger_.oldestUnconfirmedMs();
+  if (oldest >= 0 && nowMs() - oldest > kConfirmTimeoutMs) {
+    // The confirm may still come; we cannot tell, so start over: the
+    // broker redelivers every job we did not ack.
+    return Status(503, "amqp: outcome publishes not confirmed in time");
+  }
+  return Status::ok();
 }
 
 Status Worker::accept(amqp::Connection& conn, const amqp::Delivery& d) {
-  if (stopping_) return conn.reject(d.tag, true);  // sent before our cancel reached the broker
+  ledger_.delivered(d.tag);
+  if (stopping_ && !opts_.inline_jobs) {
+    // Sent before our cancel reached the broker.
+    ledger_.released(d.tag);
+    return conn.reject(d.tag, true);
+  }
   Result<msg::Job> decoded = msg::decodeJob(d.body);
   if (!decoded.isOk()) {
     // Retrying cannot fix a malformed message: dead-letter it at once.
     log::error("malformed job dead-lettered",
                {{"error", decoded.status().msg()}, {"queue", d.queue_hint}});
+    // A sync caller still waits: its reply address and correlation id are
+    // message properties, readable when the body is not, so it gets its
+    // 500 (and its refund) now instead of a 504 at the deadline. An async
+    // job's task is failed by the dispatcher from the dead letter.
+    if (!d.reply_to.empty() && !d.correlation_id.empty()) {
+      amqp::PublishOptions reply_opts;
+      reply_opts.correlation_id = d.correlation_id;
+      Result<uint64_t> seq = conn.publish(
+          d.reply_to, msg::encodeSyncResult({false, "", 500, "generation failed"}), reply_opts);
+      if (!seq.isOk()) return seq.status();
+      ledger_.published(seq.value(), 0, nowMs());
+    }
+    ledger_.released(d.tag);
     Status rejected = conn.reject(d.tag, false);
     if (rejected.isOk() && opts_.metrics != nullptr) {
       opts_.metrics->jobFinished("unknown", "unknown", kJobMalformed, -1, 0);
@@ -196,22 +269,22 @@ Status Worker::accept(amqp::Connection& conn, const amqp::Delivery& d) {
   int64_t now = nowMs();
   bool async = !job.task_id.empty();
   if (!async && job.deadline_ms > 0 && now >= job.deadline_ms) {
-    log::info("job skipped: caller gave up", {{"request_id", job.request_id}});
-    Status acked = conn.ack(d.tag);
-    if (acked.isOk() && opts_.metrics != nullptr) {
-      opts_.metrics->jobFinished(job.mode, job.kind, kJobExpired, -1, 0);
-    }
-    return acked;
+    log::debug("job skipped: caller gave up", {{"request_id", job.request_id}});
+    finished_[d.tag] = Finished{job.mode, job.kind, kJobExpired, -1, 0};
+    ledger_.ready(d.tag);
+    return Status::ok();
   }
   if (async) {
+    // Not waited for: it is confirmed (or not) like any publish, and the
+    // job's own outcome follows it on this channel into the same queue, so
+    // the dispatcher never sees them out of order.
     amqp::PublishOptions event_opts;
     event_opts.persistent = true;
     msg::TaskEvent running{"task.running", job.task_id, job.request_id, job.mode, now, "", 0, ""};
-    if (Status s = conn.publishConfirmed(msg::kQueueTaskEvents, msg::encodeTaskEvent(running),
-                                         event_opts, kConfirmTimeoutMs);
-        !s.isOk()) {
-      return s;
-    }
+    Result<uint64_t> seq =
+        conn.publish(msg::kQueueTaskEvents, msg::encodeTaskEvent(running), event_opts);
+    if (!seq.isOk()) return seq.status();
+    ledger_.published(seq.value(), 0, now);
   }
   // One line per delivery, before any work: with EQ_LOG_LEVEL=debug an
   // operator can tell which job a worker held when it died, and how often
@@ -273,17 +346,21 @@ Status Worker::publishFinished(amqp::Connection& conn) {
 Status Worker::publishOutcome(amqp::Connection& conn, const FinishedJob& done) {
   const msg::Job& job = done.slot.job;
   msg::SyncResult result = done.result;
-  log::info("job done", {{"request_id", job.request_id},
-                         {"kind", job.kind},
-                         {"mode", job.mode},
-                         {"ok", static_cast<long long>(result.ok)},
-                         {"duration_ms", static_cast<long long>(done.finished_ms - done.started_ms)}});
+  // Debug, not info: one line per job costs more than the job itself at the
+  // built-in engine's rates. EQ_LOG_LEVEL=debug traces every job.
+  log::debug("job done", {{"request_id", job.request_id},
+                          {"kind", job.kind},
+                          {"mode", job.mode},
+                          {"ok", static_cast<long long>(result.ok)},
+                          {"duration_ms", static_cast<long long>(done.finished_ms - done.started_ms)}});
   if (!result.ok) {
     log::error("engine failed", {{"request_id", job.request_id}, {"error", result.msg}});
   }
+  finished_[done.slot.tag] = Finished{job.mode, job.kind, result.ok ? kJobSucceeded : kJobFailed,
+                                      done.seconds, done.tokens_used};
 
-  // Publish the outcome, wait for the broker's confirm, then ack the job.
-  Status published;
+  // Publish the outcome; the job is acked when its confirm arrives.
+  Result<uint64_t> seq = uint64_t{0};
   if (!job.task_id.empty()) {
     amqp::PublishOptions event_opts;
     event_opts.persistent = true;
@@ -296,24 +373,19 @@ Status Worker::publishOutcome(amqp::Connection& conn, const FinishedJob& done) {
     ev.result_json = result.data_json;
     ev.error_code = result.ok ? 0 : 500;
     ev.error_msg = result.ok ? "" : "generation failed";
-    published = conn.publishConfirmed(msg::kQueueTaskEvents, msg::encodeTaskEvent(ev), event_opts,
-                                      kConfirmTimeoutMs);
+    seq = conn.publish(msg::kQueueTaskEvents, msg::encodeTaskEvent(ev), event_opts);
   } else if (!done.slot.reply_to.empty()) {
     amqp::PublishOptions reply_opts;
     reply_opts.correlation_id = job.request_id;
     if (!result.ok) result.msg = "generation failed";  // no internals to the caller
-    published = conn.publishConfirmed(done.slot.reply_to, msg::encodeSyncResult(result),
-                                      reply_opts, kConfirmTimeoutMs);
+    seq = conn.publish(done.slot.reply_to, msg::encodeSyncResult(result), reply_opts);
+  } else {
+    ledger_.ready(done.slot.tag);  // a sync job nobody waits for: nothing to publish
+    return Status::ok();
   }
-  if (!published.isOk()) return published;
-  Status acked = conn.ack(done.slot.tag);
-  // Counted once the job is acked: a job redelivered after a lost
-  // connection is counted by the worker that finishes it.
-  if (acked.isOk() && opts_.metrics != nullptr) {
-    opts_.metrics->jobFinished(job.mode, job.kind, result.ok ? kJobSucceeded : kJobFailed,
-                               done.seconds, done.tokens_used);
-  }
-  return acked;
+  if (!seq.isOk()) return seq.status();
+  ledger_.published(seq.value(), done.slot.tag, nowMs());
+  return Status::ok();
 }
 
 }  // namespace eq::worker

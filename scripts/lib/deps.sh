@@ -3,7 +3,7 @@
 #
 # Sourced by scripts/run and scripts/test (then call `eq_install_deps SET...`),
 # executed by the Dockerfile's build stage:
-#     bash scripts/lib/deps.sh install build|runtime|test [...]
+#     bash scripts/lib/deps.sh install build|runtime|test|bench [...]
 #
 # Only missing packages are installed, so re-running on a provisioned machine
 # costs a few dpkg-query calls and never touches the network.
@@ -15,6 +15,11 @@ EQ_DEPS_BUILD=(cmake ninja-build g++ pkg-config libuv1-dev rapidjson-dev libssl-
 EQ_DEPS_RUNTIME=(rabbitmq-server sqlite3 curl ca-certificates python3)
 # prometheus: promtool checks our /metrics output and deploy/monitoring.
 EQ_DEPS_TEST_ONLY=(docker-compose wrk nodejs npm prometheus)
+# bench/run only: the Python peer (FastAPI on uvicorn, with uvloop and
+# httptools as uvicorn picks them up when present, and Celery), nginx-light
+# as the fixed-body reference, linux-perf to profile what a target misses.
+EQ_DEPS_BENCH_ONLY=(python3-fastapi uvicorn python3-uvloop python3-httptools python3-celery
+    nginx-light linux-perf)
 # clang with libFuzzer and the sanitizer runtimes: scripts/fuzz and the
 # sanitizer builds of scripts/test (issue 13).
 EQ_DEPS_FUZZ=(clang libclang-rt-14-dev)
@@ -41,8 +46,9 @@ _eq_deps_expand() {
             fuzz) pkgs+=("${EQ_DEPS_FUZZ[@]}" "${EQ_DEPS_BUILD[@]}") ;;
             test) pkgs+=("${EQ_DEPS_TEST_ONLY[@]}" "${EQ_DEPS_BUILD[@]}" "${EQ_DEPS_RUNTIME[@]}"
                   "${EQ_DEPS_FUZZ[@]}") ;;
+            bench) pkgs+=("${EQ_DEPS_BENCH_ONLY[@]}") ;;
             *)
-                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs, fuzz or test)"
+                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs, fuzz, test or bench)"
                 return 2
                 ;;
         esac
@@ -71,11 +77,11 @@ _eq_deps_installed() {
 }
 
 # eq_install_deps SET... : installs the missing Debian packages of the sets
-# (build, runtime, test). Returns 1 (callers run with set -e, so they exit)
+# (build, runtime, test, bench). Returns 1 (callers run with set -e, so they exit)
 # when packages are missing and we are not root, or when apt fails.
 eq_install_deps() {
     if [[ $# -eq 0 ]]; then
-        _eq_deps_log "usage: eq_install_deps build|runtime|test [...]"
+        _eq_deps_log "usage: eq_install_deps build|runtime|test|bench [...]"
         return 2
     fi
     local -a wanted=() missing=()
@@ -83,9 +89,9 @@ eq_install_deps() {
     # Validated up front: the process substitution below hides failures.
     for set in "$@"; do
         case "$set" in
-            build | runtime | libs | fuzz | test) ;;
+            build | runtime | libs | fuzz | test | bench) ;;
             *)
-                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs, fuzz or test)"
+                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs, fuzz, test or bench)"
                 return 2
                 ;;
         esac
@@ -144,7 +150,7 @@ eq_install_deps() {
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
     set -euo pipefail
     if [[ $# -lt 2 || "$1" != "install" ]]; then
-        echo "usage: $0 install build|runtime|test [...]" >&2
+        echo "usage: $0 install build|runtime|test|bench [...]" >&2
         exit 2
     fi
     shift

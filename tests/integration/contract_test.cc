@@ -1,6 +1,8 @@
 // The contract of PRODUCT.md §2-§4 on the real binaries: quota atomicity,
 // the rate limit and Idempotency-Key across two eq-api processes sharing one
-// database, 402/401 for exhausted or expired quota and keys, key rotation,
+// database and one port (SO_REUSEPORT, as scripts/run with
+// EQ_API_PROCESSES=2: the kernel spreads the test's connections over both),
+// 402/401 for exhausted or expired quota and keys, key rotation,
 // and the error rows of §2 that the handlers own (404, 405, 409, 415, 429).
 //
 // One stack serves the whole suite (starting one costs seconds). It has no
@@ -12,6 +14,8 @@
 
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,6 +39,7 @@ struct ContractWorld {
   ContractWorld() {
     StackOptions o;
     o.api_processes = 2;
+    o.shared_port = true;  // as scripts/run with EQ_API_PROCESSES=2
     o.worker_modes = {"fast", "standard"};
     o.dispatcher = true;
     o.env["EQ_SYNC_DEADLINE_MS"] = std::to_string(kSyncDeadlineMs);
@@ -123,16 +128,42 @@ int64_t quotaOf(const Key& k, const std::string& mode) {
 }
 
 // The value of an unlabelled counter, summed over both eq-api processes.
+// The sum of a counter over both eq-api processes. They share one port, so
+// /metrics is scraped on fresh connections until both have answered, told
+// apart by their process_start_time_seconds.
 int64_t counterSum(const std::string& name) {
-  int64_t sum = 0;
-  for (int api = 0; api < 2; ++api) {
-    HttpResult m = eq::it::httpRequest("GET", stack().url("/metrics", api));
+  std::map<std::string, int64_t> by_process;
+  for (int attempt = 0; attempt < 500 && by_process.size() < 2; ++attempt) {
+    // The port itself, never the prism proxy of EQ_TEST_PRISM runs: a proxy
+    // keeps its upstream connection, so it would reach one process only.
+    HttpResult m = eq::it::httpRequest(
+        "GET", "http://127.0.0.1:" + std::to_string(stack().apiPort(0)) + "/metrics");
     BOOST_REQUIRE(m.status == 200);
+    size_t start = m.body.find("\nprocess_start_time_seconds ");
+    BOOST_REQUIRE_MESSAGE(start != std::string::npos, "process_start_time_seconds missing");
+    std::string id = m.body.substr(start + 28, m.body.find('\n', start + 1) - start - 28);
     size_t at = m.body.find("\n" + name + " ");
     BOOST_REQUIRE_MESSAGE(at != std::string::npos, name << " missing from /metrics");
-    sum += std::stoll(m.body.substr(at + name.size() + 2));
+    by_process[id] = std::stoll(m.body.substr(at + name.size() + 2));
   }
+  BOOST_REQUIRE_MESSAGE(by_process.size() == 2u, "both eq-api processes answer on the port");
+  int64_t sum = 0;
+  for (const auto& [id, n] : by_process) sum += n;
   return sum;
+}
+
+// True when the eq-api process `api` logged a request on `route`: the kernel
+// spread the test's connections over both processes.
+// Through the prism proxies (EQ_TEST_PRISM) every request may reach the same
+// process over the proxy's kept connection, so there it is not asked.
+bool servedBy(int api, const std::string& route) {
+  if (eq::it::prismEnabled()) return true;
+  std::ifstream log(stack().dir() + "/api-" + std::to_string(api) + ".log");
+  std::string line;
+  while (std::getline(log, line)) {
+    if (line.find("\"route\":\"" + route + "\"") != std::string::npos) return true;
+  }
+  return false;
 }
 
 const std::string kFastBody =
@@ -161,6 +192,8 @@ BOOST_AUTO_TEST_CASE(fifty_concurrent_calls_take_exactly_the_ten_units_there_are
   BOOST_TEST(by_status.size() == 2u, "unexpected statuses besides 200 and 402");
   BOOST_TEST(quotaOf(k, "fast") == 0);
   BOOST_TEST(counterSum("eq_api_quota_rejected_total") - rejected_before == 40);
+  BOOST_TEST(servedBy(0, "/api/v1/reply"), "api-0 took some of the calls");
+  BOOST_TEST(servedBy(1, "/api/v1/reply"), "api-1 took some of the calls");
 }
 
 BOOST_AUTO_TEST_CASE(rate_limit_holds_across_two_api_processes) {
@@ -199,6 +232,8 @@ BOOST_AUTO_TEST_CASE(rate_limit_holds_across_two_api_processes) {
   BOOST_TEST(ok == 60);
   BOOST_TEST(limited == 60);
   BOOST_TEST(counterSum("eq_api_rate_limited_total") - limited_before == 60);
+  BOOST_TEST(servedBy(0, "/api/v1/quota"), "api-0 served some of them");
+  BOOST_TEST(servedBy(1, "/api/v1/quota"), "api-1 served some of them");
 }
 
 BOOST_AUTO_TEST_CASE(idempotent_async_returns_the_same_task_and_charges_once) {

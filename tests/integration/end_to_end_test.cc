@@ -10,10 +10,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <set>
+#include <variant>
 
 #include "common/amqp.h"
 #include "common/crypto.h"
+#include "common/messages.h"
 #include "tests/integration/stack.h"
 
 using eq::it::HttpResult;
@@ -283,6 +286,35 @@ BOOST_AUTO_TEST_CASE(public_endpoints_need_no_key) {
   HttpResult o = eq::it::httpRequest("GET", stack().url("/openapi.yaml"));
   BOOST_TEST(o.status == 200);
   BOOST_TEST(o.body.find("openapi: 3.0") != std::string::npos);
+}
+
+// Issue 13, finding 1, the worker's side: a sync job whose body no worker
+// can decode is dead-lettered, but its caller is answered at once with a
+// failure (eq-api turns it into a 500 and a refund) rather than left to its
+// deadline. Published straight to the queue, as an older eq-api could have.
+BOOST_AUTO_TEST_CASE(an_unreadable_sync_job_is_answered_with_a_failure_at_once) {
+  auto opened = eq::amqp::Connection::open(stack().amqpUrl(), "eq-integration-test", 30);
+  BOOST_REQUIRE_MESSAGE(opened.isOk(), (opened.isOk() ? "" : opened.status().msg()));
+  eq::amqp::Connection& conn = *opened.value();
+  BOOST_REQUIRE(conn.consume(eq::amqp::Connection::kDirectReplyTo, true).isOk());
+  eq::amqp::PublishOptions opts;
+  opts.reply_to = eq::amqp::Connection::kDirectReplyTo;
+  opts.correlation_id = "req_unreadable";
+  std::string body = "{\"v\":1,\"kind\":\"reply\",\"request_id\":\"req_unreadable\","
+                     "\"mode\":\"fast\",\"message\":\"hi\xED\xB0\x80\"}";
+  BOOST_REQUIRE(conn.publish(eq::msg::kQueueFast, body, opts).isOk());
+  std::optional<eq::amqp::Delivery> reply;
+  for (int i = 0; i < 100 && !reply; ++i) {
+    eq::Result<eq::amqp::Event> ev = conn.next(100);
+    BOOST_REQUIRE(ev.isOk());
+    if (auto* d = std::get_if<eq::amqp::Delivery>(&ev.value())) reply = *d;
+  }
+  BOOST_REQUIRE_MESSAGE(reply.has_value(), "no answer to the unreadable job within 10 s");
+  BOOST_TEST(reply->correlation_id == "req_unreadable");
+  eq::Result<eq::msg::SyncResult> r = eq::msg::decodeSyncResult(reply->body);
+  BOOST_REQUIRE(r.isOk());
+  BOOST_TEST(!r.value().ok);
+  BOOST_TEST(r.value().code == 500);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

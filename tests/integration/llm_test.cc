@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 
 #include <boost/test/unit_test.hpp>
+#include <fstream>
+#include <iterator>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -33,6 +35,18 @@ constexpr int kTokensPerCall = 30;  // the stub's usage.total_tokens
 constexpr int kTimeoutMs = 20000;   // EQ_LLM_TIMEOUT_MS of the stack below
 constexpr int kStandardTimeoutMs = 2000;  // its EQ_LLM_TIMEOUT_MS_STANDARD
 constexpr int kHoldTarget = 6;      // [hold] calls wanted in flight at once
+// One worker at EQ_WORKER_CONCURRENCY=64 must hold at least this many model
+// calls at once (issue 10: three quarters of its slots, so a worker that
+// refills slots only one broker round trip at a time fails).
+constexpr int kWideConcurrency = 64;
+constexpr int kWideHoldTarget = 48;
+
+// The end of a process's log, for failure messages.
+std::string logTail(const std::string& path, size_t max_bytes = 3000) {
+  std::ifstream in(path);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return all.size() > max_bytes ? all.substr(all.size() - max_bytes) : all;
+}
 
 std::string jsonString(const std::string& s) {
   rapidjson::StringBuffer sb;
@@ -115,6 +129,12 @@ class LlmStub {
     std::lock_guard<std::mutex> lock(mu_);
     return max_in_flight_;
   }
+  // [hold] calls wait for `target` at once from now on; the peak restarts.
+  void setHoldTarget(int target) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_target_ = target;
+    max_in_flight_ = 0;
+  }
   HookServer& server() { return server_; }
 
  private:
@@ -149,7 +169,7 @@ class LlmStub {
     ++in_flight_;
     max_in_flight_ = std::max(max_in_flight_, in_flight_);
     cv_.notify_all();
-    cv_.wait_for(lock, std::chrono::seconds(15), [&] { return in_flight_ >= kHoldTarget; });
+    cv_.wait_for(lock, std::chrono::seconds(15), [&] { return in_flight_ >= hold_target_; });
     lock.unlock();
     eq::it::sleepMs(50);  // let the others see the peak before anyone leaves
     lock.lock();
@@ -198,6 +218,7 @@ class LlmStub {
   std::map<std::string, int> per_marker_;
   int in_flight_ = 0;
   int max_in_flight_ = 0;
+  int hold_target_ = kHoldTarget;
   HookServer server_;  // last: its threads call answer(), which uses the members above
 };
 
@@ -428,6 +449,46 @@ BOOST_AUTO_TEST_CASE(sigterm_lets_a_running_model_call_finish) {
   rapidjson::Document t = waitForTask(task);
   BOOST_TEST(std::string(t["data"]["status"].GetString()) == "succeeded");
   BOOST_TEST(stub().callsFor("[slow] 明天见").size() == 1u, "finished, not redelivered");
+  stack().spawn("worker-fast", {"eq-worker", "--mode", "fast", "--analyze"});
+}
+
+BOOST_AUTO_TEST_CASE(one_worker_at_concurrency_64_keeps_the_model_busy) {
+  // Issue 10: with EQ_WORKER_CONCURRENCY=64 one worker holds (nearly) all
+  // 64 calls at the model server at once, because its prefetch (twice the
+  // concurrency) has the next jobs in hand before slots free up. The
+  // module's fast worker steps aside, so this worker gets every job. The
+  // throughput this buys (jobs/s against a 500 ms model) is measured by
+  // bench/llm_throughput, not here.
+  eq::it::Process* old = stack().process("worker-fast");
+  BOOST_REQUIRE(old != nullptr);
+  // The case before respawned it into the same log: wait for that second
+  // start to be consuming (and so to handle SIGTERM) before stopping it.
+  for (int64_t until = eq::it::nowMs() + 20000; eq::it::nowMs() < until; eq::it::sleepMs(50)) {
+    std::string log = logTail(old->logPath(), std::string::npos);
+    size_t first = log.find("worker consuming");
+    if (first != std::string::npos && log.find("worker consuming", first + 1) != std::string::npos) {
+      break;
+    }
+  }
+  int rc = old->terminate(10'000);
+  BOOST_REQUIRE_MESSAGE(rc == 0, "worker-fast exited " << rc << ": "
+                                     << logTail(old->logPath()));
+  eq::it::Process* wide =
+      stack().spawn("worker-fast-64", {"eq-worker", "--mode", "fast", "--analyze"},
+                    {{"EQ_WORKER_CONCURRENCY", std::to_string(kWideConcurrency)}});
+  wide->waitForLog("worker consuming", 20000);
+  stub().setHoldTarget(kWideHoldTarget);
+  std::vector<std::string> tasks;
+  for (int i = 0; i < kWideConcurrency; ++i) {
+    tasks.push_back(submit("fast", "[hold] 宽" + std::to_string(i) + "条"));
+  }
+  for (const std::string& task : tasks) {
+    BOOST_TEST(std::string(waitForTask(task)["data"]["status"].GetString()) == "succeeded");
+  }
+  BOOST_TEST(stub().maxInFlight() >= kWideHoldTarget,
+             stub().maxInFlight() << " model calls in flight at most");
+  stub().setHoldTarget(kHoldTarget);
+  BOOST_TEST(wide->terminate(10'000) == 0);
   stack().spawn("worker-fast", {"eq-worker", "--mode", "fast", "--analyze"});
 }
 

@@ -290,9 +290,19 @@ BOOST_AUTO_TEST_CASE(every_process_exposes_valid_metrics_that_follow_the_traffic
   BOOST_REQUIRE_MESSAGE(!prom.empty(), "EQ_TEST_PROM_PORT is not set (run through scripts/test)");
   HttpResult rmq = eq::it::httpRequest("GET", "http://127.0.0.1:" + prom + "/metrics");
   BOOST_REQUIRE_EQUAL(rmq.status, 200);
-  HttpResult rmq_queues = eq::it::httpRequest(
-      "GET", "http://127.0.0.1:" + prom +
-                 "/metrics/detailed?family=queue_coarse_metrics&family=queue_consumer_count");
+  // Per-queue statistics appear once the broker has emitted them for the
+  // stack's new queues (every 5 s, collect_statistics_interval): a stack
+  // that gets here quickly asks before the first emission.
+  HttpResult rmq_queues;
+  for (int64_t until = eq::it::nowMs() + 15000; eq::it::nowMs() < until; eq::it::sleepMs(250)) {
+    rmq_queues = eq::it::httpRequest(
+        "GET", "http://127.0.0.1:" + prom +
+                   "/metrics/detailed?family=queue_coarse_metrics&family=queue_consumer_count");
+    if (rmq_queues.status == 200 &&
+        rmq_queues.body.find("rabbitmq_detailed_queue_messages_ready{") != std::string::npos) {
+      break;
+    }
+  }
   BOOST_REQUIRE_EQUAL(rmq_queues.status, 200);
   BOOST_TEST(rmq_queues.body.find("rabbitmq_detailed_queue_messages_ready{") != std::string::npos);
   std::string dir = stack.dir();

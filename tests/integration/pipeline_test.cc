@@ -8,8 +8,9 @@
 // The built-in engine answers in well under a millisecond, so "a job in
 // flight" cannot be produced by killing a busy worker at a random moment.
 // The cases make it deterministic instead:
-//   - SIGSTOP a worker first: with prefetch 1 the broker hands it exactly one
-//     job, which stays unacked until the SIGKILL returns it to the queue;
+//   - SIGSTOP a worker first: the broker still hands it jobs, up to its
+//     prefetch (128 by default), which stay unacked until the SIGKILL
+//     returns them to the queue;
 //   - or give a worker a stderr it cannot write to (a full FIFO), so it
 //     blocks on its first log line of a job, "job started" (EQ_LOG_LEVEL=
 //     debug), after it has taken the job and published task.running and
@@ -361,7 +362,7 @@ BOOST_AUTO_TEST_SUITE(pipeline)
 
 // 1. Two fast workers; 200 async calls submitted from four threads while one
 // worker slot is killed three times. Each victim is SIGSTOPped first, so the
-// broker has handed it a job (prefetch 1) that it holds unacked when the
+// broker has handed it jobs (up to its prefetch) that it holds unacked when the
 // SIGKILL comes (the third is killed without the stop, at whatever it was
 // doing). Every job held by a killed worker is redelivered to a live one:
 // all 200 tasks succeed, each is charged exactly once, and every task's
@@ -1001,6 +1002,74 @@ BOOST_AUTO_TEST_CASE(broker_resource_alarm_answers_503_instead_of_hanging) {
   BOOST_TEST(counts["failed"] == 3, "the three refused async calls' tasks are failed");
   BOOST_TEST(counts["queued"] + counts["running"] == 0);
   BOOST_TEST(quotaOf(stack, key, "fast") == before - 2, "only the two later calls are charged");
+}
+
+// 8. Issue 10: a worker holding a full prefetch of jobs is SIGKILLed. The
+// worker publishes outcomes without waiting and acks each job only once its
+// outcome is confirmed, so many jobs are in its hands at once; it is
+// SIGSTOPped before the calls arrive (none can finish), takes 100 async
+// jobs and 16 sync calls' jobs from the broker (prefetch 128), and is
+// killed with all of them unacked. A fresh worker then gets them all back:
+// every async task succeeds and is charged once; every sync call gets its
+// answer (200), or a 503/504 and its refund, never silence.
+BOOST_AUTO_TEST_CASE(sigkill_of_a_worker_holding_a_full_prefetch_loses_nothing) {
+  constexpr int kAsync = 100;
+  constexpr int kSync = 16;
+  constexpr int kQuota = 1000;
+  StackOptions o;
+  o.worker_modes = {"fast"};
+  Stack stack(o);
+  Key key = createKey(stack, "pipeline-prefetch-kill",
+                      {"--quota-fast", std::to_string(kQuota), "--rate", "100000"});
+  Process* victim = stack.process("worker-fast");
+  BOOST_REQUIRE(::kill(victim->pid(), SIGSTOP) == 0);
+
+  std::vector<std::string> ids;
+  for (int i = 0; i < kAsync; ++i) {
+    HttpResult r = post(stack, "/api/v1/reply/async", asyncBody("", 8000 + i), key);
+    BOOST_REQUIRE_MESSAGE(r.status == 200, "async call answered " << r.status << ": " << r.body);
+    ids.push_back(taskIdOf(r));
+  }
+  std::vector<int> sync_status(kSync, 0);
+  std::vector<std::jthread> callers;  // joined on the way out, also after a failure
+  for (int i = 0; i < kSync; ++i) {
+    callers.emplace_back([&, i] {
+      std::string body = R"({"mode":"fast","message":"同步调用 )" + std::to_string(i) +
+                         R"(","reply_count":1})";
+      sync_status[i] = post(stack, "/api/v1/reply", body, key).status;
+    });
+  }
+  // Every job sits unacked with the stopped worker (the broker's statistics
+  // lag by up to 5 s).
+  QueueStats held = waitQueueStats(
+      stack, "eq.jobs.fast", [](const QueueStats& q) { return q.unacked >= kAsync + kSync; },
+      20000);
+  BOOST_TEST_MESSAGE("eq.jobs.fast before the kill: " << held);
+  BOOST_TEST(held.unacked == kAsync + kSync, "the stopped worker held every job");
+  victim->kill9();
+  Process* fresh = stack.spawn("worker-fast-2", {"eq-worker", "--mode", "fast"});
+  fresh->waitForLog("consuming", 20000);
+  for (std::jthread& t : callers) t.join();
+
+  int sync_ok = 0;
+  for (int st : sync_status) {
+    BOOST_TEST((st == 200 || st == 503 || st == 504), "sync call answered " << st);
+    if (st == 200) ++sync_ok;
+  }
+  BOOST_TEST_MESSAGE(sync_ok << "/" << kSync << " sync calls answered 200 after the kill");
+  auto views = pollTasks(stack, key, ids, [](const TaskView& v) { return isFinal(v.status); },
+                         60000);
+  int succeeded = 0;
+  for (const auto& [id, v] : views) {
+    if (v.status == "succeeded") ++succeeded;
+    else BOOST_ERROR(id << " ended " << v.status << " " << v.error_code << " " << v.error_msg);
+  }
+  BOOST_TEST(succeeded == kAsync);
+  BOOST_TEST(quotaOf(stack, key, "fast") == kQuota - kAsync - sync_ok,
+             "async tasks charged once, failed sync calls refunded");
+  QueueStats after = waitQueueStats(
+      stack, "eq.jobs.fast", [](const QueueStats& q) { return q.messages == 0; }, 20000);
+  BOOST_TEST(after.messages == 0, "nothing left behind: " << after);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

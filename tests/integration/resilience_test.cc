@@ -27,6 +27,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/integration/stack.h"
 
@@ -195,7 +196,8 @@ class BrokerOutage {
 
 // Holds SQLite's write lock on a stack's database from the test process, the
 // way a long eqctl or dispatcher transaction would. Reads still work (WAL);
-// every write of eq-api waits its busy timeout (500 ms) and fails.
+// every database step of eq-api waits up to EQ_API_DB_WAIT_MS (500 ms by
+// default) for it and then answers 503, having written nothing.
 class DbWriteLock {
  public:
   explicit DbWriteLock(const std::string& path) {
@@ -395,6 +397,73 @@ BOOST_AUTO_TEST_CASE(database_locked_answers_503_fast_and_recovers) {
   }
   BOOST_TEST(get(stack, "/readyz").status == 200);
   BOOST_TEST(quotaOf(stack, key, "fast") == before, "the refused reply charged nothing");
+}
+
+// Issue 11: another process holds the write lock for 2 s. Only requests
+// that need the database wait (here for their whole wait, EQ_API_DB_WAIT_MS
+// raised so that the lock, not the deadline, decides); /healthz, a
+// malformed-key 401 and /metrics answer while such a request is still
+// waiting, which no timing can fake: the waiting request's completion flag is
+// checked after each of their answers, and the lock is released only after.
+// Then the waiting request succeeds, charged once, and a retry of it with the
+// same Idempotency-Key is a replay that charges nothing.
+BOOST_AUTO_TEST_CASE(database_lock_delays_only_requests_that_need_the_database) {
+  StackOptions o;
+  o.worker_modes = {"fast"};
+  o.dispatcher = false;  // it would only wait on the lock
+  o.env["EQ_API_DB_WAIT_MS"] = "60000";
+  Stack stack(o);
+  Key key = createKey(stack, "db-lock-2s");
+  int64_t before = quotaOf(stack, key, "fast");
+  std::string url = stack.url("/api/v1/reply/async");
+  std::vector<std::string> headers = {"Authorization: Bearer " + key.api_key,
+                                      "Content-Type: application/json",
+                                      "Idempotency-Key: lock-held-1"};
+
+  HttpResult waited;
+  {
+    DbWriteLock lock(stack.dbPath());
+    int64_t locked_at = nowMs();
+    std::atomic<bool> answered{false};
+    std::jthread client([&] {
+      waited = eq::it::httpRequest("POST", url, headers, replyBody("fast"));
+      answered = true;
+    });
+    // The reply call is in eq-api (counted in flight beside this scrape)
+    // before anything below is asked.
+    int64_t in_flight = 0;
+    while (in_flight < 2 && !answered) {
+      HttpResult m = get(stack, "/metrics");
+      BOOST_REQUIRE(m.status == 200);
+      size_t at = m.body.find("\neq_api_in_flight ");
+      BOOST_REQUIRE(at != std::string::npos);
+      in_flight = std::stoll(m.body.substr(at + 18));
+      if (in_flight < 2) sleepMs(10);
+    }
+    BOOST_REQUIRE_MESSAGE(!answered, "the reply call was answered with the lock held: "
+                                         << waited.status << " " << waited.body);
+    for (int i = 0; i < 20; ++i) {
+      int64_t elapsed = 0;
+      HttpResult h = timed([&] { return get(stack, "/healthz"); }, &elapsed);
+      BOOST_TEST(h.status == 200);
+      HttpResult bad = eq::it::httpRequest("GET", stack.url("/api/v1/quota"),
+                                           {"Authorization: Bearer nonsense"});
+      BOOST_TEST(bad.status == 401);
+      BOOST_TEST(!answered, "/healthz and 401 answered while the database request waits");
+      if (i == 0) BOOST_TEST_MESSAGE("/healthz with the write lock held: " << elapsed << " ms");
+    }
+    // Hold the lock 2 s in all, as a long eqctl or dispatcher transaction would.
+    if (int64_t left = 2000 - (nowMs() - locked_at); left > 0) sleepMs(left);
+    BOOST_TEST(!answered, "the reply call waits for the lock");
+    lock.release();
+  }
+  BOOST_TEST(waited.status == 200, "after the lock: " << waited.status << " " << waited.body);
+  BOOST_TEST(quotaOf(stack, key, "fast") == before - 1, "charged exactly once");
+  HttpResult again = eq::it::httpRequest("POST", url, headers, replyBody("fast"));
+  BOOST_TEST(again.status == 200);
+  BOOST_TEST(again.headers["idempotent-replayed"] == "true");
+  BOOST_TEST(again.body == waited.body);
+  BOOST_TEST(quotaOf(stack, key, "fast") == before - 1, "the replay charged nothing");
 }
 
 BOOST_AUTO_TEST_CASE(async_call_during_broker_outage_answers_503_and_charges_nothing) {

@@ -442,13 +442,18 @@ Stack::Stack(StackOptions opts) {
   env_["EQ_METRICS_HOST"] = "127.0.0.1";
   for (const auto& [k, v] : opts.env) env_[k] = v;
 
-  auto start = [&](const std::string& name, std::vector<std::string> argv) {
-    procs_.push_back(std::make_unique<Process>(name, argv, env_, dir_ + "/" + name + ".log"));
+  auto start = [&](const std::string& name, std::vector<std::string> argv,
+                   const std::map<std::string, std::string>& extra = {}) {
+    std::map<std::string, std::string> env = env_;
+    for (const auto& [k, v] : extra) env[k] = v;
+    procs_.push_back(std::make_unique<Process>(name, argv, env, dir_ + "/" + name + ".log"));
     by_name_[name] = procs_.back().get();
     return procs_.back().get();
   };
   for (int i = 0; i < opts.api_processes; ++i) {
-    Process* api = start("api-" + std::to_string(i), {bin_ + "/eq-api"});
+    std::map<std::string, std::string> extra;
+    if (opts.shared_port && i > 0) extra["EQ_HTTP_PORT"] = std::to_string(api_ports_.at(0));
+    Process* api = start("api-" + std::to_string(i), {bin_ + "/eq-api"}, extra);
     std::string line = api->waitForLog("\"msg\":\"listening\"", 10000);
     size_t at = line.find("\"port\":");
     api_ports_.push_back(std::stoi(line.substr(at + 7)));

@@ -117,6 +117,10 @@ class WebhookReceiver {
 // What a Stack starts. The defaults are the whole stack of scripts/run.
 struct StackOptions {
   int api_processes = 1;  // several eq-api processes on one database
+  // The eq-api processes share one port (SO_REUSEPORT, as scripts/run with
+  // EQ_API_PROCESSES): url(path, i) is then the same for every i, and the
+  // kernel picks the process of each new connection.
+  bool shared_port = false;
   std::vector<std::string> worker_modes = {"fast", "standard", "perfect"};  // fast also analyzes
   bool dispatcher = true;
   std::map<std::string, std::string> env;  // extra or overriding EQ_* variables
@@ -132,6 +136,8 @@ class Stack {
   std::string url(const std::string& path, int api = 0) const;
   int apiPort(int api = 0) const { return api_ports_.at(static_cast<size_t>(api)); }
   const std::string& dbPath() const { return env_.at("EQ_DB_PATH"); }
+  // The broker URL of this stack's vhost, as its processes get it.
+  const std::string& amqpUrl() const { return env_.at("EQ_AMQP_URL"); }
   // The process started under this name ("api-0", "worker-fast", "dispatcher").
   Process* process(const std::string& name);
   // Runs eqctl with the stack's environment; returns stdout.

@@ -142,7 +142,7 @@ BOOST_AUTO_TEST_CASE(migrations_apply_once) {
   db.store.reset();
   auto again = Store::open(db.path);  // a second process starting on the same file
   BOOST_REQUIRE(again.isOk());
-  BOOST_TEST(db.scalar("SELECT count(*) FROM schema_migrations") == "3");
+  BOOST_TEST(db.scalar("SELECT count(*) FROM schema_migrations") == "4");
 }
 
 BOOST_AUTO_TEST_CASE(expired_key_is_not_authenticated) {
@@ -559,6 +559,51 @@ BOOST_AUTO_TEST_CASE(retention_purges_idempotency_keys_and_rate_windows_by_age) 
   BOOST_TEST(db.scalar("SELECT count(*) FROM idempotency_keys") == "4");
   BOOST_TEST(db.store->purgeIdempotencyBefore(now - Store::kIdempotencyTtlMs, 100).value() == 3);
   BOOST_TEST(db.scalar("SELECT idem_key FROM idempotency_keys") == "fresh");
+}
+
+BOOST_AUTO_TEST_CASE(transactions_nest_as_savepoints) {
+  TempDb db;
+  CreatedKey k = db.newKey();
+  BOOST_REQUIRE(db.store->begin().isOk());
+  BOOST_TEST((db.store->chargeQuota(k.account_id, "fast", nowMs()).value() == ChargeOutcome::kCharged));
+  BOOST_REQUIRE(db.store->begin().isOk());  // a savepoint inside
+  BOOST_TEST((db.store->chargeQuota(k.account_id, "fast", nowMs()).value() == ChargeOutcome::kCharged));
+  BOOST_TEST(db.store->rollback().isOk());  // undoes the inner charge only
+  // A method with its own transaction works inside the caller's.
+  BOOST_TEST(db.store->revokeKey(k.key_id).isOk());
+  BOOST_TEST(db.store->inTransaction());
+  BOOST_TEST(db.store->commit().isOk());
+  BOOST_TEST(!db.store->inTransaction());
+  BOOST_TEST(db.store->quota(k.account_id).value().remaining.fast == 99);
+  BOOST_TEST(db.scalar("SELECT status FROM api_keys") == "revoked");
+}
+
+BOOST_AUTO_TEST_CASE(key_epoch_moves_with_key_and_rate_changes_only) {
+  TempDb db;
+  CreatedKey k = db.newKey();
+  int64_t e0 = db.store->keyEpoch().value();
+  BOOST_TEST(db.store->chargeQuota(k.account_id, "fast", nowMs()).isOk());
+  BOOST_TEST(db.store->countRequest(AuthContext{k.key_id, k.account_id, "", 60, 0}, nowMs()).isOk());
+  BOOST_TEST(db.store->keyEpoch().value() == e0, "charges and rate counts leave it");
+  KeyUpdate u;
+  u.rate_limit_per_min = 5;
+  BOOST_TEST(db.store->updateKey(k.key_id, u).isOk());
+  int64_t e1 = db.store->keyEpoch().value();
+  BOOST_TEST(e1 > e0, "a rate-limit change moves it");
+  BOOST_TEST(db.store->revokeKey(k.key_id).isOk());
+  BOOST_TEST(db.store->keyEpoch().value() > e1, "a revocation moves it");
+}
+
+BOOST_AUTO_TEST_CASE(batched_rate_counts_add_up) {
+  TempDb db;
+  CreatedKey k = db.newKey();
+  int64_t w = Store::rateWindowStart(nowMs());
+  BOOST_TEST(db.store->countRequests(k.key_id, w, 3).value() == 3);
+  BOOST_TEST(db.store->countRequests(k.key_id, w, 4).value() == 7);
+  RateDecision d = Store::rateDecision(5, 6, w, w);
+  BOOST_TEST(!d.allowed);
+  BOOST_TEST(d.remaining == 0);
+  BOOST_TEST(Store::rateDecision(5, 5, w, w).allowed);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,4 +1,6 @@
-// A small HTTP/1.1 server on libuv and nodejs http-parser.
+// A small HTTP/1.1 server on libuv and nodejs http-parser: the one HTTP
+// server of the project, serving eq-api (api/main.cc) and the /metrics and
+// /healthz listeners of eq-worker and eq-dispatcher (common/metrics_server.h).
 //
 // HttpServer owns the listening uv_tcp_t and every HttpConnection; all of it
 // lives on one uv loop thread. A connection owns its uv_tcp_t, its parser and
@@ -27,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-namespace eq::api {
+namespace eq::http {
 
 struct HttpRequest {
   std::string method;
@@ -82,8 +84,11 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Binds and listens; port 0 picks a free port (see port()). Returns a libuv
-  // error code (0 on success).
-  int listen(const std::string& host, int port);
+  // error code (0 on success). With reuse_port, the socket has SO_REUSEPORT:
+  // several processes listening on the same host and port share it, the
+  // kernel spreading new connections over them (eq-api with
+  // EQ_API_PROCESSES > 1; see README).
+  int listen(const std::string& host, int port, bool reuse_port = false);
   int port() const { return port_; }
 
   // Stops accepting and closes idle connections; busy ones close after their
@@ -118,4 +123,4 @@ class HttpServer {
   std::function<void()> on_shutdown_done_;
 };
 
-}  // namespace eq::api
+}  // namespace eq::http

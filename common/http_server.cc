@@ -1,6 +1,10 @@
-#include "api/http_server.h"
+#include "common/http_server.h"
 
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <cstring>
 #include <string_view>
@@ -10,7 +14,7 @@
 #include "common/log.h"
 #include "common/timefmt.h"
 
-namespace eq::api {
+namespace eq::http {
 namespace {
 
 // How long a closing connection keeps draining the client's input.
@@ -530,12 +534,36 @@ HttpServer::HttpServer(uv_loop_t* loop, Handler handler, HttpLimits limits)
 
 HttpServer::~HttpServer() = default;
 
-int HttpServer::listen(const std::string& host, int port) {
+int HttpServer::listen(const std::string& host, int port, bool reuse_port) {
   struct sockaddr_storage addr;
   int rc = uv_ip4_addr(host.c_str(), port, reinterpret_cast<sockaddr_in*>(&addr));
   if (rc != 0) rc = uv_ip6_addr(host.c_str(), port, reinterpret_cast<sockaddr_in6*>(&addr));
   if (rc != 0) return rc;
-  if ((rc = uv_tcp_bind(&listener_, reinterpret_cast<sockaddr*>(&addr), 0)) != 0) return rc;
+  if (reuse_port) {
+    // libuv 1.44 has no UV_TCP_REUSEPORT: make the socket ourselves, set
+    // SO_REUSEPORT before bind, and hand it to libuv.
+    int fd = ::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    int one = 1;
+    if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
+      rc = -errno;
+      ::close(fd);
+      return rc;
+    }
+    socklen_t len = addr.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+      rc = -errno;
+      ::close(fd);
+      return rc;
+    }
+    if ((rc = uv_tcp_open(&listener_, fd)) != 0) {
+      ::close(fd);
+      return rc;
+    }
+  } else if ((rc = uv_tcp_bind(&listener_, reinterpret_cast<sockaddr*>(&addr), 0)) != 0) {
+    return rc;
+  }
   if ((rc = uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), 511, &onConnection)) != 0) {
     return rc;
   }
@@ -615,4 +643,4 @@ HttpResponse HttpServer::errorResponse(int status, std::string_view msg,
   return r;
 }
 
-}  // namespace eq::api
+}  // namespace eq::http

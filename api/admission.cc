@@ -1,0 +1,288 @@
+// Admission of the two reply endpoints (Idempotency-Key, charge, the task
+// row) and their way through the broker; finish() settles what admission
+// started (the stored response, a refund, a failed task) before answering.
+#include "api/handlers.h"
+
+#include "api/request_util.h"
+#include "api/validation.h"
+#include "common/crypto.h"
+#include "common/ids.h"
+#include "common/log.h"
+#include "common/messages.h"
+
+namespace eq::api {
+using util::isJsonContentType;
+using util::kTaskPrefix;
+using util::putString;
+using util::putTime;
+using util::syncDeadlineMs;
+using util::Writer;
+
+// What the reply endpoints' database step decided, read on the loop once the
+// batch committed.
+struct ReplyAdmission {
+  bool bad_media = false;      // 415: no database work ran
+  std::string idem_error;      // 400 for a malformed Idempotency-Key
+  std::optional<IdempotencyRequest> idem;
+  IdempotencyBegin begun;      // when idem is set
+  Result<ReplyRequest> parsed = Status(400, "not parsed");
+  bool charged = false;
+  ChargeOutcome charge = ChargeOutcome::kExhausted;
+  std::string task_id;         // async: the row inserted with the charge
+};
+
+// ---------------------------------------------------------------- reply calls
+
+void ApiService::replySync(const CallPtr& c) { reply(c, false); }
+void ApiService::replyAsync(const CallPtr& c) { reply(c, true); }
+
+void ApiService::reply(const CallPtr& c, bool async) {
+  // Everything that needs no database is decided here, on the loop; what
+  // does (Idempotency-Key, charge, task row) is one database step, in one
+  // savepoint: if its last statement fails, none of it happened.
+  auto a = std::make_shared<ReplyAdmission>();
+  a->bad_media = !isJsonContentType(c->req.header("content-type"));
+  DbWork work;
+  if (!a->bad_media) {
+    if (const std::string* key = c->req.header("idempotency-key")) {
+      if (Status s = checkIdempotencyKey(*key); !s.isOk()) {
+        a->idem_error = s.msg();
+      } else {
+        // The digest covers the raw bytes: two bodies that parse to the same
+        // JSON but differ in spacing are different requests, as a client
+        // resending the same request never produces them.
+        a->idem = IdempotencyRequest{"", *key, c->info->route, crypto::sha256(c->req.body),
+                                     c->info->request_id};
+      }
+    }
+    a->parsed = parseReplyRequest(c->req.body, async, *ctx_.webhook_allow);
+    if (async && a->parsed.isOk()) a->task_id = ids::newTaskId();
+  }
+  if (!a->bad_media && a->idem_error.empty()) {
+    int64_t now = ctx_.clock->nowMs();
+    std::string request_id = c->info->request_id;
+    work = [a, now, request_id](Store& store, const AuthContext* who) -> Status {
+      if (a->idem) {
+        a->idem->account_id = who->account_id;
+        Result<IdempotencyBegin> b = store.beginIdempotent(*a->idem, now);
+        if (!b.isOk()) return b.status();
+        a->begun = b.value();
+        if (a->begun.state != IdempotencyState::kStarted) return Status::ok();
+      }
+      if (!a->parsed.isOk()) return Status::ok();  // 400, recorded by finish()
+      const ReplyRequest& r = a->parsed.value();
+      Result<ChargeOutcome> ch = store.chargeQuota(who->account_id, r.mode, now);
+      if (!ch.isOk()) return ch.status();
+      a->charge = ch.value();
+      a->charged = ch.value() == ChargeOutcome::kCharged;
+      if (!a->charged || a->task_id.empty()) return Status::ok();
+      TaskRecord t;
+      t.task_id = a->task_id;
+      t.account_id = who->account_id;
+      t.key_id = who->key_id;
+      t.request_id = request_id;
+      t.mode = r.mode;
+      t.webhook_url = r.webhook_url;
+      t.created_at = now;
+      return store.createTask(t);
+    };
+  }
+  authorize(c, std::move(work), true, [this, async, a](const CallPtr& call) {
+    replyAdmitted(call, async, *a);
+  });
+}
+
+void ApiService::replyAdmitted(const CallPtr& c, bool async, const ReplyAdmission& a) {
+  const Info& info = c->info;
+  const Responder& res = c->res;
+  if (a.bad_media) {
+    sendError(info, res, 415, "unsupported media type: send Content-Type: application/json");
+    return;
+  }
+  if (!a.idem_error.empty()) {
+    sendError(info, res, 400, a.idem_error);
+    return;
+  }
+  if (a.idem) {
+    const IdempotencyBegin& b = a.begun;
+    switch (b.state) {
+      case IdempotencyState::kStarted:
+        info->idempotency = a.idem;
+        break;
+      case IdempotencyState::kReplay: {
+        idempotent_replays_.inc();
+        HttpResponse r;
+        r.status = b.http_status;
+        r.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
+        r.headers.emplace_back("Idempotent-Replayed", "true");
+        r.body = b.response_body;
+        finish(info, res, std::move(r));
+        return;
+      }
+      case IdempotencyState::kConflict:
+        sendError(info, res, 409,
+                  b.other_route
+                      ? "conflict: Idempotency-Key already used on another endpoint; use a new "
+                        "key for a new request"
+                      : "conflict: Idempotency-Key reused with a different request body; use a "
+                        "new key for a new request");
+        return;
+      case IdempotencyState::kInProgress:
+        // Answering 409 rather than waiting keeps the loop free of parked
+        // requests; the client retries and then gets the stored response.
+        info->extra_headers.emplace_back("Retry-After", "1");
+        sendError(info, res, 409,
+                  "conflict: a request with this Idempotency-Key is still in progress; retry "
+                  "after it completes");
+        return;
+    }
+  }
+  if (!a.parsed.isOk()) {
+    sendError(info, res, 400, a.parsed.status().msg());
+    return;
+  }
+  const ReplyRequest& r = a.parsed.value();
+  info->mode = r.mode;
+  if (!a.charged) {
+    quota_rejected_.inc();
+    sendError(info, res, 402,
+              a.charge == ChargeOutcome::kExpired
+                  ? "quota expired: the " + r.mode +
+                        " quota of this key has passed its expire_at (see GET /api/v1/quota); "
+                        "ask for a renewal"
+                  : "quota exhausted: no " + r.mode +
+                        " units left for this key (see GET /api/v1/quota); use another mode or "
+                        "ask for more units");
+    return;
+  }
+  info->account_id = c->auth->account_id;
+  msg::Job job;
+  job.kind = jobKindName(JobKind::kReply);
+  job.request_id = info->request_id;
+  job.mode = r.mode;
+  job.message = r.message;
+  job.context = r.context;
+  job.scene = r.scene;
+  job.reply_count = r.reply_count;
+  if (!async) {
+    job.deadline_ms = ctx_.clock->nowMs() + syncDeadlineMs(*ctx_.config, r.mode);
+    std::string mode = r.mode;
+    ctx_.broker->call(job, [this, info, res, mode](Result<msg::SyncResult> out) {
+      if (out.isOk() && out.value().ok) {
+        sendJson(info, res, 200, out.value().data_json, "ok");
+        return;
+      }
+      // Anything but a result refunds the unit charged at admission, in the
+      // database step finish() runs before answering.
+      info->refund_mode = mode;
+      int code = !out.isOk() ? out.status().code() : out.value().code == 503 ? 503 : 500;
+      if (code == 503) {
+        unavailable(info, res, !out.isOk() ? out.status().msg() : out.value().msg);
+      } else if (code == 504) {
+        sendError(info, res, 504,
+                  "generation timed out: retry, or use POST /api/v1/reply/async for long modes");
+      } else {
+        sendError(info, res, 500, "generation failed; the unit was refunded, retry later");
+      }
+    });
+    return;
+  }
+  job.task_id = a.task_id;
+  std::string task_id = a.task_id;
+  // Answer only once the broker has the message: a task id we hand out must
+  // never belong to a job that was lost.
+  ctx_.broker->publishPersistent(
+      msg::queueForMode(r.mode), msg::encodeJob(job), [this, info, res, task_id](Status s) {
+        if (s.isOk()) {
+          sendJson(info, res, 200,
+                   "{\"task_id\":\"" + task_id + "\",\"status\":\"" +
+                       taskStatusName(TaskStatus::kQueued) + "\"}",
+                   "ok");
+          return;
+        }
+        // Not accepted: the task fails at once, which also refunds its unit
+        // (finish() runs it before answering).
+        info->failed_task_id = task_id;
+        info->failed_task_msg = "not accepted: " + s.msg();
+        unavailable(info, res, "message broker unavailable");
+      });
+}
+
+void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) {
+  bool has_id = false;
+  for (const auto& [k, v] : r.headers) has_id = has_id || k == "X-Request-Id";
+  if (!has_id) r.headers.emplace_back("X-Request-Id", info->request_id);
+  for (const auto& h : info->extra_headers) r.headers.push_back(h);
+  if (!info->idempotency && info->refund_mode.empty() && info->failed_task_id.empty()) {
+    send(info, res, std::move(r));
+    return;
+  }
+  // The request's last writes, committed before the answer leaves: a client
+  // that retries with the same Idempotency-Key, or reads its quota, right
+  // after the answer sees them. Each write is one statement (or its own
+  // savepoint) and correct alone, so one failing does not undo another.
+  struct Settle {
+    std::optional<IdempotencyRequest> idem;
+    int status = 0;
+    std::string body;
+    std::string account, refund_mode, task_id, task_msg;
+    std::vector<std::string> errors;
+  };
+  auto st = std::make_shared<Settle>();
+  st->idem = std::move(info->idempotency);
+  info->idempotency.reset();
+  st->status = r.status;
+  st->body = r.body;
+  st->account = info->account_id;
+  st->refund_mode = std::move(info->refund_mode);
+  st->task_id = std::move(info->failed_task_id);
+  st->task_msg = std::move(info->failed_task_msg);
+  auto req = std::make_unique<DbRequest>();
+  int64_t now = ctx_.clock->nowMs();
+  req->now_ms = now;
+  req->deadline_ms = dbDeadline();
+  req->work = [st, now](Store& store, const AuthContext*) -> Status {
+    if (!st->refund_mode.empty()) {
+      if (Status s = store.refundQuota(st->account, st->refund_mode); !s.isOk()) {
+        st->errors.push_back("refund failed: " + s.msg());
+      }
+    }
+    if (!st->task_id.empty()) {
+      Result<bool> failed = store.markTaskFailed(st->task_id, 503, st->task_msg, now);
+      if (!failed.isOk()) {
+        // TODO(issue 4): a sweeper for tasks left queued without a message.
+        st->errors.push_back("could not fail unaccepted task; its unit stays charged: " +
+                             failed.status().msg());
+      }
+    }
+    if (st->idem) {
+      // Final outcomes are remembered; a 429 or a 5xx says nothing about
+      // what the request would do, so its row is dropped and a retry runs
+      // afresh.
+      bool final = (st->status >= 200 && st->status < 300) ||
+                   (st->status >= 400 && st->status < 500 && st->status != 429);
+      Status s = final ? store.completeIdempotent(*st->idem, st->status, st->body)
+                       : store.abandonIdempotent(*st->idem);
+      if (!s.isOk()) {
+        // The row stays pending: retries get 409 "in progress" until the
+        // lease (Store::kIdempotencyLeaseMs) lets one take it over.
+        st->errors.push_back("idempotency record not settled: " + s.msg());
+      }
+    }
+    return Status::ok();
+  };
+  req->done = [this, info, res, st, r = std::move(r)](DbRequest& done) mutable {
+    if (!done.status.isOk()) st->errors.push_back(done.status.msg());
+    for (const std::string& e : st->errors) {
+      // What is not written here is what an operator reconciles from this line.
+      log::error("settling the request failed", {{"request_id", info->request_id},
+                                                 {"mode", st->refund_mode},
+                                                 {"task_id", st->task_id},
+                                                 {"error", e}});
+    }
+    send(info, res, std::move(r));
+  };
+  ctx_.db->submit(std::move(req));
+}
+
+}  // namespace eq::api

@@ -1,0 +1,248 @@
+#include "api/db_thread.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <utility>
+
+#include "common/log.h"
+
+namespace eq::api {
+
+DbThread::DbThread(uv_loop_t* loop, std::unique_ptr<Store> store, const Clock* clock)
+    : loop_(loop), store_(std::move(store)), clock_(clock) {
+  uv_async_init(loop_, &async_, &DbThread::onAsync);
+  async_.data = this;
+  store_->setBusyTimeout(kBusySliceMs);
+}
+
+DbThread::~DbThread() {
+  // join() ran (or start() never did); the Store closes its connection here.
+  if (thread_.joinable()) thread_.join();
+}
+
+void DbThread::start() { thread_ = std::thread([this] { run(); }); }
+
+void DbThread::stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopping_ = true;
+  cv_.notify_one();
+  if (!thread_.joinable() && !closed_) {
+    // Never started: nothing will hand over, so close the handle now.
+    closed_ = true;
+    uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
+  }
+}
+
+void DbThread::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+// ------------------------------------------------------------ loop thread
+
+void DbThread::submit(std::unique_ptr<DbRequest> r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  inbox_.push_back(std::move(r));
+  cv_.notify_one();
+}
+
+void DbThread::onAsync(uv_async_t* handle) { static_cast<DbThread*>(handle->data)->drainOutbox(); }
+
+void DbThread::drainOutbox() {
+  Batch ready;
+  bool exited = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ready.swap(outbox_);
+    exited = exited_;
+  }
+  for (auto& r : ready) {
+    // done may submit a follow-up request (a response's settle writes):
+    // submit only queues, so this loop is not re-entered.
+    if (r->done) r->done(*r);
+  }
+  if (exited && !closed_) {
+    // The thread sent its last wake-up while holding mu_ before setting
+    // exited_, so no uv_async_send can follow this close.
+    closed_ = true;
+    uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
+  }
+}
+
+// -------------------------------------------------------- database thread
+
+void DbThread::run() {
+  while (true) {
+    Batch batch;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !inbox_.empty(); });
+      if (inbox_.empty()) break;  // stopping, and everything queued was run
+    }
+    takeInbox(batch);
+    runBatch(std::move(batch));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  exited_ = true;
+  uv_async_send(&async_);
+}
+
+bool DbThread::takeInbox(Batch& into) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (inbox_.empty()) return false;
+  if (into.empty() && inbox_.size() <= kMaxBatch) {
+    into.swap(inbox_);
+    return true;
+  }
+  std::size_t room = into.size() < kMaxBatch ? kMaxBatch - into.size() : 0;
+  std::size_t n = std::min(room, inbox_.size());
+  for (std::size_t i = 0; i < n; ++i) into.push_back(std::move(inbox_[i]));
+  inbox_.erase(inbox_.begin(), inbox_.begin() + static_cast<std::ptrdiff_t>(n));
+  return n > 0;
+}
+
+void DbThread::handOver(Batch& done) {
+  if (done.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& r : done) outbox_.push_back(std::move(r));
+  done.clear();
+  uv_async_send(&async_);
+}
+
+void DbThread::expire(Batch& batch, int64_t now_ms) {
+  Batch expired;
+  Batch keep;
+  for (auto& r : batch) {
+    if (r->deadline_ms <= now_ms) {
+      r->status = Status(503, "the database is busy");
+      expired.push_back(std::move(r));
+    } else {
+      keep.push_back(std::move(r));
+    }
+  }
+  batch.swap(keep);
+  handOver(expired);
+}
+
+void DbThread::runBatch(Batch batch) {
+  // 1. The write lock. Every request needs it (each counts against a rate
+  // limit, charges, or is /readyz asking whether it can be had), so the
+  // whole batch waits for it, in slices, answering 503 to those whose
+  // deadline passes meanwhile and taking in new arrivals.
+  while (true) {
+    Status s = store_->begin();
+    if (s.isOk()) break;
+    expire(batch, clock_->nowMs());
+    takeInbox(batch);
+    if (batch.empty()) return;
+    // A busy database already waited kBusySliceMs in the busy handler; any
+    // other failure (I/O error) returns at once, so pause the same slice.
+    if (s.msg().find("locked") == std::string::npos) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(kBusySliceMs));
+    }
+  }
+
+  auto failAll = [&](const Status& why) {
+    for (auto& r : batch) {
+      if (r->status.isOk()) r->status = why;
+    }
+  };
+
+  // 2. Keys: the epoch once, then a lookup for every key the cache could not
+  // vouch for.
+  int64_t epoch = -1;
+  bool needs_auth = false;
+  for (auto& r : batch) needs_auth = needs_auth || !r->key_digest.empty();
+  if (needs_auth) {
+    Result<int64_t> e = store_->keyEpoch();
+    if (!e.isOk()) {
+      log::error("key epoch read failed", {{"error", e.status().msg()}});
+      store_->rollback();
+      failAll(Status(503, "the database is busy"));
+      handOver(batch);
+      return;
+    }
+    epoch = e.value();
+  }
+  for (auto& r : batch) {
+    r->key_epoch = epoch;
+    if (r->key_digest.empty()) continue;
+    bool cached_valid = r->auth && r->auth_epoch == epoch &&
+                        (r->auth->expires_at_ms == 0 || r->auth->expires_at_ms > r->now_ms);
+    if (cached_valid) {
+      r->authenticated = true;
+      continue;
+    }
+    Result<std::optional<AuthContext>> a =
+        store_->authenticateDigest(r->key_digest, r->env, r->now_ms);
+    if (!a.isOk()) {
+      r->status = a.status();
+      continue;
+    }
+    r->looked_up = true;
+    r->auth = a.value();
+    r->authenticated = r->auth.has_value();
+  }
+
+  // 3. Rate counts: one UPSERT per key and window for the whole batch.
+  std::map<std::pair<std::string, int64_t>, std::vector<DbRequest*>> groups;
+  for (auto& r : batch) {
+    if (r->status.isOk() && r->count_rate && r->authenticated) {
+      groups[{r->auth->key_id, Store::rateWindowStart(r->now_ms)}].push_back(r.get());
+    }
+  }
+  for (auto& [key, members] : groups) {
+    auto n = static_cast<int64_t>(members.size());
+    Result<int64_t> count = store_->countRequests(key.first, key.second, n);
+    for (int64_t i = 0; i < n; ++i) {
+      DbRequest* r = members[static_cast<std::size_t>(i)];
+      if (!count.isOk()) {
+        r->status = count.status();
+        continue;
+      }
+      r->rate = Store::rateDecision(r->auth->rate_limit_per_min, count.value() - n + 1 + i,
+                                    key.second, r->now_ms);
+      r->rate_counted = true;
+    }
+  }
+
+  // 4. Each admitted request's own work, in its own savepoint.
+  for (auto& r : batch) {
+    if (!store_->inTransaction()) break;  // lost to an error: handled below
+    if (!r->status.isOk() || !r->work) continue;
+    if (!r->key_digest.empty() && !r->authenticated) continue;
+    if (r->rate_counted && !r->rate.allowed) continue;
+    const AuthContext* who = r->auth ? &*r->auth : nullptr;
+    if (!r->writes) {
+      r->status = r->work(*store_, who);
+      r->work_ran = true;
+      continue;
+    }
+    if (Status s = store_->begin(); !s.isOk()) {
+      r->status = s;
+      continue;
+    }
+    Status s = r->work(*store_, who);
+    r->work_ran = true;
+    if (s.isOk()) {
+      s = store_->commit();  // RELEASE of the savepoint
+    } else {
+      store_->rollback();
+    }
+    r->status = s;
+  }
+
+  // 5. One commit for all of it.
+  Status c = store_->inTransaction() ? store_->commit()
+                                     : Status(503, "sqlite: the transaction was rolled back");
+  if (!c.isOk()) {
+    log::error("batch commit failed", {{"error", c.msg()},
+                                      {"requests", static_cast<long long>(batch.size())}});
+    store_->rollback();
+    for (auto& r : batch) r->status = Status(503, "the database is busy");
+  }
+  batches_.fetch_add(1, std::memory_order_relaxed);
+  handOver(batch);
+}
+
+}  // namespace eq::api

@@ -1,0 +1,62 @@
+// Small pieces the parts of ApiService share (api/router.cc, auth.cc,
+// admission.cc, resources.cc): header checks, JSON writing, deadlines. Pure
+// functions, any thread.
+#pragma once
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <strings.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/config.h"
+#include "common/defaults.h"
+#include "common/enums.h"
+#include "common/timefmt.h"
+
+namespace eq::api::util {
+
+using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+
+constexpr std::string_view kTaskPrefix = "/api/v1/task/";
+
+// "application/json", optionally with parameters such as charset=utf-8.
+inline bool isJsonContentType(const std::string* ct) {
+  if (ct == nullptr) return false;
+  std::string_view v = *ct;
+  std::string_view media = v.substr(0, v.find(';'));
+  while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
+  return media.size() == 16 && strncasecmp(media.data(), "application/json", 16) == 0;
+}
+
+inline void putString(Writer& w, const char* key, std::string_view v) {
+  w.Key(key);
+  w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
+}
+
+inline void putTime(Writer& w, const char* key, int64_t ms) {
+  w.Key(key);
+  if (ms == 0) {
+    w.Null();
+  } else {
+    std::string t = iso8601(ms);
+    w.String(t.c_str(), static_cast<rapidjson::SizeType>(t.size()));
+  }
+}
+
+inline int64_t syncDeadlineMs(const Config& cfg, const std::string& mode) {
+  if (cfg.sync_deadline_ms > 0) return cfg.sync_deadline_ms;
+  std::optional<Mode> m = parseMode(mode);
+  if (!m) return defaults::kAnalyzeDeadlineMs;  // analyze calls have no mode
+  switch (*m) {
+    case Mode::kFast: return defaults::kSyncDeadlineFastMs;
+    case Mode::kStandard: return defaults::kSyncDeadlineStandardMs;
+    case Mode::kPerfect: return defaults::kSyncDeadlinePerfectMs;
+  }
+  return defaults::kAnalyzeDeadlineMs;
+}
+
+}  // namespace eq::api::util

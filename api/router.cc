@@ -1,0 +1,139 @@
+// The route table and the routes that need no key: ApiService::handle
+// dispatches through kRoutes alone; /metrics renders the Registry.
+#include "api/handlers.h"
+
+#include "api/request_util.h"
+#include "common/embedded.h"
+
+namespace eq::api {
+using util::isJsonContentType;
+using util::kTaskPrefix;
+using util::putString;
+using util::putTime;
+using util::syncDeadlineMs;
+using util::Writer;
+
+// The route table. Every route and its handler is one row; the route label
+// of logs and metrics is the row's path.
+const std::array<ApiService::Route, 9> ApiService::kRoutes = {{
+    {"/api/v1/reply", "POST", false, &ApiService::replySync},
+    {"/api/v1/reply/async", "POST", false, &ApiService::replyAsync},
+    {"/api/v1/analyze", "POST", false, &ApiService::analyze},
+    {"/api/v1/quota", "GET", false, &ApiService::quota},
+    {"/api/v1/task/{task_id}", "GET", true, &ApiService::task},
+    {"/healthz", "GET", false, &ApiService::healthz},
+    {"/readyz", "GET", false, &ApiService::readyz},
+    {"/metrics", "GET", false, &ApiService::metrics},
+    {"/openapi.yaml", "GET", false, &ApiService::openapi},
+}};
+
+const ApiService::Route* ApiService::matchRoute(std::string_view path) {
+  for (const Route& r : kRoutes) {
+    if (!r.prefix) {
+      if (r.path == path) return &r;
+      continue;
+    }
+    // "/api/v1/task/{task_id}": the prefix, then one non-empty segment.
+    std::string_view prefix = r.path.substr(0, r.path.find('{'));
+    if (path.size() > prefix.size() && path.substr(0, prefix.size()) == prefix &&
+        path.find('/', prefix.size()) == std::string_view::npos) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+void ApiService::handle(HttpRequest&& req, Responder res) {
+  auto c = std::make_shared<Call>(Call{std::move(req), res, std::make_shared<RequestInfo>(), {}});
+  const Info& info = c->info;
+  info->request_id = c->req.request_id;
+  info->method = c->req.method;
+  info->started_ms = c->req.received_ms;
+  in_flight_.add(1);
+
+  const Route* route = matchRoute(c->req.path);
+  if (route == nullptr) {
+    info->route = "unmatched";
+    sendError(info, res, 404, "not found: no route " + c->req.path);
+    return;
+  }
+  info->route = std::string(route->path);
+  if (c->req.method != route->method) {
+    HttpResponse r = HttpServer::errorResponse(405, "method not allowed: use " +
+                                                        std::string(route->method),
+                                               info->request_id);
+    r.headers.emplace_back("Allow", std::string(route->method));
+    finish(info, res, std::move(r));
+    return;
+  }
+  (this->*route->handler)(c);
+}
+
+int64_t ApiService::dbDeadline() const {
+  return ctx_.clock->nowMs() + ctx_.config->api_db_wait_ms;
+}
+
+// ---------------------------------------------------------------- public routes
+
+void ApiService::healthz(const CallPtr& c) {
+  sendJson(c->info, c->res, 200, "{\"status\":\"alive\"}", "ok");
+}
+
+void ApiService::metrics(const CallPtr& c) {
+  HttpResponse r;
+  r.headers.emplace_back("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+  r.body = renderMetrics();
+  finish(c->info, c->res, std::move(r));
+}
+
+void ApiService::openapi(const CallPtr& c) {
+  HttpResponse r;
+  r.headers.emplace_back("Content-Type", "application/yaml; charset=utf-8");
+  r.body = std::string(embedded::file("schema/openapi.yaml"));
+  finish(c->info, c->res, std::move(r));
+}
+
+void ApiService::readyz(const CallPtr& c) {
+  // An empty database step: it succeeds when its batch got the write lock
+  // (BEGIN IMMEDIATE) within the deadline, because every request eq-api
+  // serves writes (the rate counter); a database that can be read but not
+  // written is not ready. The loop thread itself never waits for the lock.
+  auto r = std::make_unique<DbRequest>();
+  r->now_ms = ctx_.clock->nowMs();
+  r->deadline_ms = dbDeadline();
+  r->done = [this, c](DbRequest& done) {
+    bool broker = ctx_.broker->connected();
+    bool db = done.status.isOk();
+    std::string data = std::string("{\"broker\":") + (broker ? "true" : "false") +
+                       ",\"database\":" + (db ? "true" : "false") + "}";
+    if (broker && db) {
+      sendJson(c->info, c->res, 200, data, "ready");
+      return;
+    }
+    // Like every error, data is null (PRODUCT.md §2); msg names what is down.
+    std::string msg = "not ready:";
+    if (!broker) msg += " broker unavailable";
+    if (!db) msg += std::string(broker ? "" : ",") + " database unavailable";
+    HttpResponse resp = HttpServer::errorResponse(503, msg, c->info->request_id);
+    resp.headers.emplace_back("Retry-After", "1");
+    finish(c->info, c->res, std::move(resp));
+  };
+  ctx_.db->submit(std::move(r));
+}
+
+std::string ApiService::renderMetrics() {
+  broker_connected_.set(ctx_.broker->connected() ? 1 : 0);
+  uint64_t reconnects = ctx_.broker->reconnects();
+  if (reconnects > reconnects_seen_) {
+    broker_reconnects_.inc(static_cast<double>(reconnects - reconnects_seen_));
+    reconnects_seen_ = reconnects;
+  }
+  auto batches = static_cast<uint64_t>(ctx_.db->batches());
+  if (batches > db_batches_seen_) {
+    db_batches_.inc(static_cast<double>(batches - db_batches_seen_));
+    db_batches_seen_ = batches;
+  }
+  return registry_.render();
+}
+
+}  // namespace eq::api

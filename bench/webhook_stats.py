@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Reads bench_webhook_receiver's output (`task_id arrival_us` per line) and
+prints one BENCH field list for bench/run.
+
+    webhook_stats.py rate FILE
+        deliveries=N (distinct task ids) deliveries_per_s=R over first..last arrival
+    webhook_stats.py lag FILE DB
+        dispatch lag per task: arrival - tasks.finished_at (ms, from SQLite);
+        also the offered rate of the tasks (created_at span) and how many
+        were delivered.
+"""
+import sqlite3
+import sys
+
+
+def arrivals(path):
+    first = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) != 2:
+                continue
+            tid, us = parts[0], int(parts[1])
+            if tid not in first or us < first[tid]:
+                first[tid] = us
+    return first
+
+
+def pct(values, p):
+    if not values:
+        return 0.0
+    v = sorted(values)
+    return v[min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1))))]
+
+
+def main():
+    mode, path = sys.argv[1], sys.argv[2]
+    first = arrivals(path)
+    if mode == "rate":
+        times = sorted(first.values())
+        span = (times[-1] - times[0]) / 1e6 if len(times) > 1 else 0
+        rate = (len(times) - 1) / span if span > 0 else 0
+        print(f"deliveries={len(times)} span_s={span:.2f} deliveries_per_s={rate:.1f}")
+        return
+    db = sqlite3.connect(f"file:{sys.argv[3]}?mode=ro", uri=True, timeout=30)
+    lags, created = [], []
+    for tid, us in first.items():
+        row = db.execute("SELECT finished_at, created_at FROM tasks WHERE id = ?", (tid,)).fetchone()
+        if row is None or row[0] is None:
+            continue
+        lags.append(us / 1000.0 - row[0])
+        created.append(row[1])
+    span = (max(created) - min(created)) / 1000.0 if len(created) > 1 else 0
+    offered = (len(created) - 1) / span if span > 0 else 0
+    print(f"deliveries={len(lags)} offered_tasks_per_s={offered:.1f} p50_ms={pct(lags, 50):.2f} "
+          f"p90_ms={pct(lags, 90):.2f} p99_ms={pct(lags, 99):.2f} max_ms={pct(lags, 100):.2f}")
+
+
+main()

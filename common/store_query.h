@@ -1,0 +1,95 @@
+// Internal to the store's parts (common/store*.cc) and the report queries
+// of tools/reports.cc: the cached-statement helper and the task row reader.
+// Not for other callers: everything else goes through common/store.h.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/store.h"
+
+namespace eq::store_detail {
+
+// A cached prepared statement in use: binds by position, steps, reads columns
+// and resets itself when it goes out of scope so the cache can reuse it.
+class Query {
+ public:
+  explicit Query(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  ~Query() {
+    if (stmt_ != nullptr) {
+      sqlite3_reset(stmt_);
+      sqlite3_clear_bindings(stmt_);
+    }
+  }
+  Query(const Query&) = delete;
+  Query& operator=(const Query&) = delete;
+
+  bool valid() const { return stmt_ != nullptr; }
+
+  Query& bind(int i, std::string_view v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Query& bindBlob(int i, std::string_view v) {
+    sqlite3_bind_blob(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Query& bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Query& bindNull(int i) {
+    sqlite3_bind_null(stmt_, i);
+    return *this;
+  }
+  Query& bindOptText(int i, const std::string& v) { return v.empty() ? bindNull(i) : bind(i, v); }
+
+  int step() { return sqlite3_step(stmt_); }
+
+  std::string text(int col) const {
+    const unsigned char* p = sqlite3_column_text(stmt_, col);
+    return p == nullptr ? std::string()
+                        : std::string(reinterpret_cast<const char*>(p),
+                                      static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)));
+  }
+  std::string blob(int col) const {
+    const void* p = sqlite3_column_blob(stmt_, col);
+    return p == nullptr ? std::string()
+                        : std::string(static_cast<const char*>(p),
+                                      static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)));
+  }
+  int64_t int64(int col) const { return sqlite3_column_int64(stmt_, col); }
+
+ private:
+  sqlite3_stmt* stmt_;
+};
+
+// The columns taskFromRow() reads, in its order; `result` is the result_json
+// expression (listings select '' to leave the possibly large result out).
+#define EQ_TASK_COLUMNS(result)                                                          \
+  "id, account_id, key_id, request_id, mode, status, coalesce(webhook_url, ''), " result \
+  ", coalesce(error_code, 0), coalesce(error_msg, ''), created_at, "                  \
+  "coalesce(started_at, 0), coalesce(finished_at, 0)"
+
+inline TaskRecord taskFromRow(Query& q) {
+  TaskRecord t;
+  t.task_id = q.text(0);
+  t.account_id = q.text(1);
+  t.key_id = q.text(2);
+  t.request_id = q.text(3);
+  t.mode = q.text(4);
+  t.status = q.text(5);
+  t.webhook_url = q.text(6);
+  t.result_json = q.text(7);
+  t.error_code = static_cast<int>(q.int64(8));
+  t.error_msg = q.text(9);
+  t.created_at = q.int64(10);
+  t.started_at = q.int64(11);
+  t.finished_at = q.int64(12);
+  return t;
+}
+
+}  // namespace eq::store_detail

@@ -1,0 +1,44 @@
+// Rate counters: fixed one-minute windows per key.
+#include "common/store.h"
+
+#include "common/store_query.h"
+#include "common/timefmt.h"
+
+namespace eq {
+
+using store_detail::Query;
+
+// ---------------------------------------------------------------- rate limit
+
+Result<RateDecision> Store::countRequest(const AuthContext& auth, int64_t now_ms) {
+  // Fixed one-minute windows: simple, exact across processes (the increment
+  // is one UPSERT), and the reset time a client sees is the window's end.
+  int64_t window = rateWindowStart(now_ms);
+  Result<int64_t> count = countRequests(auth.key_id, window, 1);
+  if (!count.isOk()) return count.status();
+  return rateDecision(auth.rate_limit_per_min, count.value(), window, now_ms);
+}
+
+Result<int64_t> Store::countRequests(const std::string& key_id, int64_t window_start, int64_t n) {
+  Query q(prepare(
+      "INSERT INTO rate_counters (key_id, window_start, count) VALUES (?1, ?2, ?3) "
+      "ON CONFLICT (key_id, window_start) DO UPDATE SET count = count + ?3 RETURNING count"));
+  if (!q.valid()) return error("prepare rate");
+  q.bind(1, key_id).bind(2, window_start).bind(3, n);
+  if (q.step() != SQLITE_ROW) return error("count request");
+  int64_t count = q.int64(0);
+  while (q.step() == SQLITE_ROW) {
+  }
+  return count;
+}
+
+RateDecision Store::rateDecision(int limit, int64_t count, int64_t window_start, int64_t now_ms) {
+  RateDecision d;
+  d.limit = limit;
+  d.allowed = count <= limit;
+  d.remaining = static_cast<int>(count >= limit ? 0 : limit - count);
+  d.reset_seconds = static_cast<int>((window_start + 60'000 - now_ms + 999) / 1000);
+  return d;
+}
+
+}  // namespace eq

@@ -1,0 +1,231 @@
+// The database thread of eq-api (api/db_thread.h) and the key cache in front
+// of it (api/auth_cache.h), on a real SQLite file and a real libuv loop.
+#include "api/db_thread.h"
+
+#include <sqlite3.h>
+#include <uv.h>
+
+#include <boost/test/unit_test.hpp>
+#include <set>
+
+#include "api/auth_cache.h"
+#include "common/crypto.h"
+#include "tests/unit/temp_db.h"
+
+namespace eq::api {
+namespace {
+
+// A loop and a DbThread over a TempDb's store; run() turns the loop until
+// `n` requests have come back.
+struct DbFixture : test::TempDb {
+  uv_loop_t loop;
+  SystemClock clock;
+  std::unique_ptr<DbThread> db;
+  int answered = 0;
+  CreatedKey key;
+  std::string digest;
+
+  DbFixture() : test::TempDb("dbthread") {
+    NewKeyRequest req;
+    req.name = "t";
+    req.quota = QuotaUnits{100, 100, 100};
+    req.expire_at_ms = nowMs() + 86'400'000;
+    req.rate_limit_per_min = 10;
+    auto k = store->createKey(req);
+    BOOST_REQUIRE(k.isOk());
+    key = k.value();
+    digest = crypto::sha256(key.api_key);
+    uv_loop_init(&loop);
+    db = std::make_unique<DbThread>(&loop, std::move(store), &clock);
+    db->start();
+  }
+  ~DbFixture() {
+    db->stop();
+    uv_run(&loop, UV_RUN_DEFAULT);  // until the thread closed its handle
+    db->join();
+    db.reset();
+    uv_loop_close(&loop);
+  }
+
+  std::unique_ptr<DbRequest> request(int64_t deadline_in_ms = 60'000) {
+    auto r = std::make_unique<DbRequest>();
+    r->now_ms = nowMs();
+    r->deadline_ms = r->now_ms + deadline_in_ms;
+    r->done = [this](DbRequest&) { ++answered; };
+    return r;
+  }
+  std::unique_ptr<DbRequest> authed() {
+    auto r = request();
+    r->key_digest = digest;
+    r->env = "production";
+    r->count_rate = true;
+    return r;
+  }
+  void run(int n) {
+    while (answered < n) uv_run(&loop, UV_RUN_ONCE);
+  }
+  int64_t scalar(const std::string& sql) {
+    sqlite3* raw = nullptr;
+    sqlite3_open(path.c_str(), &raw);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(raw, sql.c_str(), -1, &st, nullptr);
+    int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_finalize(st);
+    sqlite3_close(raw);
+    return v;
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(db_thread_tests)
+
+BOOST_FIXTURE_TEST_CASE(rate_counts_are_exact_when_batched, DbFixture) {
+  // 50 requests of one key submitted at once land in few batches; each must
+  // own one count of the window, and exactly the limit (10) is allowed.
+  std::vector<DbRequest*> seen;
+  std::multiset<int> remaining;
+  int allowed = 0;
+  for (int i = 0; i < 50; ++i) {
+    auto r = authed();
+    r->done = [&](DbRequest& d) {
+      ++answered;
+      BOOST_TEST(d.status.isOk());
+      BOOST_TEST(d.authenticated);
+      if (d.rate.allowed) {
+        ++allowed;
+        remaining.insert(d.rate.remaining);
+      }
+    };
+    db->submit(std::move(r));
+  }
+  run(50);
+  BOOST_TEST(allowed == 10);
+  BOOST_TEST(remaining.size() == 10u);
+  for (int i = 0; i < 10; ++i) BOOST_TEST(remaining.count(i) == 1u, "remaining " << i);
+  BOOST_TEST(scalar("SELECT sum(count) FROM rate_counters") == 50);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_failing_request_rolls_back_only_its_own_writes, DbFixture) {
+  std::vector<Status> out(3);
+  for (int i = 0; i < 3; ++i) {
+    auto r = request();
+    r->work = [this, i](Store& s, const AuthContext*) -> Status {
+      Result<ChargeOutcome> c = s.chargeQuota(key.account_id, "fast", nowMs());
+      if (!c.isOk()) return c.status();
+      return i == 1 ? Status(503, "the second request fails after charging") : Status::ok();
+    };
+    r->done = [&out, i, this](DbRequest& d) {
+      out[static_cast<std::size_t>(i)] = d.status;
+      ++answered;
+    };
+    db->submit(std::move(r));
+  }
+  run(3);
+  BOOST_TEST(out[0].isOk());
+  BOOST_TEST(out[1].code() == 503);
+  BOOST_TEST(out[2].isOk());
+  BOOST_TEST(scalar("SELECT quota_fast FROM accounts") == 98, "two charges kept, one undone");
+}
+
+BOOST_FIXTURE_TEST_CASE(a_cached_key_is_refused_once_revoked, DbFixture) {
+  int64_t epoch = -1;
+  std::optional<AuthContext> who;
+  auto first = authed();
+  first->done = [&](DbRequest& d) {
+    ++answered;
+    BOOST_TEST(d.looked_up);
+    BOOST_TEST(d.authenticated);
+    epoch = d.key_epoch;
+    who = d.auth;
+  };
+  db->submit(std::move(first));
+  run(1);
+  BOOST_REQUIRE(who.has_value());
+
+  // The cache's copy is trusted while the epoch stands...
+  auto cached = authed();
+  cached->auth = who;
+  cached->auth_epoch = epoch;
+  cached->done = [&](DbRequest& d) {
+    ++answered;
+    BOOST_TEST(!d.looked_up);
+    BOOST_TEST(d.authenticated);
+  };
+  db->submit(std::move(cached));
+  run(2);
+
+  // ...and not after a revocation by another process (eqctl).
+  auto other = Store::open(path);
+  BOOST_REQUIRE(other.isOk());
+  BOOST_REQUIRE(other.value()->revokeKey(key.key_id).isOk());
+  auto stale = authed();
+  stale->auth = who;
+  stale->auth_epoch = epoch;
+  stale->done = [&](DbRequest& d) {
+    ++answered;
+    BOOST_TEST(d.status.isOk());
+    BOOST_TEST(d.looked_up);
+    BOOST_TEST(!d.authenticated);
+    BOOST_TEST(d.key_epoch > epoch);
+  };
+  db->submit(std::move(stale));
+  run(3);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_held_write_lock_delays_then_expires_only_db_requests, DbFixture) {
+  sqlite3* lock = nullptr;
+  BOOST_REQUIRE(sqlite3_open(path.c_str(), &lock) == SQLITE_OK);
+  BOOST_REQUIRE(sqlite3_exec(lock, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+
+  bool short_done = false, long_done = false;
+  auto quick = request(50);  // gives up while the lock is held
+  quick->work = [this](Store& s, const AuthContext*) -> Status {
+    return s.chargeQuota(key.account_id, "fast", nowMs()).status();
+  };
+  quick->done = [&](DbRequest& d) {
+    ++answered;
+    short_done = true;
+    BOOST_TEST(d.status.code() == 503);
+    BOOST_TEST(!d.work_ran);
+  };
+  auto patient = request(60'000);  // waits for the lock
+  patient->work = quick->work;
+  patient->done = [&](DbRequest& d) {
+    ++answered;
+    long_done = true;
+    BOOST_TEST(d.status.isOk());
+    BOOST_TEST(d.work_ran);
+  };
+  db->submit(std::move(quick));
+  db->submit(std::move(patient));
+  run(1);
+  BOOST_TEST(short_done);
+  BOOST_TEST(!long_done, "the patient request cannot have run while the lock is held");
+  sqlite3_exec(lock, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(lock);
+  run(2);
+  BOOST_TEST(long_done);
+  BOOST_TEST(scalar("SELECT quota_fast FROM accounts") == 99, "charged once, by the patient one");
+}
+
+BOOST_AUTO_TEST_CASE(auth_cache_drops_old_epochs_and_old_entries) {
+  AuthCache cache;
+  AuthContext a;
+  a.key_id = "key_1";
+  cache.put("d1", a, 5, 1000);
+  BOOST_REQUIRE(cache.find("d1", 1001) != nullptr);
+  BOOST_TEST(cache.find("d1", 1001)->epoch == 5);
+  BOOST_TEST(cache.find("d2", 1001) == nullptr);
+  BOOST_TEST(cache.find("d1", 1000 + AuthCache::kTtlMs) == nullptr);
+  cache.sawEpoch(6);
+  BOOST_TEST(cache.find("d1", 1001) == nullptr, "read under an older epoch");
+  cache.put("d1", a, 6, 2000);
+  BOOST_TEST(cache.find("d1", 2001) != nullptr);
+  cache.forget("d1");
+  BOOST_TEST(cache.find("d1", 2001) == nullptr);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace eq::api
