@@ -2595,7 +2595,7 @@ std::array<Fit, kStrategyCount> fitStrategies(const Signals& sig) {
     }
     f.parts[kBySituation] = situation;
     const double byAct = kActFit[idx(sig.act)][s];
-    f.parts[kByAct] = byAct < 0 && byAct <= -1 ? 0 : byAct;
+    f.parts[kByAct] = byAct <= -1 ? 0 : byAct;  // a -1 rules out below, it adds nothing
     double total = 0;
     for (double p : f.parts) total += p;
     // Hard rules that no bonus overrides.
