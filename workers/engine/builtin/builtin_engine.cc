@@ -1177,6 +1177,7 @@ struct Signals {
   Scene scene = Scene::kNone;
   uint8_t conditions = 0;  // Condition bits
   Act act = Act::kSmallTalk;
+  bool greeting = false;  // small talk read from a cue ("在吗", "hey"), not by default
   std::string feel;        // the emotion words as the sender wrote them
   std::string topic;       // the most salient clause or chunk
   std::string echo;        // topic in the reader's words, else feel or a cut, quoted
@@ -1673,13 +1674,21 @@ bool hasCue(std::string_view t, std::string_view cue, bool word) {
 }
 
 Act readAct(std::string_view t, Lang lang, bool question, bool invite, bool news,
-            Emotion emotion, bool addressed) {
+            Emotion emotion, bool addressed, bool* greeting) {
   for (const ActCues& cues : kActOrder) {
     // Small talk cues only speak for a short message: "hey, can you help me
     // move" is a request that opens with a greeting.
     if (cues.act == Act::kSmallTalk && countUnits(t, 0, t.size()) > 12) continue;
     for (std::string_view cue : lang == Lang::kZh ? cues.zh : cues.en) {
-      if (hasCue(t, cue, lang == Lang::kEn)) return cues.act;
+      if (hasCue(t, cue, lang == Lang::kEn)) {
+        // A remark about the weather is small talk but no greeting: "在呢！"
+        // answers "在吗", not "今天天气不错".
+        static constexpr std::array<std::string_view, 6> kRemarks = {
+            "天气", "好热", "好冷", "weather", "so hot", "so cold"};
+        *greeting = cues.act == Act::kSmallTalk &&
+                    std::find(kRemarks.begin(), kRemarks.end(), cue) == kRemarks.end();
+        return cues.act;
+      }
     }
   }
   // No cue: what the analyzer read decides.
@@ -2393,7 +2402,7 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
       (isInvite(t, question) ? kCondInvite | kCondQuestion : 0) | (news ? kCondNews : 0));
 
   sig.act = readAct(t, sig.lang, question, (sig.conditions & kCondInvite) != 0, news, sig.emotion,
-                    (sig.conditions & kCondAddressed) != 0);
+                    (sig.conditions & kCondAddressed) != 0, &sig.greeting);
 
   auto [s, e] = pickTopic(t, fold, sig.emotion, sig.lang, chainBegin, chainEnd);
   // No fragment is ever said back: a cut that stops mid-sentence is carried
@@ -2728,7 +2737,7 @@ class Composer {
         ranking_(rankStrategies(fits_)) {
     for (const auto& list : lang_.replies) {
       for (const Phrase& p : list) {
-        if (p.forAct() && p.fitsAct(sig_.act) && p.fitsEmotion(sig_.emotion) &&
+        if (p.forAct() && fitsAct(p) && p.fitsEmotion(sig_.emotion) &&
             p.fitsConditions(sig_.conditions) && fillable(p)) {
           actOnly_ = true;
         }
@@ -2738,12 +2747,20 @@ class Composer {
 
   Act act() const { return sig_.act; }
 
+  // Does the phrase fit the message's act? Lines written for small talk
+  // answer a greeting ("在吗", "hey") only: small talk is also the act of any
+  // message without a cue, which the emotion phrases serve.
+  bool fitsAct(const Phrase& p) const {
+    if (!p.fitsAct(sig_.act)) return false;
+    return !(p.forAct() && sig_.act == Act::kSmallTalk && !sig_.greeting);
+  }
+
   // The analysis' suggested_strategy when the bank has advice written for
   // the act (any strategy's list), else empty.
   std::string actAdvice() const {
     for (const auto& list : lang_.advice) {
       for (const Phrase& p : list) {
-        if (p.forAct() && p.fitsAct(sig_.act)) return render(p.text);
+        if (p.forAct() && fitsAct(p)) return render(p.text);
       }
     }
     return {};
@@ -2786,7 +2803,7 @@ class Composer {
     std::vector<const Phrase*> best;
     for (const Phrase& p : list) {
       if (!p.fitsEmotion(sig_.emotion) || !p.fitsStage(sig_.stage) ||
-          !p.fitsConditions(sig_.conditions) || !p.fitsAct(sig_.act) || !fillable(p)) {
+          !p.fitsConditions(sig_.conditions) || !fitsAct(p) || !fillable(p)) {
         continue;
       }
       // A line written for the act outranks everything else: what the
@@ -2820,7 +2837,7 @@ class Composer {
                              : std::clamp(static_cast<double>(sig_.message_units) * 1.5, 8.0, 30.0);
     for (const Phrase& p : lang_.replies[idx(s)]) {
       if (!p.fitsEmotion(sig_.emotion) || !p.fitsConditions(sig_.conditions) ||
-          !p.fitsAct(sig_.act) || !fillable(p)) {
+          !fitsAct(p) || !fillable(p)) {
         continue;
       }
       // When the bank has replies written for this act, only those are
@@ -2912,7 +2929,7 @@ class Composer {
     if (actOnly_) {
       for (const auto& list : lang_.whys) {
         for (const Phrase& p : list) {
-          if (p.forAct() && p.fitsAct(sig_.act) && fillable(p)) return render(p.text);
+          if (p.forAct() && fitsAct(p) && fillable(p)) return render(p.text);
         }
       }
     }
