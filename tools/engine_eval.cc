@@ -5,6 +5,9 @@
 //   engine_eval [--misses] [--half even|odd] FILE...
 //   engine_eval --reply MODE[:COUNT] [--scene S] [--context C] MESSAGE...
 //
+// A FILE named acts_*.tsv is a speech-act set (tests/data/acts_*.tsv): its
+// act accuracy and macro-F1 are printed (--misses lists the wrong ones; never
+// use it on the acts_holdout_* files while tuning).
 // FILE is either the project's TSV (tests/data/eval_*.tsv) or, when its name
 // ends in .jsonl, the CLUE emotion format ({"id","content","label"}). The
 // engine data is read from EQ_ENGINE_DATA_DIR (default
@@ -163,6 +166,25 @@ int main(int argc, char** argv) {
     if (!readFile(path, &text)) {
       std::fprintf(stderr, "engine_eval: cannot read %s\n", path.c_str());
       status = 1;
+      continue;
+    }
+    // A speech-act set (tests/data/acts_*.tsv): act accuracy and macro-F1.
+    const std::string base = path.substr(path.find_last_of('/') + 1);
+    if (base.rfind("acts_", 0) == 0) {
+      auto acts = eval::parseActTsv(text, path);
+      if (!acts.isOk()) {
+        std::fprintf(stderr, "engine_eval: %s\n", acts.status().msg().c_str());
+        status = 1;
+        continue;
+      }
+      const eval::ActReport report = eval::evaluateActs(*engine, acts.value());
+      std::printf("== %s\n%s\n", path.c_str(), report.format().c_str());
+      if (listMisses) {
+        for (const auto& [sample, got] : report.misses) {
+          std::printf("miss %s:%d  gold=%s  got=%s  %s\n", path.c_str(), sample->line,
+                      sample->act.c_str(), got.c_str(), sample->message.c_str());
+        }
+      }
       continue;
     }
     const bool clue = endsWith(path, ".jsonl");

@@ -9,7 +9,10 @@
 // source tree, or EQ_CLUE_JSONL), it is measured and printed too, asserting
 // that the analyzer stays above the majority class by the margin it reached;
 // it is never required.
+#include <algorithm>
 #include <array>
+#include <cctype>
+#include <initializer_list>
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <fstream>
@@ -25,6 +28,8 @@ namespace {
 
 namespace eval = eq::engine::builtin::eval;
 using eq::engine::AnalyzeInput;
+using eq::engine::Mode;
+using eq::engine::ReplyInput;
 using eq::engine::builtin::BuiltinEngine;
 
 // Accuracy floors, in percent, a little below what was measured when they
@@ -41,6 +46,11 @@ constexpr double kEnHoldoutFloor = 77.5;  // measured 80.0 (40 messages)
 // Most of the gap is the 15% of posts in which it finds no feeling at all
 // (neutral, always wrong there); on the posts it commits on it is right
 // 47.5% of the time. Both are asserted. See docs/engine.md.
+// Speech acts (tests/data/acts_*.tsv, 13 acts, 4 messages per act in each
+// file). The target of issue 14 is 85% on the held-out sets; measured 98.1%
+// (zh) and 100% (en) when set, tuning sets 100%.
+constexpr double kActFloor = 95.0;
+constexpr double kActHoldoutFloor = 85.0;
 constexpr double kClueFloor = 39.5;
 constexpr double kClueAnsweredFloor = 46.5;
 
@@ -140,6 +150,36 @@ BOOST_AUTO_TEST_CASE(held_out_accuracy_stays_above_its_floor) {
   BOOST_TEST(100.0 * measure("holdout_en.tsv").accuracy() >= kEnHoldoutFloor);
 }
 
+eval::ActReport measureActs(const std::string& file) {
+  const std::string path = testDataDir() + "/" + file;
+  auto samples = eval::parseActTsv(mustRead(path), path);
+  BOOST_TEST_REQUIRE(samples.isOk(), samples.status().msg());
+  // Every act is present, four times at least: a set that lost a class would
+  // still score well.
+  std::array<int, eval::kActCount> per{};
+  for (const auto& a : samples.value()) ++per[static_cast<size_t>(eval::actIndex(a.act))];
+  for (size_t i = 0; i < eval::kActCount; ++i) BOOST_TEST(per[i] >= 4, file << " " << eval::kActs[i]);
+  const eval::ActReport r = eval::evaluateActs(engine(), samples.value());
+  BOOST_TEST_MESSAGE(file << ": " << r.format());
+  return r;
+}
+
+BOOST_AUTO_TEST_CASE(act_accuracy_stays_above_its_floor) {
+  for (const char* file : {"acts_zh.tsv", "acts_en.tsv"}) {
+    const eval::ActReport r = measureActs(file);
+    BOOST_TEST(100.0 * r.accuracy() >= kActFloor, file);
+    BOOST_TEST(r.macroF1() >= kActFloor / 100.0, file);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(held_out_act_accuracy_meets_the_target) {
+  for (const char* file : {"acts_holdout_zh.tsv", "acts_holdout_en.tsv"}) {
+    const eval::ActReport r = measureActs(file);
+    BOOST_TEST(100.0 * r.accuracy() >= kActHoldoutFloor, file);
+    BOOST_TEST(r.macroF1() >= kActHoldoutFloor / 100.0, file);
+  }
+}
+
 // The cases the issue names, and a few more that once went wrong.
 BOOST_AUTO_TEST_CASE(pinned_tricky_messages) {
   struct Case {
@@ -188,6 +228,264 @@ BOOST_AUTO_TEST_CASE(clue_validation_split_when_present) {
   BOOST_TEST(100.0 * r.accuracy() >= kClueFloor);
   BOOST_TEST(100.0 * r.accuracy() > 100.0 * r.majorityBaseline() + 1.5);
   BOOST_TEST(100.0 * r.answeredAccuracy() >= kClueAnsweredFloor);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------------------
+// The reply rubric (issue 14): for every message of the act sets, every reply
+// of every mode (1, 3 and 5 replies) must be a whole sentence in the
+// message's language, carry no fragment echo, invent no number, and do what
+// the act needs. On the tuning sets the gold act is checked; on the held-out
+// sets the act properties are checked where the analyzer read the act right
+// (a misread act is already counted by the act floor), everything else always.
+namespace {
+
+bool hasCjk(const std::string& s) {
+  for (size_t i = 0; i + 2 < s.size(); ++i) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if (b >= 0xE4 && b <= 0xE9) return true;  // U+4000..U+9FFF lead bytes
+  }
+  return false;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return s;
+}
+
+bool containsAny(const std::string& text, std::initializer_list<const char*> words) {
+  const std::string l = lower(text);
+  for (const char* w : words) {
+    if (l.find(w) != std::string::npos) return true;
+  }
+  return false;
+}
+
+bool endsWithAny(const std::string& s, std::initializer_list<const char*> ends) {
+  for (const char* e : ends) {
+    const std::string end(e);
+    if (s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// An English word that cannot end a clause, right before "?" or ".": the
+// mark of an echo cut mid-sentence ("...and you are?"). "to" is left out:
+// "what are you up to?" ends on it.
+bool fragmentBeforeMark(const std::string& text) {
+  static const std::vector<std::string> kNeedsMore = {
+      "am", "are", "is", "was", "were", "and", "or", "but", "the", "a", "an",
+      "of", "so", "very", "really", "i", "my", "your", "with", "for", "than", "because"};
+  const std::string l = lower(text);
+  for (size_t i = 0; i < l.size(); ++i) {
+    if (l[i] != '?' && l[i] != '.') continue;
+    size_t b = i;
+    while (b > 0 && std::isalpha(static_cast<unsigned char>(l[b - 1])) != 0) --b;
+    const std::string word = l.substr(b, i - b);
+    for (const std::string& w : kNeedsMore) {
+      if (word == w) return true;
+    }
+  }
+  return false;
+}
+
+// Every ASCII number in the reply is one the sender wrote.
+bool keepsFacts(const std::string& message, const std::string& reply) {
+  for (size_t i = 0; i < reply.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(reply[i]))) continue;
+    size_t j = i;
+    while (j < reply.size() && std::isdigit(static_cast<unsigned char>(reply[j]))) ++j;
+    if (message.find(reply.substr(i, j - i)) == std::string::npos) return false;
+    i = j;
+  }
+  return true;
+}
+
+// The act-level property; an empty string when it holds, else what is wrong.
+std::string actProperty(const std::string& act, bool zh, const std::string& text) {
+  auto need = [&](bool ok, const char* what) { return ok ? std::string() : std::string(what); };
+  if (act == "invite") {
+    return need(zh ? containsAny(text, {"好呀", "好啊", "可以呀", "接了", "去不了", "换个时间"})
+                   : containsAny(text, {"yes", "sure", "count me in", "can't make it",
+                                        "how about", "looking forward"}),
+                "does not answer the invitation");
+  }
+  if (act == "ask") {
+    return need(zh ? containsAny(text, {"回你", "告诉你", "回答", "答案", "准话"})
+                   : containsAny(text, {"get back", "tell you", "report back", "answer"}),
+                "neither answers nor honestly defers the question");
+  }
+  if (act == "request_favour") {
+    return need(zh ? containsAny(text, {"没问题", "可以呀", "我来帮", "帮你", "交给我"})
+                   : containsAny(text, {"no problem", "sure", "help", "of course"}),
+                "does not answer the request");
+  }
+  if (act == "apologize") {
+    return need(zh ? containsAny(text, {"没关系", "接受", "不怪你", "过去", "道歉"})
+                   : containsAny(text, {"accept", "okay", "sorry", "behind us", "apologiz"}),
+                "neither accepts nor qualifies the apology");
+  }
+  if (act == "thank") {
+    return need(zh ? containsAny(text, {"不客气", "客气", "不谢", "乐意", "谢谢啦"})
+                   : containsAny(text, {"welcome", "anytime", "no problem", "happy to", "pleasure"}),
+                "does not return the thanks");
+  }
+  if (act == "reject_or_breakup") {
+    return need(!(zh ? containsAny(text, {"抱抱", "陪着你", "逞强", "别难过", "不哭", "一直都在"})
+                     : containsAny(text, {"hug", "here for you", "on your side", "don't be sad",
+                                          "right here", "cheer up"})),
+                "consoles the one who leaves");
+  }
+  if (act == "confess_feelings") {
+    return need(zh ? containsAny(text, {"谢谢", "我也", "收到", "心意"})
+                   : containsAny(text, {"thank", "me too", "feel the same", "hear you"}),
+                "does not answer the confession");
+  }
+  if (act == "test_reader") {
+    return need(zh ? containsAny(text, {"在乎", "选你"}) : containsAny(text, {"care", "choose you"}),
+                "does not give the reassuring answer");
+  }
+  if (act == "confide_trouble") {
+    return need(!containsAny(text, {"恭喜", "congrat"}), "congratulates a trouble");
+  }
+  return {};
+}
+
+void checkRubric(const std::string& file, bool heldOut) {
+  const std::string path = testDataDir() + "/" + file;
+  auto samples = eval::parseActTsv(mustRead(path), path);
+  BOOST_TEST_REQUIRE(samples.isOk(), samples.status().msg());
+  int checks = 0;
+  int failures = 0;
+  for (const eval::ActSample& s : samples.value()) {
+    const bool zh = hasCjk(s.message);
+    AnalyzeInput a;
+    a.message = s.message;
+    a.context = s.context;
+    a.scene = s.scene;
+    const bool actRight = engine().actOf(a) == s.act;
+    for (Mode mode : {Mode::kFast, Mode::kStandard, Mode::kPerfect}) {
+      for (int count : {1, 3, 5}) {
+        ReplyInput in;
+        in.mode = mode;
+        in.message = s.message;
+        in.context = s.context;
+        in.scene = s.scene;
+        in.reply_count = count;
+        auto out = engine().reply(in);
+        BOOST_TEST_REQUIRE(out.isOk(), s.message << ": " << out.status().msg());
+        for (const auto& r : out.value().replies) {
+          std::vector<std::string> wrong;
+          if (!endsWithAny(r.text, {"。", "！", "？", "～", "…", ".", "!", "?", "~", ")", "）"})) {
+            wrong.push_back("not a whole sentence");
+          }
+          if (zh != hasCjk(r.text)) wrong.push_back("wrong language");
+          if (!zh && fragmentBeforeMark(r.text)) wrong.push_back("fragment echo");
+          if (!keepsFacts(s.message, r.text)) wrong.push_back("invents a number");
+          if (!heldOut || actRight) {
+            const std::string act = actProperty(s.act, zh, r.text);
+            if (!act.empty()) wrong.push_back(act);
+          }
+          checks += 5;
+          failures += static_cast<int>(wrong.size());
+          for (const std::string& w : wrong) {
+            BOOST_ERROR(file << ":" << s.line << " [" << s.act << "] " << s.message << " -> "
+                             << r.text << ": " << w);
+          }
+        }
+      }
+    }
+  }
+  BOOST_TEST_MESSAGE(file << ": rubric " << (checks - failures) << "/" << checks << " checks pass");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(engine_rubric)
+
+BOOST_AUTO_TEST_CASE(every_reply_of_every_mode_does_what_the_act_needs) {
+  checkRubric("acts_zh.tsv", false);
+  checkRubric("acts_en.tsv", false);
+  checkRubric("acts_holdout_zh.tsv", true);
+  checkRubric("acts_holdout_en.tsv", true);
+}
+
+BOOST_AUTO_TEST_CASE(the_three_examples_of_issue_14) {
+  auto top = [](Mode mode, const char* message, const char* scene, const char* context) {
+    ReplyInput in;
+    in.mode = mode;
+    in.message = message;
+    in.scene = scene;
+    in.context = context;
+    in.reply_count = 3;
+    auto out = engine().reply(in);
+    BOOST_TEST_REQUIRE(out.isOk(), out.status().msg());
+    return out.value().replies;
+  };
+  // Turned down: received with dignity, the leaver is not comforted.
+  for (const auto& r : top(Mode::kPerfect, "我们还是做朋友吧", "breakup", "")) {
+    BOOST_TEST(actProperty("reject_or_breakup", true, r.text).empty(), r.text);
+    BOOST_TEST(!containsAny(r.text, {"我们还是做朋友……"}), r.text);
+  }
+  // An invitation is answered.
+  for (const auto& r : top(Mode::kStandard, "周末有空吗？想约你看电影", "dating", "刚认识两周")) {
+    BOOST_TEST(actProperty("invite", true, r.text).empty(), r.text);
+  }
+  // The clause that carries the feeling is not cut.
+  for (const auto& r : top(Mode::kFast, "My mom is in the hospital and I am scared", "", "")) {
+    BOOST_TEST(!containsAny(r.text, {"you are?"}), r.text);
+    BOOST_TEST(!fragmentBeforeMark(r.text), r.text);
+  }
+}
+
+// Issue 14: no fragment echo in 2,000 sentences of the CLUE valid split run
+// through fast mode. A Chinese echo cut mid-sentence ends on a word that needs
+// something after it (很, 的, 和, 把, 被...) right before the reply's own
+// punctuation; the reply text is checked for that. Skipped without the file.
+BOOST_AUTO_TEST_CASE(no_fragment_echo_on_clue_sentences_in_fast_mode) {
+  const std::string path = envOr(
+      "EQ_CLUE_JSONL", testDataDir() + "/../../../shared/data/clue-emotion-valid.jsonl");
+  std::string text;
+  if (!readFile(path, &text)) {
+    BOOST_TEST_MESSAGE("CLUE validation split not found at " << path << "; skipped");
+    return;
+  }
+  auto samples = eval::parseClueJsonl(text, path);
+  BOOST_TEST_REQUIRE(samples.isOk(), samples.status().msg());
+  const auto& all = samples.value();
+  // 2,000 sentences spread evenly over the split (fixed, so reruns agree).
+  const size_t want = std::min<size_t>(2000, all.size());
+  const size_t step = std::max<size_t>(1, all.size() / want);
+  // 的 and 得 are left out: "是你应得的，" ends a clause on 的 as Chinese does.
+  static const std::vector<std::string> kDangling = {"很", "太", "和", "跟", "把", "被",
+                                                     "是", "就", "都", "又", "还", "让",
+                                                     "给", "更", "最", "非常", "因为", "觉得"};
+  static const std::vector<std::string> kMarks = {"？", "，", "。", "！"};
+  size_t checked = 0;
+  int fragments = 0;
+  for (size_t i = 0; i < all.size() && checked < want; i += step, ++checked) {
+    ReplyInput in;
+    in.mode = Mode::kFast;
+    in.message = all[i].message;
+    in.reply_count = 1;
+    auto out = engine().reply(in);
+    BOOST_TEST_REQUIRE(out.isOk(), out.status().msg());
+    const std::string& r = out.value().replies[0].text;
+    bool bad = false;
+    for (const std::string& d : kDangling) {
+      for (const std::string& m : kMarks) bad = bad || r.find(d + m) != std::string::npos;
+    }
+    // The text is not printed: CLUE sentences stay out of logs.
+    if (bad) ++fragments;
+  }
+  BOOST_TEST_MESSAGE("CLUE fast mode: " << fragments << " fragment echoes in " << checked);
+  BOOST_TEST(checked == want);
+  BOOST_TEST(fragments == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -101,6 +101,33 @@ enum class Lang : uint8_t { kZh, kEn };
 constexpr size_t kLangCount = 2;
 constexpr std::array<std::string_view, kLangCount> kLangNames = {"zh", "en"};
 
+// What the message does, besides what it feels (docs/engine.md, "Speech
+// acts"): the reader answers an invitation, receives a breakup, accepts an
+// apology. The names are the act names of the act sets (tests/data/acts_*.tsv)
+// and of the "@act" conditions in phrases.tsv. small_talk is also the act of a
+// message no cue speaks for.
+enum class Act : uint8_t {
+  kInvite,
+  kAsk,
+  kRequestFavour,
+  kShareGoodNews,
+  kConfideTrouble,
+  kComplainAboutReader,
+  kApologize,
+  kThank,
+  kRejectOrBreakup,
+  kConfessFeelings,
+  kFlirt,
+  kTestReader,
+  kSmallTalk
+};
+constexpr size_t kActCount = 13;
+constexpr std::array<std::string_view, kActCount> kActNames = {
+    "invite",         "ask",           "request_favour",        "share_good_news",
+    "confide_trouble", "complain_about_reader", "apologize",  "thank",
+    "reject_or_breakup", "confess_feelings", "flirt",          "test_reader",
+    "small_talk"};
+
 template <size_t N>
 int indexOf(const std::array<std::string_view, N>& names, std::string_view name) {
   for (size_t i = 0; i < N; ++i) {
@@ -552,6 +579,7 @@ struct Phrase {
   uint8_t slots = 0;
   uint8_t require = 0;  // Condition bits that must hold
   uint8_t forbid = 0;   // Condition bits that must not hold
+  uint16_t acts = 0;    // Act bits ("@invite"); 0: any act
   int line = 0;         // stable id, also seeds the per-message jitter
 
   bool fitsEmotion(Emotion e) const { return (emotions >> idx(e)) & 1u; }
@@ -571,6 +599,9 @@ struct Phrase {
     return std::min(spec, 1.0);
   }
   bool anyEmotion() const { return emotions == kAllEmotions; }
+  // acts: bit per Act from "@act" items; 0 means written for any act.
+  bool fitsAct(Act a) const { return acts == 0 || ((acts >> idx(a)) & 1u) != 0; }
+  bool forAct() const { return acts != 0; }
   bool fitsStage(Stage s) const { return (stages >> idx(s)) & 1u; }
   bool anyStage() const { return stages == kAllStages; }
 };
@@ -776,6 +807,15 @@ bool parseEmotionField(std::string_view field, Phrase* p, std::string* bad) {
       emotions = kAllEmotions;
       continue;
     }
+    if (!item.empty() && item.front() == '@') {
+      const int act = indexOf(kActNames, item.substr(1));
+      if (act < 0) {
+        *bad = std::string(item);
+        return false;
+      }
+      p->acts = static_cast<uint16_t>(p->acts | (1u << act));
+      continue;
+    }
     const bool negated = !item.empty() && item.front() == '!';
     const int cond = indexOf(kConditionNames, negated ? item.substr(1) : item);
     if (cond >= 0) {
@@ -930,7 +970,7 @@ Status parsePhrases(std::string_view text, Data* tables) {
   // needs one such phrase that fits every emotion.
   auto hasFallback = [](const std::vector<Phrase>& list, bool needAnyStage) {
     for (const Phrase& p : list) {
-      if (p.anyEmotion() && p.unconditional() && (!needAnyStage || p.anyStage()) &&
+      if (p.anyEmotion() && p.unconditional() && !p.forAct() && (!needAnyStage || p.anyStage()) &&
           (p.slots & ~(kSlotEcho | kSlotStage | kSlotSaid)) == 0) {
         return true;
       }
@@ -1136,6 +1176,8 @@ struct Signals {
   Stage stage = Stage::kUnknown;
   Scene scene = Scene::kNone;
   uint8_t conditions = 0;  // Condition bits
+  Act act = Act::kSmallTalk;
+  bool greeting = false;  // small talk read from a cue ("在吗", "hey"), not by default
   std::string feel;        // the emotion words as the sender wrote them
   std::string topic;       // the most salient clause or chunk
   std::string echo;        // topic in the reader's words, else feel or a cut, quoted
@@ -1539,6 +1581,137 @@ bool isInvite(std::string_view t, bool question) {
     if (question && hasPhrase(w)) return true;
   }
   return false;
+}
+
+// ---------------------------------------------------------------------------
+// Speech acts. Each act has cue lists, Chinese (found anywhere) and English
+// (whole words only); the first act in kActOrder whose cue is in the message
+// wins, so the act that changes the reply most is tried first: "对不起，我不能
+// 接受你" turns the reader down before it apologizes, and "你怎么又迟到了" is a
+// complaint before it is a question. When no cue speaks, the signals already
+// read decide: good news, a trouble told, a question, else small talk.
+
+struct ActCues {
+  Act act;
+  std::initializer_list<std::string_view> zh;
+  std::initializer_list<std::string_view> en;
+};
+
+// clang-format off
+const std::array<ActCues, 12> kActOrder = {{
+    {Act::kRejectOrBreakup,
+     {"分手吧", "我们分手", "要分手", "想分手", "提分手", "做朋友吧", "还是做朋友", "分开吧", "不合适", "到此为止", "不能接受你", "没有那种感觉",
+      "别再联系", "不要再联系", "别联系我", "我们结束吧", "我们结束了", "不想再继续", "不喜欢你了"},
+     {"break up", "breaking up", "broke up", "just be friends", "stay friends", "it's over",
+      "not interested", "stop texting", "stop calling", "leave me alone", "don't feel the same",
+      "don't see us", "we're done", "not working out", "need to end this", "see other people"}},
+    {Act::kApologize,
+     {"对不起", "抱歉", "我错了", "不好意思", "原谅我", "是我不对", "是我的错", "怪我"},
+     {"sorry", "apologize", "apologise", "my bad", "forgive me", "my fault"}},
+    {Act::kThank,
+     {"谢谢", "感谢", "谢啦", "多谢", "谢了", "辛苦你了", "感激"},
+     {"thank", "thanks", "thx", "appreciate", "appreciated", "grateful"}},
+    {Act::kTestReader,
+     {"不在乎我", "在不在乎我", "爱不爱我", "还爱我吗", "还喜欢我吗", "有别人了", "心里还有我",
+      "嫌我", "先救谁", "你爱我吗", "你还要我吗", "不爱我了", "是不是烦我", "厌倦我", "还要我吗", "重要还是我"},
+     {"care about me", "still love me", "love me anymore", "tired of me", "someone else",
+      "choose me", "still want me", "bored of me", "sick of me", "still like me", "love me more"}},
+    {Act::kConfessFeelings,
+     {"我喜欢你", "我爱你", "爱上你", "暗恋", "有好感", "在意你", "做你女朋友", "做你男朋友",
+      "对你心动", "喜欢上你", "我好喜欢你", "我真的喜欢你"},
+     {"i like you", "i love you", "falling for you", "fell for you", "feelings for you",
+      "crush on you", "in love with you", "liked you", "i really like you"}},
+    {Act::kComplainAboutReader,
+     {"你怎么又", "你又", "你从来不", "你总是", "你老是", "你每次", "你能不能别", "你太过分",
+      "你一点都不", "你答应我", "说话不算数", "你根本不", "你怎么老", "你凭什么"},
+     {"you never", "you always", "you forgot", "you promised", "you said you'd", "you didn't even",
+      "you were so rude", "you keep", "you ignored", "you ignore", "you don't even"}},
+    {Act::kFlirt,
+     {"你今天好可爱", "你好可爱", "好看", "想我了没", "想我没", "想我吗", "撩我", "犯规", "小笨蛋",
+      "坏蛋", "在想我", "想你了", "小傻瓜", "你真帅", "你好帅", "你真美"},
+     {"cute", "charming", "thinking about me", "thinking of me", "miss me", "look good",
+      "looking good", "handsome", "gorgeous", "you're trouble", "you're hot"}},
+    {Act::kInvite,
+     {"一起去", "一起吃", "一起看", "一起玩", "一起逛", "一起喝", "约你", "带你去", "出来玩",
+      "见个面", "来不来", "去不去", "喝一杯", "有空吗", "有时间吗", "出去玩", "来我家"},
+     {"let's", "lets", "shall we", "wanna", "would you like to", "do you want to", "are you free",
+      "you free", "how about", "grab dinner", "grab lunch", "grab coffee", "grab a drink",
+      "want to grab", "come over", "come to my", "join me", "hang out"}},
+    {Act::kRequestFavour,
+     {"帮我", "帮个忙", "帮忙", "麻烦你", "拜托", "借我", "能不能帮", "可以帮", "替我"},
+     {"help me", "a favor", "a favour", "could you", "can you", "would you mind", "would you",
+      "please", "lend me", "pick me up", "cover for me"}},
+    {Act::kShareGoodNews,
+     {"好消息", "考上", "升职", "通过了", "拿到", "中奖", "订婚", "录取", "加薪", "怀孕了", "赢了",
+      "终于", "通过"},
+     {"good news", "great news", "guess what", "got the job", "promoted", "passed", "got into",
+      "engaged", "we won", "i won", "having a baby", "got accepted", "got in", "finally"}},
+    {Act::kConfideTrouble,
+     {"压力", "睡不着", "失眠", "住院", "生病", "搞砸", "没用", "闹翻", "骂", "没过", "难过",
+      "害怕", "好累", "崩溃", "失业", "心里很乱", "想哭"},
+     {"hospital", "scared", "stressed", "lost my", "lost his", "lost her", "failed", "useless",
+      "can't sleep", "rough", "terrible", "crushing", "depressed", "anxious", "sick", "worried",
+      "stopped talking", "falling apart"}},
+    {Act::kSmallTalk,
+     {"在吗", "在干嘛", "干嘛呢", "吃了吗", "吃饭了吗", "早上好", "晚上好", "早安", "晚安", "天气",
+      "好热", "好冷", "你好", "嗨", "最近怎么样"},
+     {"hey", "hi", "hello", "what's up", "whats up", "how's it going", "how was your day",
+      "how are you", "up to", "good morning", "good night", "weather", "so hot", "so cold"}},
+}};
+// clang-format on
+
+// Does the normalized text hold the cue? English cues must sit on word
+// boundaries ("hi" is not in "this").
+bool hasCue(std::string_view t, std::string_view cue, bool word) {
+  for (size_t at = t.find(cue); at != std::string_view::npos; at = t.find(cue, at + 1)) {
+    if (!word) return true;
+    const bool startOk = at == 0 || !isWordByte(static_cast<unsigned char>(t[at - 1]));
+    const bool endOk = at + cue.size() >= t.size() ||
+                       !isWordByte(static_cast<unsigned char>(t[at + cue.size()]));
+    if (startOk && endOk) return true;
+  }
+  return false;
+}
+
+Act readAct(std::string_view t, Lang lang, bool question, bool invite, bool news,
+            Emotion emotion, bool addressed, bool* greeting) {
+  for (const ActCues& cues : kActOrder) {
+    // Small talk cues only speak for a short message: "hey, can you help me
+    // move" is a request that opens with a greeting.
+    if (cues.act == Act::kSmallTalk && countUnits(t, 0, t.size()) > 12) continue;
+    for (std::string_view cue : lang == Lang::kZh ? cues.zh : cues.en) {
+      if (hasCue(t, cue, lang == Lang::kEn)) {
+        // A remark about the weather is small talk but no greeting: "在呢！"
+        // answers "在吗", not "今天天气不错".
+        static constexpr std::array<std::string_view, 6> kRemarks = {
+            "天气", "好热", "好冷", "weather", "so hot", "so cold"};
+        *greeting = cues.act == Act::kSmallTalk &&
+                    std::find(kRemarks.begin(), kRemarks.end(), cue) == kRemarks.end();
+        return cues.act;
+      }
+    }
+  }
+  // No cue: what the analyzer read decides.
+  if (invite) return Act::kInvite;
+  if (news) return Act::kShareGoodNews;
+  const bool negative = emotion == Emotion::kSadness || emotion == Emotion::kAnxiety ||
+                        emotion == Emotion::kAnger || emotion == Emotion::kDisgust;
+  // A bad feeling spoken to the reader is about the reader ("你这个人真的很
+  // 自私"); told about anything else, it is a trouble confided.
+  if (negative && addressed && (emotion == Emotion::kAnger || emotion == Emotion::kDisgust)) {
+    return Act::kComplainAboutReader;
+  }
+  if (negative && !question) return Act::kConfideTrouble;
+  if (question) return Act::kAsk;
+  static constexpr std::array<std::string_view, 12> kZhAsk = {
+      "怎么", "为什么", "哪", "几点", "什么", "该不该", "多少", "吗", "谁", "能不能", "是不是", "如何"};
+  // A question word in an exclamation asks nothing ("你居然记得我喜欢吃什么！").
+  if (lang == Lang::kZh && t.find('!') == std::string_view::npos) {
+    for (std::string_view w : kZhAsk) {
+      if (t.find(w) != std::string_view::npos) return Act::kAsk;
+    }
+  }
+  return Act::kSmallTalk;
 }
 
 // A clause of the normalized message: text between clause breaks or contrast
@@ -2148,6 +2321,39 @@ std::string speakBack(std::string_view s, Lang lang) {
 
 // Reads a message (and its context and scene) into Signals: the steps above,
 // in order.
+// Does the clause t[a, b) stop mid-sentence? A cut that ends on a word that
+// needs something after it ("my mom is in the hospital and i am", "我觉得很")
+// is a fragment: said back it reads as a broken question ("...and you are?").
+bool endsDangling(std::string_view t, size_t a, size_t b, Lang lang) {
+  b = contentEnd(t, a, b);
+  if (b <= a) return true;
+  if (lang == Lang::kEn) {
+    size_t w = b;
+    while (w > a && isWordByte(static_cast<unsigned char>(t[w - 1]))) --w;
+    static constexpr std::array<std::string_view, 40> kNeedsMore = {
+        "am",  "are",  "is",   "was",  "were", "be",    "been",  "being", "and",    "or",
+        "but", "to",   "the",  "a",    "an",   "of",    "so",    "very",  "really", "i",
+        "my",  "your", "feel", "felt", "too",  "get",   "got",   "with",  "for",    "in",
+        "at",  "on",   "just", "than", "that", "about", "quite", "kinda", "gonna",  "because"};
+    const std::string_view last = t.substr(w, b - w);
+    return std::find(kNeedsMore.begin(), kNeedsMore.end(), last) != kNeedsMore.end();
+  }
+  return endsWithAny(t, b, {"很", "太", "和", "跟", "把", "被", "的", "得", "地", "是", "就", "都",
+                            "也", "又", "还", "在", "让", "给", "对", "更", "最", "非常", "特别",
+                            "真", "好", "有点", "因为", "觉得"});
+}
+
+// Where the clause holding t[pos] ends: the next clause break, or the end.
+size_t clauseEndFrom(std::string_view t, size_t pos) {
+  while (pos < t.size()) {
+    char32_t cp = 0;
+    const size_t len = decodeUtf8(t, pos, &cp);
+    if (isClauseBreak(cp)) break;
+    pos += len;
+  }
+  return pos;
+}
+
 Signals readMessage(const Data& tables, std::string_view message, std::string_view context,
                     std::string_view sceneName) {
   Signals sig;
@@ -2195,7 +2401,22 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
       (mentionsYou(t) ? kCondAddressed : 0) | (question ? kCondQuestion : 0) |
       (isInvite(t, question) ? kCondInvite | kCondQuestion : 0) | (news ? kCondNews : 0));
 
-  const auto [s, e] = pickTopic(t, fold, sig.emotion, sig.lang, chainBegin, chainEnd);
+  sig.act = readAct(t, sig.lang, question, (sig.conditions & kCondInvite) != 0, news, sig.emotion,
+                    (sig.conditions & kCondAddressed) != 0, &sig.greeting);
+
+  auto [s, e] = pickTopic(t, fold, sig.emotion, sig.lang, chainBegin, chainEnd);
+  // No fragment is ever said back: a cut that stops mid-sentence is carried
+  // to the end of its clause ("...and i am" -> "...and i am scared"), and if
+  // that still does not read as a whole clause, the reply does without it.
+  if (s < e && endsDangling(t, s, e, sig.lang)) {
+    const size_t whole = clauseEndFrom(t, e);
+    if (whole > e && !endsDangling(t, s, whole, sig.lang) &&
+        countUnits(t, s, whole) <= (sig.lang == Lang::kZh ? 24u : 16u)) {
+      e = whole;
+    } else {
+      s = e = 0;
+    }
+  }
   if (s < e) sig.topic = cutOriginal(message, n, s, e);
 
   // The echo prefers the sender's own clause over a bare emotion word:
@@ -2284,6 +2505,25 @@ constexpr double kSceneFit[kSceneCount][kStrategyCount] = {
 };
 // clang-format on
 
+// Rows follow Act: what the message does moves the fit on top of the
+// feeling. -1 rules a strategy out: flirting with, joking at or soothing the
+// one who is leaving; apologizing back to an apology or to thanks.
+constexpr double kActFit[kActCount][kStrategyCount] = {
+    {.00, .10, .10, -.30, .10, .15, -1, -.20, .15},   // invite
+    {.00, .20, .00, -.20, .00, .00, -1, .20, .00},    // ask
+    {.00, .35, .00, -.20, .20, .00, -1, .00, .10},    // request_favour
+    {.05, .00, .05, -1, -.20, .00, .35, -.20, .05},   // share_good_news
+    {.10, .10, -.20, .00, -.20, -1, -1, .00, .00},    // confide_trouble
+    {.00, .00, -.30, .40, .10, -1, -1, .00, .00},     // complain_about_reader
+    {.00, .40, .00, -1, .20, .00, -1, .00, -.10},     // apologize
+    {.00, .40, .15, -1, -.20, .05, -1, -.20, -.20},   // thank
+    {-.30, -1, -1, .00, .45, -1, -1, .50, .10},       // reject_or_breakup
+    {.00, .35, -.20, -.20, .15, .15, -1, .10, -.10},  // confess_feelings
+    {.00, .00, .15, -.30, .00, .20, -1, -.20, .00},   // flirt
+    {.00, .50, -.30, .00, .00, .00, -1, -.20, -.10},  // test_reader
+    {.00, .00, .00, .00, .00, .00, .00, .00, .00},    // small_talk: no act, no change
+};
+
 // A strategy is "applicable" (offered in standard and perfect mode) from here.
 constexpr double kApplicableFit = 0.3;
 
@@ -2293,6 +2533,7 @@ enum Component : uint8_t {
   kByStage,
   kByScene,
   kBySituation,
+  kByAct,
   kComponentCount
 };
 
@@ -2362,12 +2603,15 @@ std::array<Fit, kStrategyCount> fitStrategies(const Signals& sig) {
       if (strategy == Strategy::kCongratulate) situation += (cond & kCondNews) ? .10 : -.35;
     }
     f.parts[kBySituation] = situation;
+    const double byAct = kActFit[idx(sig.act)][s];
+    f.parts[kByAct] = byAct <= -1 ? 0 : byAct;  // a -1 rules out below, it adds nothing
     double total = 0;
     for (double p : f.parts) total += p;
     // Hard rules that no bonus overrides.
     if (strategy == Strategy::kFlirt && negative && sig.intensity >= 0.3) total = 0;
     if (strategy == Strategy::kCongratulate && negative) total = 0;
     if (strategy == Strategy::kApologize && isPositive(sig.emotion)) total = 0;
+    if (kActFit[idx(sig.act)][s] <= -1) total = 0;
     f.total = std::clamp(total, 0.0, 1.0);
   }
   return fits;
@@ -2391,7 +2635,7 @@ struct Frames {
   std::string_view lead_calm, lead_low, lead_mid, lead_high;
   std::string_view compare_top, compare_below, same_strategy, also_consider;
   std::string_view reason_emotion, reason_calm, reason_intensity, reason_stage, reason_scene,
-      reason_addressed, reason_question, reason_invite, reason_news, reason_detail;
+      reason_addressed, reason_question, reason_invite, reason_news, reason_detail, reason_act;
 };
 
 constexpr Frames kZhFrames{
@@ -2413,6 +2657,7 @@ constexpr Frames kZhFrames{
     "更适合回应对方的邀约",
     "更适合回应对方的好消息",
     "说法更具体，长度也更合适",
+    "更能回应这条消息在做的事",
 };
 
 constexpr Frames kEnFrames{
@@ -2434,6 +2679,7 @@ constexpr Frames kEnFrames{
     "answers their invitation better",
     "does their good news more justice",
     "is more specific and better sized",
+    "does what their message asks of you",
 };
 
 const Frames& framesFor(Lang lang) { return lang == Lang::kZh ? kZhFrames : kEnFrames; }
@@ -2488,7 +2734,37 @@ class Composer {
         lang_(tables.lang[idx(sig.lang)]),
         frames_(framesFor(sig.lang)),
         fits_(fitStrategies(sig)),
-        ranking_(rankStrategies(fits_)) {}
+        ranking_(rankStrategies(fits_)) {
+    for (const auto& list : lang_.replies) {
+      for (const Phrase& p : list) {
+        if (p.forAct() && fitsAct(p) && p.fitsEmotion(sig_.emotion) &&
+            p.fitsConditions(sig_.conditions) && fillable(p)) {
+          actOnly_ = true;
+        }
+      }
+    }
+  }
+
+  Act act() const { return sig_.act; }
+
+  // Does the phrase fit the message's act? Lines written for small talk
+  // answer a greeting ("在吗", "hey") only: small talk is also the act of any
+  // message without a cue, which the emotion phrases serve.
+  bool fitsAct(const Phrase& p) const {
+    if (!p.fitsAct(sig_.act)) return false;
+    return !(p.forAct() && sig_.act == Act::kSmallTalk && !sig_.greeting);
+  }
+
+  // The analysis' suggested_strategy when the bank has advice written for
+  // the act (any strategy's list), else empty.
+  std::string actAdvice() const {
+    for (const auto& list : lang_.advice) {
+      for (const Phrase& p : list) {
+        if (p.forAct() && fitsAct(p)) return render(p.text);
+      }
+    }
+    return {};
+  }
 
   const std::array<Fit, kStrategyCount>& fits() const { return fits_; }
   const std::array<Strategy, kStrategyCount>& ranking() const { return ranking_; }
@@ -2527,10 +2803,13 @@ class Composer {
     std::vector<const Phrase*> best;
     for (const Phrase& p : list) {
       if (!p.fitsEmotion(sig_.emotion) || !p.fitsStage(sig_.stage) ||
-          !p.fitsConditions(sig_.conditions) || !fillable(p)) {
+          !p.fitsConditions(sig_.conditions) || !fitsAct(p) || !fillable(p)) {
         continue;
       }
-      const int spec = (p.anyStage() ? 0 : 2) + (p.anyEmotion() && p.require == 0 ? 0 : 1);
+      // A line written for the act outranks everything else: what the
+      // message does decides what the reader needs.
+      const int spec = (p.forAct() ? 4 : 0) + (p.anyStage() ? 0 : 2) +
+                       (p.anyEmotion() && p.require == 0 ? 0 : 1);
       if (spec > bestSpec) {
         bestSpec = spec;
         best.clear();
@@ -2549,17 +2828,23 @@ class Composer {
   //          required situation)
   // plus a jitter below 0.01 from the message hash that only breaks ties, so
   // equally good phrasings rotate between messages. Rounded to 3 decimals.
-  const std::vector<Candidate>& candidates(Strategy s) const {
-    std::optional<std::vector<Candidate>>& cached = cache_[idx(s)];
+  const std::vector<Candidate>& candidates(Strategy s, bool loose = false) const {
+    std::optional<std::vector<Candidate>>& cached = (loose ? looseCache_ : cache_)[idx(s)];
     if (cached) return *cached;
     cached.emplace();
     const double ideal = sig_.lang == Lang::kZh
                              ? std::clamp(static_cast<double>(sig_.message_units) * 1.5, 14.0, 40.0)
                              : std::clamp(static_cast<double>(sig_.message_units) * 1.5, 8.0, 30.0);
     for (const Phrase& p : lang_.replies[idx(s)]) {
-      if (!p.fitsEmotion(sig_.emotion) || !p.fitsConditions(sig_.conditions) || !fillable(p)) {
+      if (!p.fitsEmotion(sig_.emotion) || !p.fitsConditions(sig_.conditions) ||
+          !fitsAct(p) || !fillable(p)) {
         continue;
       }
+      // When the bank has replies written for this act, only those are
+      // offered (until topUp runs short): a generic reply to "我们还是做朋友吧"
+      // comforts the one who is leaving, and one to an invitation never
+      // answers it.
+      if (actOnly_ && !p.forAct() && !loose) continue;
       Candidate c;
       c.strategy = s;
       c.line = p.line;
@@ -2619,6 +2904,9 @@ class Composer {
                                                                : frames_.reason_question;
         break;
       }
+      case kByAct:
+        frame = frames_.reason_act;
+        break;
       default:
         break;
     }
@@ -2636,6 +2924,15 @@ class Composer {
   }
 
   std::string why(Strategy s) const {
+    // A reply written for the act is explained by what it does for the act
+    // (a why line with @act, in any strategy's list), not by the emotion.
+    if (actOnly_) {
+      for (const auto& list : lang_.whys) {
+        for (const Phrase& p : list) {
+          if (p.forAct() && fitsAct(p) && fillable(p)) return render(p.text);
+        }
+      }
+    }
     const Phrase* p = pick(lang_.whys[idx(s)]);
     return p == nullptr ? std::string() : render(p->text);
   }
@@ -2661,6 +2958,8 @@ class Composer {
   // Candidates are built only for strategies a mode asks about; fast mode
   // usually touches one.
   mutable std::array<std::optional<std::vector<Candidate>>, kStrategyCount> cache_;
+  mutable std::array<std::optional<std::vector<Candidate>>, kStrategyCount> looseCache_;
+  bool actOnly_ = false;  // the bank has replies written for this act
 };
 
 // Collects distinct replies up to a count.
@@ -2705,10 +3004,12 @@ void offerInRounds(const Composer& composer, const std::vector<Strategy>& strate
 // still met: first from the remaining strategies that fit at all, then from
 // any strategy, in ranking order.
 void topUp(const Composer& composer, Picker* picker) {
-  for (int pass = 0; pass < 2 && !picker->full(); ++pass) {
+  // Passes: fitting strategies, then any strategy, then (only when the act's
+  // own replies ran out) generic replies too.
+  for (int pass = 0; pass < 3 && !picker->full(); ++pass) {
     for (Strategy s : composer.ranking()) {
       if (pass == 0 && composer.fits()[idx(s)].total <= 0) continue;
-      for (const Candidate& c : composer.candidates(s)) picker->offer(c);
+      for (const Candidate& c : composer.candidates(s, pass == 2)) picker->offer(c);
       if (picker->full()) return;
     }
   }
@@ -2764,7 +3065,8 @@ eq::Result<Analysis> BuiltinEngine::analyze(const AnalyzeInput& in) const {
   // reply never disagree; the runner-up is named when it also fits.
   const Strategy first = composer.ranking()[0];
   const Strategy second = composer.ranking()[1];
-  out.suggested_strategy = composer.advice(first);
+  const std::string actAdvice = composer.actAdvice();
+  out.suggested_strategy = actAdvice.empty() ? composer.advice(first) : actAdvice;
   if (composer.fits()[idx(second)].total >= kApplicableFit) {
     out.suggested_strategy += fill(composer.frames().also_consider, [&](std::string_view name) {
       return name == "other" ? std::optional<std::string_view>(composer.strategyName(second))
@@ -2772,6 +3074,15 @@ eq::Result<Analysis> BuiltinEngine::analyze(const AnalyzeInput& in) const {
     });
   }
   return out;
+}
+
+std::string BuiltinEngine::actOf(const AnalyzeInput& in) const {
+  const std::optional<std::string> fixedMessage = sanitizeUtf8(in.message);
+  const std::optional<std::string> fixedContext = sanitizeUtf8(in.context);
+  const std::string_view message = fixedMessage ? *fixedMessage : std::string_view(in.message);
+  const std::string_view context = fixedContext ? *fixedContext : std::string_view(in.context);
+  if (message.empty()) return std::string(kActNames[idx(Act::kSmallTalk)]);
+  return std::string(kActNames[idx(readMessage(*tables_, message, context, in.scene).act)]);
 }
 
 eq::Result<ReplyOutput> BuiltinEngine::reply(const ReplyInput& in) const {

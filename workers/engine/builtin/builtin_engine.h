@@ -20,6 +20,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "common/status.h"
@@ -42,6 +43,11 @@ class BuiltinEngine final : public eq::engine::Engine {
 
   eq::Result<Analysis> analyze(const AnalyzeInput& in) const override;
   eq::Result<ReplyOutput> reply(const ReplyInput& in) const override;
+
+  // The speech act the analyzer reads in the message ("invite",
+  // "reject_or_breakup", ...; docs/engine.md): not part of the API's
+  // analysis, exposed for tools/engine_eval and the unit tests.
+  std::string actOf(const AnalyzeInput& in) const;
 
  private:
   // The parsed, read-only tables. Defined in the .cc so that the lexicon and

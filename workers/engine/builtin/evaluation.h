@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "workers/engine/builtin/builtin_engine.h"
 #include "workers/engine/engine.h"
 
 namespace eq::engine::builtin::eval {
@@ -299,6 +300,110 @@ inline Report evaluate(const Engine& engine, const std::vector<Sample>& samples,
     if (!s.stage.empty()) {
       ++r.stage_total;
       if (a.value().relationship_stage == s.stage) ++r.stage_correct;
+    }
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------
+// Speech acts (tests/data/acts_*.tsv): message<TAB>act[<TAB>context<TAB>scene],
+// scored against BuiltinEngine::actOf.
+
+inline constexpr std::array<std::string_view, 13> kActs = {
+    "invite",         "ask",           "request_favour",        "share_good_news",
+    "confide_trouble", "complain_about_reader", "apologize",  "thank",
+    "reject_or_breakup", "confess_feelings", "flirt",          "test_reader",
+    "small_talk"};
+inline constexpr size_t kActCount = kActs.size();
+
+inline int actIndex(std::string_view name) {
+  for (size_t i = 0; i < kActCount; ++i) {
+    if (kActs[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+struct ActSample {
+  std::string message;
+  std::string act;
+  std::string context;
+  std::string scene;
+  int line = 0;
+};
+
+inline Result<std::vector<ActSample>> parseActTsv(std::string_view text, std::string_view name) {
+  std::vector<ActSample> out;
+  Status st = detail::forEachLine(text, [&](int number, std::string_view line) {
+    if (line.empty() || line.front() == '#') return Status::ok();
+    const auto f = detail::splitTabs(line);
+    if (f.size() < 2 || f[0].empty() || actIndex(f[1]) < 0) {
+      return Status(400, std::string(name) + ":" + std::to_string(number) +
+                             ": want message<TAB>act[<TAB>context<TAB>scene]");
+    }
+    ActSample s;
+    s.message = std::string(f[0]);
+    s.act = std::string(f[1]);
+    if (f.size() > 2) s.context = std::string(f[2]);
+    if (f.size() > 3) s.scene = std::string(f[3]);
+    s.line = number;
+    out.push_back(std::move(s));
+    return Status::ok();
+  });
+  if (!st.isOk()) return st;
+  return out;
+}
+
+// Accuracy and macro-F1 (over the acts present in the gold labels).
+struct ActReport {
+  std::array<std::array<int, kActCount>, kActCount> confusion{};
+  int total = 0;
+  int correct = 0;
+  std::vector<std::pair<const ActSample*, std::string>> misses;
+
+  double accuracy() const { return total == 0 ? 0.0 : static_cast<double>(correct) / total; }
+  double macroF1() const {
+    double sum = 0;
+    int classes = 0;
+    for (size_t i = 0; i < kActCount; ++i) {
+      int support = 0;
+      int predicted = 0;
+      for (size_t j = 0; j < kActCount; ++j) {
+        support += confusion[i][j];
+        predicted += confusion[j][i];
+      }
+      if (support == 0) continue;
+      const double p = predicted == 0 ? 0.0 : static_cast<double>(confusion[i][i]) / predicted;
+      const double r = static_cast<double>(confusion[i][i]) / support;
+      sum += p + r == 0.0 ? 0.0 : 2.0 * p * r / (p + r);
+      ++classes;
+    }
+    return classes == 0 ? 0.0 : sum / classes;
+  }
+  std::string format() const {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "acts: n=%d  accuracy=%.1f%%  macro-F1=%.3f\n", total,
+                  100.0 * accuracy(), macroF1());
+    return buf;
+  }
+};
+
+inline ActReport evaluateActs(const BuiltinEngine& engine, const std::vector<ActSample>& samples) {
+  ActReport r;
+  for (const ActSample& s : samples) {
+    AnalyzeInput in;
+    in.message = s.message;
+    in.context = s.context;
+    in.scene = s.scene;
+    const std::string got = engine.actOf(in);
+    const int gold = actIndex(s.act);
+    const int pred = actIndex(got);
+    ++r.total;
+    if (gold < 0 || pred < 0) continue;
+    ++r.confusion[static_cast<size_t>(gold)][static_cast<size_t>(pred)];
+    if (gold == pred) {
+      ++r.correct;
+    } else {
+      r.misses.emplace_back(&s, got);
     }
   }
   return r;
