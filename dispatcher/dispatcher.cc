@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
-#include <thread>
 
 #include "common/defaults.h"
 #include "common/log.h"

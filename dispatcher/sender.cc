@@ -137,8 +137,8 @@ void DeliverySender::scan(int64_t now_ms) {
     // transaction: one commit rather than one plus two read transactions per
     // delivery (SQLite's commits and WAL locks, not HTTP, bound the pace).
     if (Status s = store_.begin(); !s.isOk()) return s;
-    Result<std::vector<DeliveryRecord>> due = store_.claimDueDeliveries(
-        now_ms, now_ms + opts_.timeout_ms + opts_.lease_margin_ms, room);
+    Result<std::vector<DeliveryRecord>> due =
+        store_.claimDueDeliveries(now_ms, now_ms + opts_.timeout_ms + opts_.lease_margin_ms, room);
     if (!due.isOk()) {
       store_.rollback();
       return due.status();

@@ -116,8 +116,8 @@ BOOST_AUTO_TEST_CASE(a_batch_applies_together_and_wakes_the_sender_once) {
   amqp::Delivery dead;
   dead.queue_hint = msg::kQueueStandard;
   dead.death_reason = "delivery_limit";
-  dead.body = "{\"v\":1,\"kind\":\"reply\",\"request_id\":\"req_1\",\"task_id\":\"" +
-              dead_id + "\",\"mode\":\"fast\",\"message\":\"hi\"}";
+  dead.body = "{\"v\":1,\"kind\":\"reply\",\"request_id\":\"req_1\",\"task_id\":\"" + dead_id +
+              "\",\"mode\":\"fast\",\"message\":\"hi\"}";
   msg::TaskEvent failed = f.event("task.failed", "tsk_b");
   failed.error_code = 500;
   std::vector<Dispatcher::BatchItem> items;
