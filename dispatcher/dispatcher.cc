@@ -164,8 +164,25 @@ Status Dispatcher::applyTogether(const std::vector<BatchItem>& items) {
     return store_.commit();
   }();
   in_batch_ = false;
+  // Logged after the commit and outside the gate: a log write that blocks
+  // (a stalled stderr pipe) must not hold SQLite's write lock, which eq-api
+  // needs for every request. A failed batch logs nothing: it is applied
+  // again one event at a time, and those log as they go.
+  std::vector<std::function<void()>> logs;
+  logs.swap(deferred_logs_);
+  if (applied.isOk()) {
+    for (auto& f : logs) f();
+  }
   if (applied.isOk() && due_in_batch_ && on_delivery_due_) on_delivery_due_();
   return applied;
+}
+
+void Dispatcher::logLater(std::function<void()> line) {
+  if (in_batch_) {
+    deferred_logs_.push_back(std::move(line));
+  } else {
+    line();
+  }
 }
 
 Status Dispatcher::apply(const msg::TaskEvent& e) {
@@ -180,9 +197,10 @@ Status Dispatcher::apply(const msg::TaskEvent& e) {
                                     e.error_msg.empty() ? "generation failed" : e.error_msg, at);
   }
   if (!changed.isOk()) return changed.status();
-  log::info("task transition", {{"task_id", e.task_id},
-                                {"event", e.event},
-                                {"applied", static_cast<long long>(changed.value())}});
+  logLater([id = e.task_id, event = e.event, applied = changed.value()] {
+    log::info("task transition",
+              {{"task_id", id}, {"event", event}, {"applied", static_cast<long long>(applied)}});
+  });
   if (e.event == "task.running") return Status::ok();
   return createDeliveryIfFinal(e.task_id);
 }
@@ -201,13 +219,17 @@ Status Dispatcher::applyDeadLetter(const amqp::Delivery& d) {
   }
   if (task_id.empty()) {
     // A sync job: its caller had a 504 (or a result) long ago.
-    log::warn("dead letter dropped", {{"reason", d.death_reason},
-                                      {"queue", d.queue_hint},
-                                      {"decoded", static_cast<long long>(job.isOk())}});
+    logLater([reason = d.death_reason, queue = d.queue_hint, decoded = job.isOk()] {
+      log::warn("dead letter dropped", {{"reason", reason},
+                                        {"queue", queue},
+                                        {"decoded", static_cast<long long>(decoded)}});
+    });
     return Status::ok();
   }
-  log::error("task failed after repeated delivery failures",
-             {{"task_id", task_id}, {"reason", d.death_reason}});
+  logLater([task_id, reason = d.death_reason] {
+    log::error("task failed after repeated delivery failures",
+               {{"task_id", task_id}, {"reason", reason}});
+  });
   Result<bool> changed = store_.markTaskFailed(task_id, 500, why, nowMs());
   if (!changed.isOk()) return changed.status();
   return createDeliveryIfFinal(task_id);
@@ -217,7 +239,7 @@ Status Dispatcher::createDeliveryIfFinal(const std::string& task_id) {
   Result<std::optional<TaskRecord>> t = store_.task(task_id);
   if (!t.isOk()) return t.status();
   if (!t.value()) {
-    log::warn("event for unknown task", {{"task_id", task_id}});
+    logLater([task_id] { log::warn("event for unknown task", {{"task_id", task_id}}); });
     return Status::ok();
   }
   const TaskRecord& task = *t.value();
@@ -228,8 +250,10 @@ Status Dispatcher::createDeliveryIfFinal(const std::string& task_id) {
   Result<DeliveryRecord> d = store_.createDelivery(task_id, task.webhook_url, event, nowMs());
   if (!d.isOk()) return d.status();
   if (d.value().status == "pending" && d.value().attempts == 0) {
-    log::info("webhook delivery created",
-              {{"task_id", task_id}, {"delivery_id", d.value().delivery_id}, {"event", event}});
+    logLater([task_id, id = d.value().delivery_id, event] {
+      log::info("webhook delivery created",
+                {{"task_id", task_id}, {"delivery_id", id}, {"event", event}});
+    });
   }
   if (in_batch_) {
     due_in_batch_ = true;

@@ -69,6 +69,8 @@ class Dispatcher {
   // all when the transaction fails).
   Status applyBatch(amqp::Connection& conn, std::vector<amqp::Delivery>& batch);
   Status createDeliveryIfFinal(const std::string& task_id);
+  // Logs now, or after the batch's commit when one is open.
+  void logLater(std::function<void()> line);
 
   Store& store_;
   std::string amqp_url_;
@@ -78,6 +80,7 @@ class Dispatcher {
   std::mutex* db_writes_;       // optional, borrowed (dispatcher/db_writes.h)
   bool in_batch_ = false;       // applyBatch's transaction is open: wake after it
   bool due_in_batch_ = false;   // ... and a delivery was created in it
+  std::vector<std::function<void()>> deferred_logs_;  // ... and what it will log
 };
 
 }  // namespace eq::dispatch

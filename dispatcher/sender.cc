@@ -149,6 +149,7 @@ void DeliverySender::scan(int64_t now_ms) {
     }
     return store_.commit();
   }();
+  flushAfterCommit();
   if (!read.isOk()) {
     // Claimed rows are leased: they become due again, nothing is lost.
     log::warn("cannot read due deliveries", {{"error", read.msg()}});
@@ -166,9 +167,11 @@ std::unique_ptr<DeliverySender::Transfer> DeliverySender::prepare(const Delivery
   if (!task.isOk() || !secret.isOk()) {
     // The database is busy or down: the claim's lease makes the delivery
     // due again later, so nothing is lost by leaving it.
-    log::warn("delivery not started; retried after its lease",
-              {{"delivery_id", d.delivery_id},
-               {"error", task.isOk() ? secret.status().msg() : task.status().msg()}});
+    std::string why = task.isOk() ? secret.status().msg() : task.status().msg();
+    after_commit_.push_back([id = d.delivery_id, why] {
+      log::warn("delivery not started; retried after its lease",
+                {{"delivery_id", id}, {"error", why}});
+    });
     return nullptr;
   }
   if (!task.value()) {
@@ -273,14 +276,17 @@ void DeliverySender::recordOutcomes(const std::vector<Finished>& done) {
   // still recorded in its own (finishAttempt opens one when none is open);
   // if the commit fails, the attempts are lost but their deliveries come
   // due again after their leases (at-least-once, receivers dedupe).
-  std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
-  bool batched = store_.begin().isOk();
-  for (const Finished& f : done) recordOutcome(f);
-  if (batched) {
-    if (Status c = store_.commit(); !c.isOk()) {
-      log::error("webhook attempts not recorded; retried after their leases",
-                 {{"attempts", static_cast<long long>(done.size())}, {"error", c.msg()}});
-    }
+  Status committed;
+  {
+    std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
+    bool batched = store_.begin().isOk();
+    for (const Finished& f : done) recordOutcome(f);
+    if (batched) committed = store_.commit();
+  }
+  flushAfterCommit();
+  if (!committed.isOk()) {
+    log::error("webhook attempts not recorded; retried after their leases",
+               {{"attempts", static_cast<long long>(done.size())}, {"error", committed.msg()}});
   }
 }
 
@@ -302,41 +308,54 @@ void DeliverySender::recordOutcome(const Finished& f) {
   int64_t next_at = now + decision.delay_ms;
   DeliveryAttempt attempt{started_ms, http_status, now - started_ms, error, number};
   Result<bool> saved = store_.finishAttempt(d.delivery_id, attempt, new_status, next_at);
-  log::write(
-      decision.verdict == DeliveryVerdict::kDelivered ? log::Level::kInfo : log::Level::kWarn,
-      "webhook attempt",
-      {{"task_id", task_id},
-       {"delivery_id", d.delivery_id},
-       {"attempt", static_cast<long long>(number)},
-       {"attempt_in_schedule", static_cast<long long>(in_schedule)},
-       {"http_status", static_cast<long long>(http_status)},
-       {"latency_ms", static_cast<long long>(attempt.latency_ms)},
-       {"outcome", verdictName(decision.verdict)},
-       {"reason", decision.reason},
-       {"next_attempt_in_ms",
-        static_cast<long long>(decision.verdict == DeliveryVerdict::kRetry ? decision.delay_ms
-                                                                           : -1)},
-       {"error", error}});
-  if (opts_.metrics != nullptr) {
-    std::optional<double> since_event;
-    // Wall clocks of different hosts (the worker stamped the event) may
-    // disagree a little; never report a negative latency.
-    if (event_at_ms > 0)
-      since_event = static_cast<double>(std::max<int64_t>(now - event_at_ms, 0)) / 1000.0;
-    opts_.metrics->attemptFinished(verdictName(decision.verdict),
-                                   static_cast<double>(attempt.latency_ms) / 1000.0, since_event);
-  }
   // The retry gets a scan of its own when it falls due (see run()).
   if (saved.isOk() && decision.verdict == DeliveryVerdict::kRetry) retries_due_.push(next_at);
-  if (!saved.isOk()) {
-    // The attempt happened but is not recorded: the claim's lease makes the
-    // delivery due again, and at-least-once delivery allows the repeat.
-    log::error("webhook attempt not recorded; retried after its lease",
-               {{"delivery_id", d.delivery_id}, {"error", saved.status().msg()}});
-  } else if (!saved.value()) {
-    log::warn("webhook attempt for a delivery no longer pending; not recorded",
-              {{"delivery_id", d.delivery_id}});
-  }
+  // Logged once the transaction is committed and the write gate released: a
+  // log write that blocks (a stalled stderr pipe) must not hold SQLite's
+  // write lock, which eq-api needs for every request.
+  after_commit_.push_back([this, d, task_id, number, in_schedule, http_status, attempt, decision,
+                           error, event_at_ms, now, saved] {
+    log::write(
+        decision.verdict == DeliveryVerdict::kDelivered ? log::Level::kInfo : log::Level::kWarn,
+        "webhook attempt",
+        {{"task_id", task_id},
+         {"delivery_id", d.delivery_id},
+         {"attempt", static_cast<long long>(number)},
+         {"attempt_in_schedule", static_cast<long long>(in_schedule)},
+         {"http_status", static_cast<long long>(http_status)},
+         {"latency_ms", static_cast<long long>(attempt.latency_ms)},
+         {"outcome", verdictName(decision.verdict)},
+         {"reason", decision.reason},
+         {"next_attempt_in_ms",
+          static_cast<long long>(decision.verdict == DeliveryVerdict::kRetry ? decision.delay_ms
+                                                                             : -1)},
+         {"error", error}});
+    if (opts_.metrics != nullptr) {
+      std::optional<double> since_event;
+      // Wall clocks of different hosts (the worker stamped the event) may
+      // disagree a little; never report a negative latency.
+      if (event_at_ms > 0)
+        since_event = static_cast<double>(std::max<int64_t>(now - event_at_ms, 0)) / 1000.0;
+      opts_.metrics->attemptFinished(verdictName(decision.verdict),
+                                     static_cast<double>(attempt.latency_ms) / 1000.0,
+                                     since_event);
+    }
+    if (!saved.isOk()) {
+      // The attempt happened but is not recorded: the claim's lease makes the
+      // delivery due again, and at-least-once delivery allows the repeat.
+      log::error("webhook attempt not recorded; retried after its lease",
+                 {{"delivery_id", d.delivery_id}, {"error", saved.status().msg()}});
+    } else if (!saved.value()) {
+      log::warn("webhook attempt for a delivery no longer pending; not recorded",
+                {{"delivery_id", d.delivery_id}});
+    }
+  });
+}
+
+void DeliverySender::flushAfterCommit() {
+  std::vector<std::function<void()>> pending;
+  pending.swap(after_commit_);
+  for (auto& f : pending) f();
 }
 
 void DeliverySender::abandonInFlight() {

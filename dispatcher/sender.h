@@ -114,8 +114,12 @@ class DeliverySender {
   void finish(CURL* easy, CURLcode rc, std::vector<Finished>& done);
   // Records the attempts in one transaction, under the write gate.
   void recordOutcomes(const std::vector<Finished>& done);
-  // Caller holds the write gate.
+  // Caller holds the write gate. Its log line and metrics wait in
+  // after_commit_ for flushAfterCommit().
   void recordOutcome(const Finished& f);
+  // Runs what was deferred until the transaction ended and the gate was
+  // released (log writes may block; SQLite's write lock must not wait on them).
+  void flushAfterCommit();
   void abandonInFlight();
 
   static curl_socket_t openSocket(void* transfer, curlsocktype purpose, struct curl_sockaddr* addr);
@@ -134,6 +138,7 @@ class DeliverySender {
   // brings a scan forward. (Retries scheduled by another process, and
   // replays, wait for the periodic scan.)
   std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> retries_due_;
+  std::vector<std::function<void()>> after_commit_;
   RetentionPurger purger_;
   std::mt19937_64 rng_;
 };
