@@ -220,9 +220,9 @@ Status Dispatcher::applyDeadLetter(const amqp::Delivery& d) {
   if (task_id.empty()) {
     // A sync job: its caller had a 504 (or a result) long ago.
     logLater([reason = d.death_reason, queue = d.queue_hint, decoded = job.isOk()] {
-      log::warn("dead letter dropped", {{"reason", reason},
-                                        {"queue", queue},
-                                        {"decoded", static_cast<long long>(decoded)}});
+      log::warn(
+          "dead letter dropped",
+          {{"reason", reason}, {"queue", queue}, {"decoded", static_cast<long long>(decoded)}});
     });
     return Status::ok();
   }

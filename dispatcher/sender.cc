@@ -337,8 +337,7 @@ void DeliverySender::recordOutcome(const Finished& f) {
       if (event_at_ms > 0)
         since_event = static_cast<double>(std::max<int64_t>(now - event_at_ms, 0)) / 1000.0;
       opts_.metrics->attemptFinished(verdictName(decision.verdict),
-                                     static_cast<double>(attempt.latency_ms) / 1000.0,
-                                     since_event);
+                                     static_cast<double>(attempt.latency_ms) / 1000.0, since_event);
     }
     if (!saved.isOk()) {
       // The attempt happened but is not recorded: the claim's lease makes the
