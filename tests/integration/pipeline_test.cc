@@ -811,7 +811,11 @@ BOOST_AUTO_TEST_CASE(task_events_survive_a_dispatcher_crash_loop) {
   BOOST_REQUIRE_MESSAGE(r.status == 200, "async call: " << r.status << " " << r.body);
   std::string task_id = taskIdOf(r);
   BOOST_REQUIRE_MESSAGE(waitBlocked(holder, 10000), "dispatcher 1 never took the task's events");
-  BOOST_TEST(taskView(stack, key, task_id).status == "running");
+  // The dispatcher applies the events it holds a batch per transaction and
+  // logs after the commit: when task.running and task.succeeded arrive in
+  // one read, both are committed before it stalls (and neither is acked).
+  std::string held = taskView(stack, key, task_id).status;
+  BOOST_TEST((held == "running" || held == "succeeded"), "status " << held);
 
   for (int crash = 1; crash <= kCrashes; ++crash) {
     Process* next = crash < kCrashes ? startStalledDispatcher(crash + 1) : nullptr;
