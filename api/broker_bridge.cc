@@ -89,7 +89,7 @@ void BrokerBridge::call(const msg::Job& job, CallDone done) {
   }
   Outgoing op;
   op.op_id = next_op_id_++;
-  op.queue = msg::queueForMode(job.kind == "analyze" ? "" : job.mode);
+  op.queue = msg::syncQueueForMode(job.kind == "analyze" ? "" : job.mode);
   op.body = msg::encodeJob(job);
   op.opts.correlation_id = job.request_id;
   op.opts.message_id = job.request_id;

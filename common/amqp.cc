@@ -157,6 +157,24 @@ Status Connection::declareTopology() {
       return Status(s.code(), s.msg() + " (" + q + ")");
     }
   }
+
+  // Sync job queues: classic and durable (the queue outlives a broker
+  // restart; its transient messages do not, and their callers have had a
+  // 503 by then). No dead-letter exchange: a sync job that expires (its
+  // caller had its 504) is simply dropped; one that was redelivered is moved
+  // by the worker to the counting quorum queue above.
+  amqp_table_entry_t classic[1];
+  classic[0].key = amqp_cstring_bytes("x-queue-type");
+  classic[0].value.kind = AMQP_FIELD_KIND_UTF8;
+  classic[0].value.value.bytes = amqp_cstring_bytes("classic");
+  amqp_table_t sync_args = {1, classic};
+  for (const char* q : {msg::kQueueSyncFast, msg::kQueueSyncStandard, msg::kQueueSyncPerfect,
+                        msg::kQueueSyncAnalyze}) {
+    amqp_queue_declare(conn_, kChannel, amqp_cstring_bytes(q), 0, 1, 0, 0, sync_args);
+    if (Status s = rpcStatus("declare sync queue"); !s.isOk()) {
+      return Status(s.code(), s.msg() + " (" + q + ")");
+    }
+  }
   return Status::ok();
 }
 

@@ -55,6 +55,22 @@ std::string queueForMode(std::string_view mode) {
   return kQueueAnalyze;
 }
 
+std::string syncQueueForMode(std::string_view mode) {
+  std::optional<Mode> m = parseMode(mode);
+  if (!m) return kQueueSyncAnalyze;
+  switch (*m) {
+    case Mode::kFast: return kQueueSyncFast;
+    case Mode::kStandard: return kQueueSyncStandard;
+    case Mode::kPerfect: return kQueueSyncPerfect;
+  }
+  return kQueueSyncAnalyze;
+}
+
+bool isSyncQueue(std::string_view queue) {
+  return queue == kQueueSyncFast || queue == kQueueSyncStandard || queue == kQueueSyncPerfect ||
+         queue == kQueueSyncAnalyze;
+}
+
 std::string encodeJob(const Job& job) {
   rapidjson::StringBuffer sb;
   Writer w(sb);

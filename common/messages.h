@@ -2,7 +2,9 @@
 // Their JSON Schemas live in schema/messages/; this header is the one place
 // in C++ that builds and reads them, so producer and consumer cannot drift.
 //
-//   eq-api ──Job──> eq.jobs.<mode> | eq.jobs.analyze ──> eq-worker
+//   eq-api ──async Job──> eq.jobs.<mode> (quorum, durable) ──> eq-worker
+//   eq-api ──sync Job──> eq.sync.<mode> | eq.sync.analyze (classic, transient) ──> eq-worker
+//   eq-worker ──redelivered sync Job──> eq.jobs.<mode> | eq.jobs.analyze (counted there)
 //   eq-worker ──SyncResult──> amq.rabbitmq.reply-to (direct reply-to, correlation_id = request_id)
 //   eq-worker ──TaskEvent──> eq.task-events ──> eq-dispatcher
 //   work queues ──(rejected, or delivered too often)──> eq.dlx ──> eq.dead ──> eq-dispatcher
@@ -21,6 +23,17 @@ constexpr const char* kQueueFast = "eq.jobs.fast";
 constexpr const char* kQueueStandard = "eq.jobs.standard";
 constexpr const char* kQueuePerfect = "eq.jobs.perfect";
 constexpr const char* kQueueAnalyze = "eq.jobs.analyze";
+// Sync jobs (replies and analyses) go to classic queues: a caller waits for
+// them, nothing about them must survive a broker restart, and a quorum
+// queue's Raft log made every one cost about three times the broker work
+// (docs/architecture.md, "Queue choice"). Classic queues do not count
+// deliveries, so a worker moves a *redelivered* sync job to the quorum queue
+// of the same kind, where the delivery limit bounds a job that kills
+// workers (workers/worker.cc, Worker::accept).
+constexpr const char* kQueueSyncFast = "eq.sync.fast";
+constexpr const char* kQueueSyncStandard = "eq.sync.standard";
+constexpr const char* kQueueSyncPerfect = "eq.sync.perfect";
+constexpr const char* kQueueSyncAnalyze = "eq.sync.analyze";
 constexpr const char* kQueueTaskEvents = "eq.task-events";
 constexpr const char* kExchangeDead = "eq.dlx";
 constexpr const char* kQueueDead = "eq.dead";
@@ -28,6 +41,10 @@ constexpr const char* kQueueDead = "eq.dead";
 // Mode names of the interface; queueForMode("") is the analyze queue.
 bool isMode(std::string_view mode);
 std::string queueForMode(std::string_view mode);
+// The classic queue of a sync job of this mode; syncQueueForMode("") is the
+// sync analyze queue.
+std::string syncQueueForMode(std::string_view mode);
+bool isSyncQueue(std::string_view queue);
 
 struct Job {
   std::string kind;  // "reply" or "analyze"

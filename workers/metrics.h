@@ -23,13 +23,16 @@ inline constexpr std::string_view kJobSucceeded = "succeeded";  // engine answer
 inline constexpr std::string_view kJobFailed = "failed";        // engine error: 500 / task.failed
 inline constexpr std::string_view kJobExpired = "expired";      // sync caller gave up first
 inline constexpr std::string_view kJobMalformed = "malformed";  // dead-lettered unread
+// A redelivered sync job handed on to the counting quorum queue; it is
+// counted again by the worker that finishes it there.
+inline constexpr std::string_view kJobMoved = "moved";
 
 class WorkerMetrics {
  public:
   explicit WorkerMetrics(metrics::Registry& r)
       : jobs_(r.counter("eq_worker_jobs_total",
                         "Jobs taken from the broker, by mode, kind (reply or analyze) and "
-                        "outcome (succeeded, failed, expired, malformed).",
+                        "outcome (succeeded, failed, expired, malformed, moved).",
                         {"mode", "kind", "outcome"})),
         duration_(r.histogram(
             "eq_worker_job_duration_seconds",

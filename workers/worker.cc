@@ -118,10 +118,15 @@ Status Worker::serve(amqp::Connection& conn) {
   // queue may hold twice as many; the extra ones wait in the pool's queue.
   if (Status s = conn.qos(static_cast<uint16_t>(opts_.prefetch)); !s.isOk()) return s;
   if (Status s = conn.enableConfirms(); !s.isOk()) return s;
+  // Each kind of work has two queues: the classic one that sync jobs arrive
+  // on, and the quorum one for async jobs and for sync jobs moved there
+  // after a redelivery (common/messages.h).
   if (!opts_.mode.empty()) {
+    if (Status s = conn.consume(msg::syncQueueForMode(opts_.mode)); !s.isOk()) return s;
     if (Status s = conn.consume(msg::queueForMode(opts_.mode)); !s.isOk()) return s;
   }
   if (opts_.analyze) {
+    if (Status s = conn.consume(msg::kQueueSyncAnalyze); !s.isOk()) return s;
     if (Status s = conn.consume(msg::kQueueAnalyze); !s.isOk()) return s;
   }
   log::info("worker consuming", {{"mode", opts_.mode},
@@ -274,6 +279,9 @@ Status Worker::accept(amqp::Connection& conn, const amqp::Delivery& d) {
     ledger_.ready(d.tag);
     return Status::ok();
   }
+  if (!async && d.redelivered && msg::isSyncQueue(d.queue_hint)) {
+    return moveToCountingQueue(conn, d, job, now);
+  }
   if (async) {
     // Not waited for: it is confirmed (or not) like any publish, and the
     // job's own outcome follows it on this channel into the same queue, so
@@ -305,6 +313,30 @@ Status Worker::accept(amqp::Connection& conn, const amqp::Delivery& d) {
         conn, runTimed(std::move(slot), [this](const msg::Job& j) { return runJob(j); }));
   }
   pool_.submit(std::move(slot));
+  return Status::ok();
+}
+
+Status Worker::moveToCountingQueue(amqp::Connection& conn, const amqp::Delivery& d,
+                                   const msg::Job& job, int64_t now) {
+  // A sync job comes back only when the worker that held it died, lost its
+  // connection or stopped before finishing it. The classic queue cannot
+  // tell the second return from the tenth, so the job continues on the
+  // quorum queue of its kind, whose delivery limit ends a job that keeps
+  // killing workers in eq.dead. Same body and reply address, the remaining
+  // deadline as its TTL; our delivery is acked once the move is confirmed,
+  // like any outcome (a lost connection before that redelivers it here).
+  amqp::PublishOptions opts;
+  opts.correlation_id = d.correlation_id;
+  opts.message_id = job.request_id;
+  opts.reply_to = d.reply_to;
+  if (job.deadline_ms > 0) opts.expiration_ms = std::max<int64_t>(1, job.deadline_ms - now);
+  std::string queue = msg::queueForMode(job.kind == "analyze" ? "" : job.mode);
+  Result<uint64_t> seq = conn.publish(queue, d.body, opts);
+  if (!seq.isOk()) return seq.status();
+  ledger_.published(seq.value(), d.tag, now);
+  finished_[d.tag] = Finished{job.mode, job.kind, kJobMoved, -1, 0};
+  log::info("redelivered sync job moved to the counting queue",
+            {{"request_id", job.request_id}, {"from", d.queue_hint}, {"to", queue}});
   return Status::ok();
 }
 

@@ -109,6 +109,9 @@ class Worker {
     double seconds = -1;
     int64_t tokens = 0;
   };
+  // Hands a redelivered sync job on to the quorum queue of its kind.
+  Status moveToCountingQueue(amqp::Connection& conn, const amqp::Delivery& d,
+                             const msg::Job& job, int64_t now);
   // Runs on a job thread.
   JobOutcome runJob(const msg::Job& job) const;
 
