@@ -62,6 +62,7 @@
 #include "dispatcher/metrics.h"
 #include "dispatcher/retention.h"
 #include "dispatcher/retry.h"
+#include "dispatcher/settler.h"
 
 namespace eq::dispatch {
 
@@ -74,6 +75,7 @@ struct SenderOptions {
   int64_t stop_grace_ms = 3'000;
   net::CidrSet allowed;  // non-public ranges webhooks may reach anyway
   RetentionOptions retention;
+  SettlerOptions settler;
   DispatcherMetrics* metrics = nullptr;  // optional, borrowed
   // Taken around every SQLite write, shared with the consumer thread
   // (dispatcher/db_writes.h); optional, borrowed.
@@ -140,6 +142,7 @@ class DeliverySender {
   std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> retries_due_;
   std::vector<std::function<void()>> after_commit_;
   RetentionPurger purger_;
+  ChargeSettler settler_;
   std::mt19937_64 rng_;
 };
 
