@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <cstring>
@@ -22,6 +23,8 @@ constexpr uint64_t kLingerMs = 2000;
 // Unsent output above which we stop reading (and so stop producing more
 // responses) for a client that pipelines requests but does not read.
 constexpr size_t kMaxPendingOutputBytes = 1 << 20;
+// Input handed to http-parser per call (see HttpConnection::feed).
+constexpr size_t kParseSliceBytes = 16 * 1024;
 
 const char* reasonPhrase(int status) {
   switch (status) {
@@ -40,8 +43,10 @@ const char* reasonPhrase(int status) {
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
     default: return "Status";
   }
 }
@@ -61,6 +66,12 @@ const std::string* HttpRequest::header(std::string_view name) const {
     if (k == name) return &v;
   }
   return nullptr;
+}
+
+size_t HttpRequest::headerCount(std::string_view name) const {
+  size_t n = 0;
+  for (const auto& [k, v] : headers) n += k == name ? 1 : 0;
+  return n;
 }
 
 // One client connection. Lives on the server's loop; see the file header of
@@ -282,10 +293,24 @@ class HttpConnection {
         at_message_start_ = false;
       }
       if (HTTP_PARSER_ERRNO(&parser_) == HPE_PAUSED) http_parser_pause(&parser_, 0);
-      size_t n = http_parser_execute(&parser_, &settings_, in_.data(), in_.size());
+      // In slices, so that the bound below is checked before a message that
+      // exceeds it can complete within one call.
+      size_t n = http_parser_execute(&parser_, &settings_, in_.data(),
+                                     std::min(in_.size(), kParseSliceBytes));
       http_errno err = HTTP_PARSER_ERRNO(&parser_);
       in_.erase(0, n);
+      message_wire_bytes_ += n;
       if (err == HPE_PAUSED) continue;  // a request completed; loop checks if answered
+      if (error_status_ == 0 && message_wire_bytes_ > maxMessageWireBytes()) {
+        // The head and body limits bound what we keep, not what the parser
+        // skips: chunk extensions (and a body cut into tiny chunks) cost
+        // parsing time without adding body bytes. Bound the whole message
+        // on the wire.
+        fail(400, "malformed HTTP request: chunked framing exceeds " +
+                      std::to_string(maxMessageWireBytes()) +
+                      " bytes (chunk extensions or tiny chunks)");
+        break;
+      }
       if (error_status_ != 0) {
         fail(error_status_, error_msg_);
         break;
@@ -339,6 +364,10 @@ class HttpConnection {
     return 0;
   }
 
+  size_t maxMessageWireBytes() const {
+    return server_->limits_.max_header_bytes + 2 * server_->limits_.max_body_bytes;
+  }
+
   int reject(int status, std::string msg) {
     error_status_ = status;
     error_msg_ = std::move(msg);
@@ -377,7 +406,9 @@ class HttpConnection {
       out += "Connection: keep-alive\r\n";  // HTTP/1.0 closes unless told otherwise
     }
     out += "\r\n";
-    out += r.body;
+    // A HEAD response has the headers of the GET response, Content-Length
+    // included, and no body (RFC 9110 §9.3.2).
+    if (!head_request_) out += r.body;
     return out;
   }
 
@@ -391,6 +422,8 @@ class HttpConnection {
     c->current_request_id_ = c->req_.request_id;
     c->url_.clear();
     c->header_bytes_ = 0;
+    c->message_wire_bytes_ = 0;
+    c->head_request_ = false;
     c->last_was_value_ = false;
     return 0;
   }
@@ -439,6 +472,8 @@ class HttpConnection {
     size_t q = url.find('?');
     c->req_.path = std::string(url.substr(0, q));
     if (q != std::string_view::npos) c->req_.query = std::string(url.substr(q + 1));
+    if (!c->checkFraming(p)) return -1;
+    c->head_request_ = p->method == HTTP_HEAD;
     // Decide on the size before reading the body (PRODUCT.md §2: 413 over 64 KiB).
     if ((p->flags & F_CONTENTLENGTH) != 0 &&
         p->content_length > c->server_->limitsBody()) {
@@ -458,6 +493,43 @@ class HttpConnection {
     }
     c->armTimer(Phase::kBody, c->server_->limits_.body_timeout_ms);
     return 0;
+  }
+
+  // What http-parser 2.9 lets through but RFC 9112 does not, each a way for
+  // two parsers in a chain to read one request differently: a version other
+  // than HTTP/1.0 or 1.1 (505), HTTP/1.1 without exactly one Host (400),
+  // more than one Transfer-Encoding header, and a transfer coding other
+  // than chunked (400 both: we cannot know where the body ends).
+  bool checkFraming(const http_parser* p) {
+    if (p->http_major != 1 || p->http_minor > 1) {
+      error_status_ = 505;
+      error_msg_ = "HTTP version not supported: this server speaks 1.1 and 1.0";
+      return false;
+    }
+    size_t hosts = req_.headerCount("host");
+    if ((p->http_minor == 1 && hosts == 0) || hosts > 1) {
+      error_status_ = 400;
+      error_msg_ = hosts == 0 ? "malformed HTTP request: a Host header is required"
+                              : "malformed HTTP request: more than one Host header";
+      return false;
+    }
+    if (size_t te = req_.headerCount("transfer-encoding"); te > 1) {
+      error_status_ = 400;
+      error_msg_ = "malformed HTTP request: more than one Transfer-Encoding header";
+      return false;
+    } else if (te == 1 && strcasecmp(trimmed(*req_.header("transfer-encoding")).c_str(),
+                                     "chunked") != 0) {
+      error_status_ = 400;
+      error_msg_ = "malformed HTTP request: Transfer-Encoding other than chunked";
+      return false;
+    }
+    return true;
+  }
+
+  static std::string trimmed(std::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    return std::string(v);
   }
 
   static int onBody(http_parser* p, const char* at, size_t n) {
@@ -500,6 +572,8 @@ class HttpConnection {
   std::string url_;
   std::string current_request_id_;
   size_t header_bytes_ = 0;
+  size_t message_wire_bytes_ = 0;  // bytes parsed for the current request
+  bool head_request_ = false;      // the current request is a HEAD
   bool last_was_value_ = false;
   bool keep_alive_ = true;
   bool awaiting_response_ = false;

@@ -42,6 +42,8 @@ struct HttpRequest {
 
   // First value of a header, by lower-case name; nullptr when absent.
   const std::string* header(std::string_view name) const;
+  // How many times a header (lower-case name) occurs.
+  size_t headerCount(std::string_view name) const;
 };
 
 struct HttpResponse {
