@@ -1,5 +1,7 @@
 #include "common/http_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,8 +23,15 @@ namespace {
 // How long a closing connection keeps draining the client's input.
 constexpr uint64_t kLingerMs = 2000;
 // Unsent output above which we stop reading (and so stop producing more
-// responses) for a client that pipelines requests but does not read.
-constexpr size_t kMaxPendingOutputBytes = 1 << 20;
+// responses) for a client that pipelines requests but does not read. What
+// one connection may hold of its responses before we stop parsing its
+// requests: bytes libuv has not handed to the kernel (this bound) plus the
+// kernel's send buffer, which we cap too (kSendBufferBytes; Linux reserves
+// twice the value set). Together at most about 768 KiB per client that does
+// not read, however much it pipelines.
+constexpr size_t kMaxPendingOutputBytes = 256 * 1024;
+constexpr int kSendBufferBytes = 256 * 1024;
+constexpr uint64_t kRefusalLogIntervalMs = 10'000;
 // Input handed to http-parser per call (see HttpConnection::feed).
 constexpr size_t kParseSliceBytes = 16 * 1024;
 
@@ -49,6 +58,34 @@ const char* reasonPhrase(int status) {
     case 505: return "HTTP Version Not Supported";
     default: return "Status";
   }
+}
+
+// The peer's address as the key of the per-client limit: the raw bytes of
+// the IPv4 address, or of the IPv6 one (an IPv4-mapped IPv6 peer counts as
+// its IPv4 address). Empty when the peer is unknown.
+std::string clientKey(uv_tcp_t* tcp) {
+  sockaddr_storage peer{};
+  int len = sizeof peer;
+  if (uv_tcp_getpeername(tcp, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return "";
+  if (peer.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&peer);
+    return std::string(reinterpret_cast<const char*>(&a->sin_addr), 4);
+  }
+  if (peer.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&peer);
+    if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
+      return std::string(reinterpret_cast<const char*>(&a->sin6_addr) + 12, 4);
+    }
+    return std::string(reinterpret_cast<const char*>(&a->sin6_addr), 16);
+  }
+  return "";
+}
+
+std::string clientText(const std::string& key) {
+  char buf[INET6_ADDRSTRLEN] = "";
+  if (key.size() == 4) inet_ntop(AF_INET, key.data(), buf, sizeof buf);
+  if (key.size() == 16) inet_ntop(AF_INET6, key.data(), buf, sizeof buf);
+  return buf;
 }
 
 std::string lower(std::string_view s) {
@@ -97,9 +134,15 @@ class HttpConnection {
   uint64_t id() const { return id_; }
   bool busy() const { return awaiting_response_; }
 
+  void setClient(std::string client) { client_ = std::move(client); }
+  const std::string& client() const { return client_; }
+
   void start(uv_loop_t* loop) {
     uv_timer_init(loop, &timer_);
-    armIdleTimer();
+    // Until its first byte a connection has cost the client nothing: it gets
+    // a short timer, not the keep-alive one (a socket that never speaks
+    // would otherwise hold a slot for the whole idle timeout).
+    armTimer(Phase::kIdle, server_->limits_.first_byte_timeout_ms);
     uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), &HttpConnection::onAlloc,
                   &HttpConnection::onRead);
   }
@@ -109,7 +152,7 @@ class HttpConnection {
   void close() {
     if (closing_) return;
     closing_ = true;
-    server_->forget(id_);
+    server_->forget(id_, client_);
     uv_timer_stop(&timer_);
     uv_close(reinterpret_cast<uv_handle_t*>(&timer_), &HttpConnection::onClosed);
     uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), &HttpConnection::onClosed);
@@ -137,7 +180,10 @@ class HttpConnection {
     }
     if (uv_stream_get_write_queue_size(reinterpret_cast<uv_stream_t*>(&tcp_)) >
         kMaxPendingOutputBytes) {
-      write_blocked_ = true;  // resumed from onWritten once the client reads
+      // Resumed from onWritten once the client reads; a client that never
+      // does is closed after the idle timeout.
+      write_blocked_ = true;
+      armTimer(Phase::kStalled, server_->limits_.idle_timeout_ms);
       return;
     }
     resumeReading();
@@ -169,6 +215,11 @@ class HttpConnection {
     switch (self->phase_) {
       case Phase::kIdle:
       case Phase::kLinger:
+        self->close();
+        return;
+      case Phase::kStalled:
+        log::info("connection closed: the client left its responses unread",
+                  {{"client", clientText(self->client_)}});
         self->close();
         return;
       case Phase::kHeaders:
@@ -249,7 +300,8 @@ class HttpConnection {
 
   // The one timer of a connection, by phase: idle keep-alive between
   // requests, the head of a request, its body, and the lingering close.
-  enum class Phase { kIdle, kHeaders, kBody, kHandling, kLinger };
+  // kStalled: responses written but the client does not read them.
+  enum class Phase { kIdle, kHeaders, kBody, kHandling, kStalled, kLinger };
 
   void armTimer(Phase phase, uint64_t ms) {
     phase_ = phase;
@@ -563,6 +615,7 @@ class HttpConnection {
 
   HttpServer* server_;
   uint64_t id_;
+  std::string client_;  // the peer's address, for the per-client limit
   uv_tcp_t tcp_;
   uv_timer_t timer_;
   http_parser parser_;
@@ -656,22 +709,56 @@ void HttpServer::onConnection(uv_stream_t* listener, int status) {
   if (status < 0 || self->shutting_down_) return;
   auto* conn = new HttpConnection(self, self->next_conn_id_++);
   uv_tcp_init(self->loop_, conn->tcp());
-  bool over_cap = self->conns_.size() >= self->limits_.max_connections;
-  if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(conn->tcp())) != 0 || over_cap) {
-    // Over the cap the connection is accepted and closed at once: leaving it
-    // in the backlog would only make the client wait for nothing.
-    if (over_cap) {
-      log::warn("connection refused: connection cap reached",
-                {{"max_connections", static_cast<long long>(self->limits_.max_connections)}});
+  const char* refused = nullptr;
+  if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(conn->tcp())) == 0) {
+    std::string client = clientKey(conn->tcp());
+    size_t per_client_max = self->limits_.max_connections_per_client;
+    if (self->conns_.size() >= self->limits_.max_connections) {
+      refused = "connection cap reached";
+    } else if (per_client_max > 0 && !client.empty() &&
+               self->per_client_[client] >= per_client_max) {
+      refused = "per-client connection limit reached";
+    } else {
+      conn->setClient(std::move(client));
     }
+  } else {
+    refused = "";  // accept failed: nothing to log
+  }
+  if (refused != nullptr) {
+    // Over a limit the connection is accepted and closed at once: leaving it
+    // in the backlog would only make the client wait for nothing.
+    if (*refused != '\0') self->logRefusal(refused);
     // Not yet registered: close the bare handle and free it in its callback.
     uv_close(reinterpret_cast<uv_handle_t*>(conn->tcp()),
              [](uv_handle_t* h) { delete static_cast<HttpConnection*>(h->data); });
     return;
   }
   uv_tcp_nodelay(conn->tcp(), 1);
+  // Cap the kernel's send buffer too (see kSendBufferBytes): without it
+  // Linux grows a socket's buffer to megabytes for a client that does not
+  // read. On failure the kernel's default stays: no worse than before.
+  uv_os_fd_t fd;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(conn->tcp()), &fd) == 0) {
+    int size = kSendBufferBytes;
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+  }
+  if (!conn->client().empty()) ++self->per_client_[conn->client()];
   self->conns_.emplace(conn->id(), conn);
   conn->start(self->loop_);
+}
+
+void HttpServer::logRefusal(const char* why) {
+  ++refusals_unlogged_;
+  uint64_t now = uv_now(loop_);
+  if (last_refusal_log_ms_ != 0 && now - last_refusal_log_ms_ < kRefusalLogIntervalMs) return;
+  log::warn("connections refused",
+            {{"reason", why},
+             {"refused", static_cast<long long>(refusals_unlogged_)},
+             {"max_connections", static_cast<long long>(limits_.max_connections)},
+             {"max_connections_per_client",
+              static_cast<long long>(limits_.max_connections_per_client)}});
+  refusals_unlogged_ = 0;
+  last_refusal_log_ms_ = now;
 }
 
 void HttpServer::deliver(uint64_t conn_id, HttpResponse response) {
@@ -680,8 +767,11 @@ void HttpServer::deliver(uint64_t conn_id, HttpResponse response) {
   it->second->respond(std::move(response));
 }
 
-void HttpServer::forget(uint64_t conn_id) {
+void HttpServer::forget(uint64_t conn_id, const std::string& client) {
   conns_.erase(conn_id);
+  if (auto it = per_client_.find(client); it != per_client_.end() && --it->second == 0) {
+    per_client_.erase(it);
+  }
   maybeFinishShutdown();
 }
 

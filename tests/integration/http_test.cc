@@ -2,6 +2,8 @@
 // attempts, oversized and slow heads, pipelining, chunked bodies,
 // Expect: 100-continue, the connection cap, write backpressure and the
 // SIGTERM drain. Raw sockets, real eq-api processes.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,7 +12,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "tests/integration/stack.h"
@@ -74,6 +78,47 @@ struct HttpWorld {
   }
   std::string auth() const { return "Authorization: Bearer " + key + "\r\n"; }
 };
+
+// A client socket bound to a given loopback address (127.0.0.0/8 is all
+// local), connected to the api; -1 on failure.
+int connectFrom(const char* source, int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &src.sin_addr);
+  sockaddr_in dst{};
+  dst.sin_family = AF_INET;
+  dst.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof dst) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends bytes on a connected socket and reads until the server closes it or
+// timeout_ms passes; closes the socket.
+std::string exchangeOn(int fd, const std::string& bytes, int timeout_ms) {
+  std::string out;
+  if (fd < 0) return out;
+  ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 }  // namespace
 
@@ -361,6 +406,84 @@ BOOST_AUTO_TEST_CASE(a_client_that_does_not_read_does_not_grow_the_server) {
     BOOST_TEST(during - before < 12 * 1024, "api grew by " << (during - before) << " KiB");
   }
   // Still serving others.
+  std::string ok = w.exchange("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  BOOST_TEST(startsWith(ok, "HTTP/1.1 200"));
+}
+
+// Issue 13, finding 3: one address cannot fill the connection cap, and a
+// socket that never sends a byte is closed after the first-byte timeout.
+BOOST_AUTO_TEST_CASE(one_client_cannot_take_every_connection) {
+  Stack stack(apiOnly({{"EQ_HTTP_MAX_CONNECTIONS_PER_CLIENT", "3"},
+                       {"EQ_HTTP_FIRST_BYTE_TIMEOUT_MS", "1000"},
+                       {"EQ_HTTP_IDLE_TIMEOUT_MS", "30000"}}));
+  std::vector<int> silent;
+  for (int i = 0; i < 3; ++i) silent.push_back(connectFrom("127.0.0.1", stack.apiPort()));
+  usleep(200000);  // let the server accept them
+  // A fourth from the same address is closed at once...
+  int fourth = connectFrom("127.0.0.1", stack.apiPort());
+  std::string refused = exchangeOn(fourth, "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", 2000);
+  BOOST_TEST(refused.empty(), "a fourth connection was served: " << refused.substr(0, 80));
+  // ...while another address (a health checker) is served.
+  int other = connectFrom("127.0.0.2", stack.apiPort());
+  std::string ok = exchangeOn(
+      other, "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 2000);
+  BOOST_TEST(startsWith(ok, "HTTP/1.1 200"), ok.substr(0, 80));
+  // The silent sockets are closed after the first-byte timeout, not the
+  // 30 s idle one, and the address may connect again.
+  int64_t start = nowMs();
+  for (int fd : silent) {
+    timeval tv{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char c;
+    BOOST_TEST(::recv(fd, &c, 1, 0) == 0, "the server closed the silent socket");
+    ::close(fd);
+  }
+  BOOST_TEST(nowMs() - start < 4000, "silent sockets held " << nowMs() - start << " ms");
+  usleep(100000);
+  int again = connectFrom("127.0.0.1", stack.apiPort());
+  std::string back = exchangeOn(
+      again, "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 2000);
+  BOOST_TEST(startsWith(back, "HTTP/1.1 200"), back.substr(0, 80));
+  std::string log = readFile(stack.process("api-0")->logPath());
+  BOOST_TEST(count(log, "connections refused") == 1, "one rate-limited log line");
+}
+
+// Issue 13, finding 2: many clients that pipeline without reading. Each may
+// make the server hold at most its output bound (libuv queue plus a capped
+// kernel send buffer), not megabytes.
+BOOST_AUTO_TEST_CASE(many_clients_that_do_not_read_stay_bounded) {
+  constexpr int kClients = 40;
+  HttpWorld w;
+  eq::it::Process* api = w.stack.process("api-0");
+  long before = rssKiB(api->pid());
+  std::string all;
+  for (int i = 0; i < 1000; ++i) all += "GET /openapi.yaml HTTP/1.1\r\nHost: t\r\n\r\n";
+  std::vector<int> fds;
+  for (int c = 0; c < kClients; ++c) {
+    int fd = eq::it::connectTo(w.stack.apiPort());
+    BOOST_REQUIRE(fd >= 0);
+    int small = 4096;  // our receive buffer stays small: the server's side fills
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    timeval tv{1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    size_t sent = 0;
+    while (sent < all.size()) {
+      ssize_t n = ::send(fd, all.data() + sent, all.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+    fds.push_back(fd);
+  }
+  usleep(1000000);
+  long during = rssKiB(api->pid());
+  for (int fd : fds) ::close(fd);
+  long grown = during - before;
+  BOOST_TEST_MESSAGE("api RSS " << before << " KiB before, " << during << " KiB with " << kClients
+                                << " stalled pipelining clients (" << grown / kClients
+                                << " KiB each)");
+  if (std::getenv("EQ_TEST_SANITIZER") == nullptr) {
+    BOOST_TEST(grown < kClients * 1024, "api grew by " << grown << " KiB");
+  }
   std::string ok = w.exchange("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
   BOOST_TEST(startsWith(ok, "HTTP/1.1 200"));
 }
