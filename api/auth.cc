@@ -15,10 +15,12 @@ std::string bearerToken(const std::string* header) {
   if (header == nullptr || header->size() < 7 || strncasecmp(header->c_str(), "Bearer ", 7) != 0) {
     return "";
   }
-  std::string token = header->substr(7);
-  while (!token.empty() && token.front() == ' ') token.erase(0, 1);
-  while (!token.empty() && token.back() == ' ') token.pop_back();
-  return token;
+  // Optional whitespace around the token is a space or a tab (RFC 9110 OWS),
+  // trimmed alike.
+  std::string_view token = std::string_view(*header).substr(7);
+  while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) token.remove_prefix(1);
+  while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+  return std::string(token);
 }
 
 // eq_live_/eq_test_ + 43 base64url characters. Anything else is refused
@@ -48,7 +50,11 @@ using util::Writer;
 void ApiService::authorize(const CallPtr& c, DbWork work, bool writes, Then then) {
   // 401 for anything but a well-formed key, before any database step: a
   // malformed key never waits for the database.
-  std::string key = bearerToken(c->req.header("authorization"));
+  // Two Authorization headers are refused even when one of them is good:
+  // intermediaries disagree on which one counts (first, last, joined).
+  std::string key = c->req.headerCount("authorization") == 1
+                        ? bearerToken(c->req.header("authorization"))
+                        : std::string();
   if (!wellFormedKey(key, ctx_.config->keyPrefix())) {
     unauthorized(c->info, c->res);
     return;

@@ -97,6 +97,9 @@ int main() {
       {&config, &db, &broker, &clock, &webhook_allow.value(), instance_id});
   eq::api::HttpLimits limits;
   limits.max_connections = static_cast<std::size_t>(config.http_max_connections);
+  limits.max_connections_per_client =
+      static_cast<std::size_t>(config.http_max_connections_per_client);
+  limits.first_byte_timeout_ms = static_cast<uint64_t>(config.http_first_byte_timeout_ms);
   limits.header_timeout_ms = static_cast<uint64_t>(config.http_header_timeout_ms);
   limits.body_timeout_ms = static_cast<uint64_t>(config.http_body_timeout_ms);
   limits.idle_timeout_ms = static_cast<uint64_t>(config.http_idle_timeout_ms);

@@ -58,11 +58,14 @@ void ApiService::handle(HttpRequest&& req, Responder res) {
     return;
   }
   info->route = std::string(route->path);
-  if (c->req.method != route->method) {
-    HttpResponse r = HttpServer::errorResponse(405, "method not allowed: use " +
-                                                        std::string(route->method),
+  // HEAD is answered wherever GET is, as GET without the body (the HTTP
+  // server drops it); it counts against the rate limit like the GET would.
+  bool get_route = route->method == std::string_view("GET");
+  if (c->req.method != route->method && !(get_route && c->req.method == "HEAD")) {
+    std::string allow = get_route ? "GET, HEAD" : std::string(route->method);
+    HttpResponse r = HttpServer::errorResponse(405, "method not allowed: use " + allow,
                                                info->request_id);
-    r.headers.emplace_back("Allow", std::string(route->method));
+    r.headers.emplace_back("Allow", allow);
     finish(info, res, std::move(r));
     return;
   }

@@ -158,7 +158,9 @@ Result<Config> Config::fromEnv() {
   }
   for (auto [name, field] : {std::pair{"EQ_HTTP_HEADER_TIMEOUT_MS", &c.http_header_timeout_ms},
                              std::pair{"EQ_HTTP_BODY_TIMEOUT_MS", &c.http_body_timeout_ms},
-                             std::pair{"EQ_HTTP_IDLE_TIMEOUT_MS", &c.http_idle_timeout_ms}}) {
+                             std::pair{"EQ_HTTP_IDLE_TIMEOUT_MS", &c.http_idle_timeout_ms},
+                             std::pair{"EQ_HTTP_FIRST_BYTE_TIMEOUT_MS",
+                                       &c.http_first_byte_timeout_ms}}) {
     if (Status s = intFromEnv(name, 100, 3'600'000, field); !s.isOk()) return s;
   }
   c.api_db_wait_ms = defaults::kApiDbDeadlineMs;
@@ -166,6 +168,11 @@ Result<Config> Config::fromEnv() {
     return s;
   }
   if (Status s = intFromEnv("EQ_HTTP_MAX_CONNECTIONS", 1, 1'000'000, &c.http_max_connections);
+      !s.isOk()) {
+    return s;
+  }
+  if (Status s = intFromEnv("EQ_HTTP_MAX_CONNECTIONS_PER_CLIENT", 0, 1'000'000,
+                            &c.http_max_connections_per_client);
       !s.isOk()) {
     return s;
   }

@@ -41,6 +41,8 @@ struct Config {
   std::string webhook_allow_cidrs;  // EQ_WEBHOOK_ALLOW_CIDRS
   int64_t sync_deadline_ms = 0;    // EQ_SYNC_DEADLINE_MS: 0 = per-mode default
   int64_t http_max_connections = 10'000;    // EQ_HTTP_MAX_CONNECTIONS
+  int64_t http_max_connections_per_client = 256;  // EQ_HTTP_MAX_CONNECTIONS_PER_CLIENT (0: none)
+  int64_t http_first_byte_timeout_ms = 5'000;     // EQ_HTTP_FIRST_BYTE_TIMEOUT_MS
   int64_t http_header_timeout_ms = 10'000;  // EQ_HTTP_HEADER_TIMEOUT_MS
   int64_t http_body_timeout_ms = 30'000;    // EQ_HTTP_BODY_TIMEOUT_MS
   int64_t http_idle_timeout_ms = 60'000;    // EQ_HTTP_IDLE_TIMEOUT_MS

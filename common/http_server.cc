@@ -1,9 +1,12 @@
 #include "common/http_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <cstring>
@@ -20,8 +23,17 @@ namespace {
 // How long a closing connection keeps draining the client's input.
 constexpr uint64_t kLingerMs = 2000;
 // Unsent output above which we stop reading (and so stop producing more
-// responses) for a client that pipelines requests but does not read.
-constexpr size_t kMaxPendingOutputBytes = 1 << 20;
+// responses) for a client that pipelines requests but does not read. What
+// one connection may hold of its responses before we stop parsing its
+// requests: bytes libuv has not handed to the kernel (this bound) plus the
+// kernel's send buffer, which we cap too (kSendBufferBytes; Linux reserves
+// twice the value set). Together at most about 768 KiB per client that does
+// not read, however much it pipelines.
+constexpr size_t kMaxPendingOutputBytes = 256 * 1024;
+constexpr int kSendBufferBytes = 256 * 1024;
+constexpr uint64_t kRefusalLogIntervalMs = 10'000;
+// Input handed to http-parser per call (see HttpConnection::feed).
+constexpr size_t kParseSliceBytes = 16 * 1024;
 
 const char* reasonPhrase(int status) {
   switch (status) {
@@ -40,10 +52,40 @@ const char* reasonPhrase(int status) {
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
     default: return "Status";
   }
+}
+
+// The peer's address as the key of the per-client limit: the raw bytes of
+// the IPv4 address, or of the IPv6 one (an IPv4-mapped IPv6 peer counts as
+// its IPv4 address). Empty when the peer is unknown.
+std::string clientKey(uv_tcp_t* tcp) {
+  sockaddr_storage peer{};
+  int len = sizeof peer;
+  if (uv_tcp_getpeername(tcp, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return "";
+  if (peer.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&peer);
+    return std::string(reinterpret_cast<const char*>(&a->sin_addr), 4);
+  }
+  if (peer.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&peer);
+    if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
+      return std::string(reinterpret_cast<const char*>(&a->sin6_addr) + 12, 4);
+    }
+    return std::string(reinterpret_cast<const char*>(&a->sin6_addr), 16);
+  }
+  return "";
+}
+
+std::string clientText(const std::string& key) {
+  char buf[INET6_ADDRSTRLEN] = "";
+  if (key.size() == 4) inet_ntop(AF_INET, key.data(), buf, sizeof buf);
+  if (key.size() == 16) inet_ntop(AF_INET6, key.data(), buf, sizeof buf);
+  return buf;
 }
 
 std::string lower(std::string_view s) {
@@ -61,6 +103,12 @@ const std::string* HttpRequest::header(std::string_view name) const {
     if (k == name) return &v;
   }
   return nullptr;
+}
+
+size_t HttpRequest::headerCount(std::string_view name) const {
+  size_t n = 0;
+  for (const auto& [k, v] : headers) n += k == name ? 1 : 0;
+  return n;
 }
 
 // One client connection. Lives on the server's loop; see the file header of
@@ -86,9 +134,15 @@ class HttpConnection {
   uint64_t id() const { return id_; }
   bool busy() const { return awaiting_response_; }
 
+  void setClient(std::string client) { client_ = std::move(client); }
+  const std::string& client() const { return client_; }
+
   void start(uv_loop_t* loop) {
     uv_timer_init(loop, &timer_);
-    armIdleTimer();
+    // Until its first byte a connection has cost the client nothing: it gets
+    // a short timer, not the keep-alive one (a socket that never speaks
+    // would otherwise hold a slot for the whole idle timeout).
+    armTimer(Phase::kIdle, server_->limits_.first_byte_timeout_ms);
     uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), &HttpConnection::onAlloc,
                   &HttpConnection::onRead);
   }
@@ -98,7 +152,7 @@ class HttpConnection {
   void close() {
     if (closing_) return;
     closing_ = true;
-    server_->forget(id_);
+    server_->forget(id_, client_);
     uv_timer_stop(&timer_);
     uv_close(reinterpret_cast<uv_handle_t*>(&timer_), &HttpConnection::onClosed);
     uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), &HttpConnection::onClosed);
@@ -126,7 +180,10 @@ class HttpConnection {
     }
     if (uv_stream_get_write_queue_size(reinterpret_cast<uv_stream_t*>(&tcp_)) >
         kMaxPendingOutputBytes) {
-      write_blocked_ = true;  // resumed from onWritten once the client reads
+      // Resumed from onWritten once the client reads; a client that never
+      // does is closed after the idle timeout.
+      write_blocked_ = true;
+      armTimer(Phase::kStalled, server_->limits_.idle_timeout_ms);
       return;
     }
     resumeReading();
@@ -158,6 +215,11 @@ class HttpConnection {
     switch (self->phase_) {
       case Phase::kIdle:
       case Phase::kLinger:
+        self->close();
+        return;
+      case Phase::kStalled:
+        log::info("connection closed: the client left its responses unread",
+                  {{"client", clientText(self->client_)}});
         self->close();
         return;
       case Phase::kHeaders:
@@ -238,7 +300,8 @@ class HttpConnection {
 
   // The one timer of a connection, by phase: idle keep-alive between
   // requests, the head of a request, its body, and the lingering close.
-  enum class Phase { kIdle, kHeaders, kBody, kHandling, kLinger };
+  // kStalled: responses written but the client does not read them.
+  enum class Phase { kIdle, kHeaders, kBody, kHandling, kStalled, kLinger };
 
   void armTimer(Phase phase, uint64_t ms) {
     phase_ = phase;
@@ -282,10 +345,24 @@ class HttpConnection {
         at_message_start_ = false;
       }
       if (HTTP_PARSER_ERRNO(&parser_) == HPE_PAUSED) http_parser_pause(&parser_, 0);
-      size_t n = http_parser_execute(&parser_, &settings_, in_.data(), in_.size());
+      // In slices, so that the bound below is checked before a message that
+      // exceeds it can complete within one call.
+      size_t n = http_parser_execute(&parser_, &settings_, in_.data(),
+                                     std::min(in_.size(), kParseSliceBytes));
       http_errno err = HTTP_PARSER_ERRNO(&parser_);
       in_.erase(0, n);
+      message_wire_bytes_ += n;
       if (err == HPE_PAUSED) continue;  // a request completed; loop checks if answered
+      if (error_status_ == 0 && message_wire_bytes_ > maxMessageWireBytes()) {
+        // The head and body limits bound what we keep, not what the parser
+        // skips: chunk extensions (and a body cut into tiny chunks) cost
+        // parsing time without adding body bytes. Bound the whole message
+        // on the wire.
+        fail(400, "malformed HTTP request: chunked framing exceeds " +
+                      std::to_string(maxMessageWireBytes()) +
+                      " bytes (chunk extensions or tiny chunks)");
+        break;
+      }
       if (error_status_ != 0) {
         fail(error_status_, error_msg_);
         break;
@@ -339,6 +416,10 @@ class HttpConnection {
     return 0;
   }
 
+  size_t maxMessageWireBytes() const {
+    return server_->limits_.max_header_bytes + 2 * server_->limits_.max_body_bytes;
+  }
+
   int reject(int status, std::string msg) {
     error_status_ = status;
     error_msg_ = std::move(msg);
@@ -377,7 +458,9 @@ class HttpConnection {
       out += "Connection: keep-alive\r\n";  // HTTP/1.0 closes unless told otherwise
     }
     out += "\r\n";
-    out += r.body;
+    // A HEAD response has the headers of the GET response, Content-Length
+    // included, and no body (RFC 9110 §9.3.2).
+    if (!head_request_) out += r.body;
     return out;
   }
 
@@ -391,6 +474,8 @@ class HttpConnection {
     c->current_request_id_ = c->req_.request_id;
     c->url_.clear();
     c->header_bytes_ = 0;
+    c->message_wire_bytes_ = 0;
+    c->head_request_ = false;
     c->last_was_value_ = false;
     return 0;
   }
@@ -439,6 +524,8 @@ class HttpConnection {
     size_t q = url.find('?');
     c->req_.path = std::string(url.substr(0, q));
     if (q != std::string_view::npos) c->req_.query = std::string(url.substr(q + 1));
+    if (!c->checkFraming(p)) return -1;
+    c->head_request_ = p->method == HTTP_HEAD;
     // Decide on the size before reading the body (PRODUCT.md §2: 413 over 64 KiB).
     if ((p->flags & F_CONTENTLENGTH) != 0 &&
         p->content_length > c->server_->limitsBody()) {
@@ -458,6 +545,43 @@ class HttpConnection {
     }
     c->armTimer(Phase::kBody, c->server_->limits_.body_timeout_ms);
     return 0;
+  }
+
+  // What http-parser 2.9 lets through but RFC 9112 does not, each a way for
+  // two parsers in a chain to read one request differently: a version other
+  // than HTTP/1.0 or 1.1 (505), HTTP/1.1 without exactly one Host (400),
+  // more than one Transfer-Encoding header, and a transfer coding other
+  // than chunked (400 both: we cannot know where the body ends).
+  bool checkFraming(const http_parser* p) {
+    if (p->http_major != 1 || p->http_minor > 1) {
+      error_status_ = 505;
+      error_msg_ = "HTTP version not supported: this server speaks 1.1 and 1.0";
+      return false;
+    }
+    size_t hosts = req_.headerCount("host");
+    if ((p->http_minor == 1 && hosts == 0) || hosts > 1) {
+      error_status_ = 400;
+      error_msg_ = hosts == 0 ? "malformed HTTP request: a Host header is required"
+                              : "malformed HTTP request: more than one Host header";
+      return false;
+    }
+    if (size_t te = req_.headerCount("transfer-encoding"); te > 1) {
+      error_status_ = 400;
+      error_msg_ = "malformed HTTP request: more than one Transfer-Encoding header";
+      return false;
+    } else if (te == 1 && strcasecmp(trimmed(*req_.header("transfer-encoding")).c_str(),
+                                     "chunked") != 0) {
+      error_status_ = 400;
+      error_msg_ = "malformed HTTP request: Transfer-Encoding other than chunked";
+      return false;
+    }
+    return true;
+  }
+
+  static std::string trimmed(std::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    return std::string(v);
   }
 
   static int onBody(http_parser* p, const char* at, size_t n) {
@@ -491,6 +615,7 @@ class HttpConnection {
 
   HttpServer* server_;
   uint64_t id_;
+  std::string client_;  // the peer's address, for the per-client limit
   uv_tcp_t tcp_;
   uv_timer_t timer_;
   http_parser parser_;
@@ -500,6 +625,8 @@ class HttpConnection {
   std::string url_;
   std::string current_request_id_;
   size_t header_bytes_ = 0;
+  size_t message_wire_bytes_ = 0;  // bytes parsed for the current request
+  bool head_request_ = false;      // the current request is a HEAD
   bool last_was_value_ = false;
   bool keep_alive_ = true;
   bool awaiting_response_ = false;
@@ -582,22 +709,56 @@ void HttpServer::onConnection(uv_stream_t* listener, int status) {
   if (status < 0 || self->shutting_down_) return;
   auto* conn = new HttpConnection(self, self->next_conn_id_++);
   uv_tcp_init(self->loop_, conn->tcp());
-  bool over_cap = self->conns_.size() >= self->limits_.max_connections;
-  if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(conn->tcp())) != 0 || over_cap) {
-    // Over the cap the connection is accepted and closed at once: leaving it
-    // in the backlog would only make the client wait for nothing.
-    if (over_cap) {
-      log::warn("connection refused: connection cap reached",
-                {{"max_connections", static_cast<long long>(self->limits_.max_connections)}});
+  const char* refused = nullptr;
+  if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(conn->tcp())) == 0) {
+    std::string client = clientKey(conn->tcp());
+    size_t per_client_max = self->limits_.max_connections_per_client;
+    if (self->conns_.size() >= self->limits_.max_connections) {
+      refused = "connection cap reached";
+    } else if (per_client_max > 0 && !client.empty() &&
+               self->per_client_[client] >= per_client_max) {
+      refused = "per-client connection limit reached";
+    } else {
+      conn->setClient(std::move(client));
     }
+  } else {
+    refused = "";  // accept failed: nothing to log
+  }
+  if (refused != nullptr) {
+    // Over a limit the connection is accepted and closed at once: leaving it
+    // in the backlog would only make the client wait for nothing.
+    if (*refused != '\0') self->logRefusal(refused);
     // Not yet registered: close the bare handle and free it in its callback.
     uv_close(reinterpret_cast<uv_handle_t*>(conn->tcp()),
              [](uv_handle_t* h) { delete static_cast<HttpConnection*>(h->data); });
     return;
   }
   uv_tcp_nodelay(conn->tcp(), 1);
+  // Cap the kernel's send buffer too (see kSendBufferBytes): without it
+  // Linux grows a socket's buffer to megabytes for a client that does not
+  // read. On failure the kernel's default stays: no worse than before.
+  uv_os_fd_t fd;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(conn->tcp()), &fd) == 0) {
+    int size = kSendBufferBytes;
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+  }
+  if (!conn->client().empty()) ++self->per_client_[conn->client()];
   self->conns_.emplace(conn->id(), conn);
   conn->start(self->loop_);
+}
+
+void HttpServer::logRefusal(const char* why) {
+  ++refusals_unlogged_;
+  uint64_t now = uv_now(loop_);
+  if (last_refusal_log_ms_ != 0 && now - last_refusal_log_ms_ < kRefusalLogIntervalMs) return;
+  log::warn("connections refused",
+            {{"reason", why},
+             {"refused", static_cast<long long>(refusals_unlogged_)},
+             {"max_connections", static_cast<long long>(limits_.max_connections)},
+             {"max_connections_per_client",
+              static_cast<long long>(limits_.max_connections_per_client)}});
+  refusals_unlogged_ = 0;
+  last_refusal_log_ms_ = now;
 }
 
 void HttpServer::deliver(uint64_t conn_id, HttpResponse response) {
@@ -606,8 +767,11 @@ void HttpServer::deliver(uint64_t conn_id, HttpResponse response) {
   it->second->respond(std::move(response));
 }
 
-void HttpServer::forget(uint64_t conn_id) {
+void HttpServer::forget(uint64_t conn_id, const std::string& client) {
   conns_.erase(conn_id);
+  if (auto it = per_client_.find(client); it != per_client_.end() && --it->second == 0) {
+    per_client_.erase(it);
+  }
   maybeFinishShutdown();
 }
 

@@ -42,6 +42,8 @@ struct HttpRequest {
 
   // First value of a header, by lower-case name; nullptr when absent.
   const std::string* header(std::string_view name) const;
+  // How many times a header (lower-case name) occurs.
+  size_t headerCount(std::string_view name) const;
 };
 
 struct HttpResponse {
@@ -69,9 +71,15 @@ struct HttpLimits {
   std::size_t max_header_bytes = 16 * 1024;  // request line + headers (431)
   std::size_t max_body_bytes = 64 * 1024;    // decided from Content-Length (413)
   std::size_t max_connections = 10'000;      // more are accepted and closed
+  // Per client address (IPv4, or IPv6 /128); 0: no limit. Keeps one client
+  // from taking every slot of max_connections.
+  std::size_t max_connections_per_client = 256;
+  uint64_t first_byte_timeout_ms = 5'000;    // a new connection that sends nothing
   uint64_t header_timeout_ms = 10'000;       // first byte to end of head (408)
   uint64_t body_timeout_ms = 30'000;         // end of head to end of body (408)
-  uint64_t idle_timeout_ms = 60'000;         // keep-alive between requests
+  // Keep-alive between requests; also how long a client may leave our
+  // output unread (write-blocked) before it is closed.
+  uint64_t idle_timeout_ms = 60'000;
 };
 
 class HttpConnection;
@@ -107,7 +115,10 @@ class HttpServer {
   friend class Responder;
   static void onConnection(uv_stream_t* server, int status);
   void deliver(uint64_t conn_id, HttpResponse response);
-  void forget(uint64_t conn_id);
+  void forget(uint64_t conn_id, const std::string& client);
+  // Logs a refused connection at most once per kRefusalLogIntervalMs, with
+  // the number refused since the last line: a flood must not flood the log.
+  void logRefusal(const char* why);
   void maybeFinishShutdown();
   std::size_t limitsBody() const { return limits_.max_body_bytes; }
 
@@ -120,6 +131,9 @@ class HttpServer {
   int port_ = 0;
   uint64_t next_conn_id_ = 1;
   std::unordered_map<uint64_t, HttpConnection*> conns_;
+  std::unordered_map<std::string, std::size_t> per_client_;  // open connections by address
+  uint64_t refusals_unlogged_ = 0;
+  uint64_t last_refusal_log_ms_ = 0;
   std::function<void()> on_shutdown_done_;
 };
 

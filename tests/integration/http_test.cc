@@ -2,6 +2,8 @@
 // attempts, oversized and slow heads, pipelining, chunked bodies,
 // Expect: 100-continue, the connection cap, write backpressure and the
 // SIGTERM drain. Raw sockets, real eq-api processes.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,7 +12,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "tests/integration/stack.h"
@@ -75,6 +79,47 @@ struct HttpWorld {
   std::string auth() const { return "Authorization: Bearer " + key + "\r\n"; }
 };
 
+// A client socket bound to a given loopback address (127.0.0.0/8 is all
+// local), connected to the api; -1 on failure.
+int connectFrom(const char* source, int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &src.sin_addr);
+  sockaddr_in dst{};
+  dst.sin_family = AF_INET;
+  dst.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof dst) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends bytes on a connected socket and reads until the server closes it or
+// timeout_ms passes; closes the socket.
+std::string exchangeOn(int fd, const std::string& bytes, int timeout_ms) {
+  std::string out;
+  if (fd < 0) return out;
+  ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(http_server)
@@ -109,6 +154,100 @@ BOOST_AUTO_TEST_CASE(smuggling_shapes_are_400_and_close_the_connection) {
       BOOST_TEST(count(resp, "HTTP/1.1 ") == 1, "a request behind the bad one was served");
     }
   }
+}
+
+// Issue 13, finding 6: what http-parser 2.9 accepted and RFC 9112 refuses.
+BOOST_AUTO_TEST_CASE(framing_that_parsers_read_differently_is_refused) {
+  HttpWorld w;
+  const std::string next = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+  struct Case {
+    const char* name;
+    std::string head;
+    int status;
+  };
+  const Case cases[] = {
+      {"two transfer-encoding headers",
+       "POST /api/v1/analyze HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+       "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+       400},
+      {"HTTP/1.1 without Host", "GET /healthz HTTP/1.1\r\n\r\n", 400},
+      {"two Host headers", "GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
+      {"HTTP/9.9", "GET /healthz HTTP/9.9\r\nHost: t\r\n\r\n", 505},
+      {"HTTP/1.2", "GET /healthz HTTP/1.2\r\nHost: t\r\n\r\n", 505},
+  };
+  for (const Case& c : cases) {
+    std::string resp = w.exchange(c.head + next);
+    BOOST_TEST_CONTEXT(c.name) {
+      BOOST_TEST(startsWith(resp, "HTTP/1.1 " + std::to_string(c.status)), resp.substr(0, 120));
+      BOOST_TEST(resp.find("Connection: close") != std::string::npos);
+      BOOST_TEST(count(resp, "HTTP/1.1 ") == 1, "a request behind the bad one was served");
+    }
+  }
+  // HTTP/1.0 needs no Host.
+  std::string old = w.exchange("GET /healthz HTTP/1.0\r\n\r\n");
+  BOOST_TEST(old.find(" 200 ") != std::string::npos, old.substr(0, 120));
+}
+
+BOOST_AUTO_TEST_CASE(chunk_extensions_are_bounded) {
+  HttpWorld w;
+  // Chunks whose extensions run on for 40 KiB each: http-parser bounds one
+  // chunk line (80 KiB) but not their sum, and skips them without storing
+  // them, so only the bound on the message's wire size stops this.
+  std::string body = "POST /api/v1/analyze HTTP/1.1\r\nHost: t\r\n" + w.auth() +
+                     "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 8; ++i) body += "1;ext=" + std::string(40 * 1024, 'x') + "\r\n \r\n";
+  body += "2\r\n{}\r\n0\r\n\r\n";
+  std::string resp = w.exchange(body);
+  BOOST_TEST(startsWith(resp, "HTTP/1.1 400"), resp.substr(0, 160));
+  BOOST_TEST(resp.find("chunk") != std::string::npos);
+  // A short extension is still fine (the request then fails on its body).
+  std::string small = w.exchange(
+      "POST /api/v1/analyze HTTP/1.1\r\nHost: t\r\n" + w.auth() +
+      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+      "2;a=b\r\n{}\r\n0\r\n\r\n");
+  BOOST_TEST(small.find("field 'message' is required") != std::string::npos, small.substr(0, 300));
+}
+
+BOOST_AUTO_TEST_CASE(head_is_answered_like_get_without_a_body) {
+  HttpWorld w;
+  std::string get = w.exchange("GET /openapi.yaml HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  std::string head = w.exchange("HEAD /openapi.yaml HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  BOOST_TEST(startsWith(head, "HTTP/1.1 200"), head.substr(0, 120));
+  auto contentLength = [](const std::string& r) {
+    size_t at = r.find("Content-Length: ");
+    return at == std::string::npos ? std::string() : r.substr(at + 16, r.find('\r', at) - at - 16);
+  };
+  BOOST_TEST(contentLength(head) == contentLength(get));
+  BOOST_TEST(head.size() == head.find("\r\n\r\n") + 4, "HEAD carried a body");
+  // Keep-alive continues after a HEAD: the next response starts right after.
+  std::string two = w.exchange("HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
+                               "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  BOOST_TEST(count(two, "HTTP/1.1 200") == 2, two);
+  // An authenticated GET route.
+  std::string quota = w.exchange("HEAD /api/v1/quota HTTP/1.1\r\nHost: t\r\n" + w.auth() +
+                                 "Connection: close\r\n\r\n");
+  BOOST_TEST(startsWith(quota, "HTTP/1.1 200"), quota.substr(0, 120));
+  BOOST_TEST(quota.find("X-RateLimit-Limit") != std::string::npos);
+  // POST on a GET route names both methods; GET on a POST route only POST.
+  std::string post = w.exchange("POST /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n"
+                                "Connection: close\r\n\r\n");
+  BOOST_TEST(startsWith(post, "HTTP/1.1 405"));
+  BOOST_TEST(post.find("Allow: GET, HEAD\r\n") != std::string::npos, post.substr(0, 300));
+  std::string head_post = w.exchange("HEAD /api/v1/reply HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  BOOST_TEST(startsWith(head_post, "HTTP/1.1 405"));
+  BOOST_TEST(head_post.find("Allow: POST\r\n") != std::string::npos, head_post.substr(0, 300));
+}
+
+BOOST_AUTO_TEST_CASE(bearer_whitespace_and_duplicate_authorization) {
+  HttpWorld w;
+  std::string tab = w.exchange("GET /api/v1/quota HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " +
+                               w.key + "\t\r\nConnection: close\r\n\r\n");
+  BOOST_TEST(startsWith(tab, "HTTP/1.1 200"), tab.substr(0, 200));
+  // Two Authorization headers, even two good ones, are refused: proxies
+  // disagree on which one counts.
+  std::string two = w.exchange("GET /api/v1/quota HTTP/1.1\r\nHost: t\r\n" + w.auth() + w.auth() +
+                               "Connection: close\r\n\r\n");
+  BOOST_TEST(startsWith(two, "HTTP/1.1 401"), two.substr(0, 200));
 }
 
 BOOST_AUTO_TEST_CASE(oversized_head_is_431) {
@@ -267,6 +406,84 @@ BOOST_AUTO_TEST_CASE(a_client_that_does_not_read_does_not_grow_the_server) {
     BOOST_TEST(during - before < 12 * 1024, "api grew by " << (during - before) << " KiB");
   }
   // Still serving others.
+  std::string ok = w.exchange("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  BOOST_TEST(startsWith(ok, "HTTP/1.1 200"));
+}
+
+// Issue 13, finding 3: one address cannot fill the connection cap, and a
+// socket that never sends a byte is closed after the first-byte timeout.
+BOOST_AUTO_TEST_CASE(one_client_cannot_take_every_connection) {
+  Stack stack(apiOnly({{"EQ_HTTP_MAX_CONNECTIONS_PER_CLIENT", "3"},
+                       {"EQ_HTTP_FIRST_BYTE_TIMEOUT_MS", "1000"},
+                       {"EQ_HTTP_IDLE_TIMEOUT_MS", "30000"}}));
+  std::vector<int> silent;
+  for (int i = 0; i < 3; ++i) silent.push_back(connectFrom("127.0.0.1", stack.apiPort()));
+  usleep(200000);  // let the server accept them
+  // A fourth from the same address is closed at once...
+  int fourth = connectFrom("127.0.0.1", stack.apiPort());
+  std::string refused = exchangeOn(fourth, "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", 2000);
+  BOOST_TEST(refused.empty(), "a fourth connection was served: " << refused.substr(0, 80));
+  // ...while another address (a health checker) is served.
+  int other = connectFrom("127.0.0.2", stack.apiPort());
+  std::string ok = exchangeOn(
+      other, "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 2000);
+  BOOST_TEST(startsWith(ok, "HTTP/1.1 200"), ok.substr(0, 80));
+  // The silent sockets are closed after the first-byte timeout, not the
+  // 30 s idle one, and the address may connect again.
+  int64_t start = nowMs();
+  for (int fd : silent) {
+    timeval tv{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char c;
+    BOOST_TEST(::recv(fd, &c, 1, 0) == 0, "the server closed the silent socket");
+    ::close(fd);
+  }
+  BOOST_TEST(nowMs() - start < 4000, "silent sockets held " << nowMs() - start << " ms");
+  usleep(100000);
+  int again = connectFrom("127.0.0.1", stack.apiPort());
+  std::string back = exchangeOn(
+      again, "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 2000);
+  BOOST_TEST(startsWith(back, "HTTP/1.1 200"), back.substr(0, 80));
+  std::string log = readFile(stack.process("api-0")->logPath());
+  BOOST_TEST(count(log, "connections refused") == 1, "one rate-limited log line");
+}
+
+// Issue 13, finding 2: many clients that pipeline without reading. Each may
+// make the server hold at most its output bound (libuv queue plus a capped
+// kernel send buffer), not megabytes.
+BOOST_AUTO_TEST_CASE(many_clients_that_do_not_read_stay_bounded) {
+  constexpr int kClients = 40;
+  HttpWorld w;
+  eq::it::Process* api = w.stack.process("api-0");
+  long before = rssKiB(api->pid());
+  std::string all;
+  for (int i = 0; i < 1000; ++i) all += "GET /openapi.yaml HTTP/1.1\r\nHost: t\r\n\r\n";
+  std::vector<int> fds;
+  for (int c = 0; c < kClients; ++c) {
+    int fd = eq::it::connectTo(w.stack.apiPort());
+    BOOST_REQUIRE(fd >= 0);
+    int small = 4096;  // our receive buffer stays small: the server's side fills
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    timeval tv{1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    size_t sent = 0;
+    while (sent < all.size()) {
+      ssize_t n = ::send(fd, all.data() + sent, all.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+    fds.push_back(fd);
+  }
+  usleep(1000000);
+  long during = rssKiB(api->pid());
+  for (int fd : fds) ::close(fd);
+  long grown = during - before;
+  BOOST_TEST_MESSAGE("api RSS " << before << " KiB before, " << during << " KiB with " << kClients
+                                << " stalled pipelining clients (" << grown / kClients
+                                << " KiB each)");
+  if (std::getenv("EQ_TEST_SANITIZER") == nullptr) {
+    BOOST_TEST(grown < kClients * 1024, "api grew by " << grown << " KiB");
+  }
   std::string ok = w.exchange("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
   BOOST_TEST(startsWith(ok, "HTTP/1.1 200"));
 }
