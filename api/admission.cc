@@ -186,6 +186,9 @@ void ApiService::replyAdmitted(const CallPtr& c, bool async, const ReplyAdmissio
     std::string mode = r.mode;
     ctx_.broker->call(job, [this, info, res, mode](Result<msg::SyncResult> out) {
       if (out.isOk() && out.value().ok) {
+        // The unit is kept: its open charge is closed after the answer
+        // (finish()), not before, so a sync reply waits for no database.
+        info->close_charge_after_answer = true;
         sendJson(info, res, 200, out.value().data_json, "ok");
         return;
       }
@@ -232,6 +235,29 @@ void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) 
   for (const auto& h : info->extra_headers) r.headers.push_back(h);
   if (!info->idempotency && info->refund_mode.empty() && info->failed_task_id.empty() &&
       info->open_charge.empty()) {
+    send(info, res, std::move(r));
+    return;
+  }
+  if (info->close_charge_after_answer && !info->idempotency && info->refund_mode.empty() &&
+      info->failed_task_id.empty()) {
+    // A sync call answered 200 keeps its unit; all that is left is to close
+    // its open charge, which need not hold the answer: if this process dies
+    // before the close commits, the sweeper refunds a call that was
+    // answered (a free call, never a lost unit), a window of milliseconds.
+    auto close = std::make_unique<DbRequest>();
+    close->now_ms = ctx_.clock->nowMs();
+    close->deadline_ms = close->now_ms + util::kCloseChargeWaitMs;
+    close->work = [id = info->open_charge](Store& store, const AuthContext*) -> Status {
+      return store.closeCharge(id).status();
+    };
+    close->done = [request_id = info->request_id](DbRequest& done) {
+      if (!done.status.isOk()) {
+        log::warn("open charge not closed; the sweeper will refund it after its deadline",
+                  {{"request_id", request_id}, {"error", done.status.msg()}});
+      }
+    };
+    info->open_charge.clear();
+    ctx_.db->submit(std::move(close));
     send(info, res, std::move(r));
     return;
   }

@@ -81,6 +81,7 @@ struct RequestInfo {
   // in the same step that keeps or refunds the unit, and refunds only if it
   // was still open (a sweeper may have settled it; see Store::closeCharge).
   std::string open_charge;
+  bool close_charge_after_answer = false;  // a sync 200: close it without waiting
 };
 
 struct ReplyAdmission;  // handlers.cc: what the reply endpoints' database step decided

@@ -52,6 +52,10 @@ inline void putTime(Writer& w, const char* key, int64_t ms) {
 // still open after it, plus the sweeper's grace, is settled by the sweeper
 // even if this process lives (Store::settleOrphanedCharges).
 inline constexpr int64_t kAsyncSettleWindowMs = 60'000;
+// How long a sync call's after-the-answer close of its open charge may
+// wait for the database (a lock held elsewhere) before it is left to the
+// sweeper, which then refunds the call: generous, since nobody waits on it.
+inline constexpr int64_t kCloseChargeWaitMs = 10'000;
 
 inline int64_t syncDeadlineMs(const Config& cfg, const std::string& mode) {
   if (cfg.sync_deadline_ms > 0) return cfg.sync_deadline_ms;

@@ -1146,6 +1146,20 @@ BOOST_AUTO_TEST_CASE(sigkill_of_eq_api_with_calls_in_flight_settles_every_unit) 
                       {"--quota-fast", std::to_string(kQuota), "--rate", "100000"});
   const std::string db = stack.dbPath();
   auto quotaInDb = [&] { return queryInt(db, "SELECT quota_fast FROM accounts"); };
+  // Calls that end normally close their open charges (a sync 200 just
+  // after its answer) and keep their units: none is left for a sweeper.
+  for (int i = 0; i < 5; ++i) {
+    BOOST_REQUIRE(post(stack, "/api/v1/reply", R"({"mode":"fast","message":"正常"})", key).status ==
+                  200);
+  }
+  int64_t until = nowMs() + 5000;
+  while (queryInt(db, "SELECT count(*) FROM open_charges") > 0 && nowMs() < until) sleepMs(20);
+  BOOST_REQUIRE(queryInt(db, "SELECT count(*) FROM open_charges") == 0);
+  BOOST_REQUIRE(quotaInDb() == kQuota - 5);
+  BOOST_REQUIRE(stack.eqctl({"quota", "grant", key.id, "--fast", "5"}).find("rror") ==
+                std::string::npos);
+  BOOST_REQUIRE(quotaInDb() == kQuota);
+
   Process* worker = stack.process("worker-fast");
   BOOST_REQUIRE(::kill(worker->pid(), SIGSTOP) == 0);
 
@@ -1156,7 +1170,7 @@ BOOST_AUTO_TEST_CASE(sigkill_of_eq_api_with_calls_in_flight_settles_every_unit) 
            R"({"mode":"fast","message":"同步 )" + std::to_string(i) + R"(","reply_count":1})", key);
     });
   }
-  int64_t until = nowMs() + 20000;
+  until = nowMs() + 20000;
   while (quotaInDb() > kQuota - kSync && nowMs() < until) sleepMs(50);
   int64_t after_sync = quotaInDb();
   BOOST_REQUIRE_MESSAGE(after_sync == kQuota - kSync, "sync calls charged: " << after_sync);
