@@ -61,7 +61,15 @@ void ApiService::reply(const CallPtr& c, bool async) {
   if (!a->bad_media && a->idem_error.empty()) {
     int64_t now = ctx_.clock->nowMs();
     std::string request_id = c->info->request_id;
-    work = [a, now, request_id](Store& store, const AuthContext* who) -> Status {
+    // When the call must have ended: a sync call at its deadline, an async
+    // one when its publish would have timed out. Only a sweeper reads it.
+    int64_t deadline = now + (async ? util::kAsyncSettleWindowMs
+                                    : (a->parsed.isOk()
+                                           ? syncDeadlineMs(*ctx_.config, a->parsed.value().mode)
+                                           : 0));
+    std::string instance = ctx_.instance_id;
+    work = [a, now, request_id, deadline, instance](Store& store,
+                                                    const AuthContext* who) -> Status {
       if (a->idem) {
         a->idem->account_id = who->account_id;
         Result<IdempotencyBegin> b = store.beginIdempotent(*a->idem, now);
@@ -75,7 +83,15 @@ void ApiService::reply(const CallPtr& c, bool async) {
       if (!ch.isOk()) return ch.status();
       a->charge = ch.value();
       a->charged = ch.value() == ChargeOutcome::kCharged;
-      if (!a->charged || a->task_id.empty()) return Status::ok();
+      if (!a->charged) return Status::ok();
+      // Open until finish() settles it; if this process dies first,
+      // eq-dispatcher settles it (Store::settleOrphanedCharges).
+      if (Status s = store.openCharge(OpenCharge{request_id, instance, who->account_id, r.mode,
+                                                 a->task_id, deadline, now});
+          !s.isOk()) {
+        return s;
+      }
+      if (a->task_id.empty()) return Status::ok();
       TaskRecord t;
       t.task_id = a->task_id;
       t.account_id = who->account_id;
@@ -156,6 +172,7 @@ void ApiService::replyAdmitted(const CallPtr& c, bool async, const ReplyAdmissio
     return;
   }
   info->account_id = c->auth->account_id;
+  info->open_charge = info->request_id;
   msg::Job job;
   job.kind = jobKindName(JobKind::kReply);
   job.request_id = info->request_id;
@@ -213,7 +230,8 @@ void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) 
   for (const auto& [k, v] : r.headers) has_id = has_id || k == "X-Request-Id";
   if (!has_id) r.headers.emplace_back("X-Request-Id", info->request_id);
   for (const auto& h : info->extra_headers) r.headers.push_back(h);
-  if (!info->idempotency && info->refund_mode.empty() && info->failed_task_id.empty()) {
+  if (!info->idempotency && info->refund_mode.empty() && info->failed_task_id.empty() &&
+      info->open_charge.empty()) {
     send(info, res, std::move(r));
     return;
   }
@@ -225,7 +243,7 @@ void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) 
     std::optional<IdempotencyRequest> idem;
     int status = 0;
     std::string body;
-    std::string account, refund_mode, task_id, task_msg;
+    std::string account, refund_mode, task_id, task_msg, open_charge;
     std::vector<std::string> errors;
   };
   auto st = std::make_shared<Settle>();
@@ -237,23 +255,39 @@ void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) 
   st->refund_mode = std::move(info->refund_mode);
   st->task_id = std::move(info->failed_task_id);
   st->task_msg = std::move(info->failed_task_msg);
+  st->open_charge = std::move(info->open_charge);
   auto req = std::make_unique<DbRequest>();
   int64_t now = ctx_.clock->nowMs();
   req->now_ms = now;
   req->deadline_ms = dbDeadline();
   req->work = [st, now](Store& store, const AuthContext*) -> Status {
-    if (!st->refund_mode.empty()) {
-      if (Status s = store.refundQuota(st->account, st->refund_mode); !s.isOk()) {
-        st->errors.push_back("refund failed: " + s.msg());
-      }
-    }
+    // The charge is settled here, or was already by a sweeper that took this
+    // process for dead: only the one that closes the open charge refunds.
+    bool close_charge = !st->open_charge.empty();
     if (!st->task_id.empty()) {
+      // Failing the task refunds it (and is a no-op if a sweeper failed it
+      // first). If it cannot be written, the open charge stays open, so the
+      // sweeper fails the task later instead of leaving it queued and charged.
       Result<bool> failed = store.markTaskFailed(st->task_id, 503, st->task_msg, now);
       if (!failed.isOk()) {
-        // TODO(issue 4): a sweeper for tasks left queued without a message.
-        st->errors.push_back("could not fail unaccepted task; its unit stays charged: " +
+        st->errors.push_back("could not fail unaccepted task; left to the sweeper: " +
                              failed.status().msg());
+        close_charge = false;
       }
+    }
+    bool still_open = true;
+    if (close_charge) {
+      Result<bool> closed = store.closeCharge(st->open_charge);
+      if (!closed.isOk()) {
+        st->errors.push_back("open charge not closed: " + closed.status().msg());
+      } else {
+        still_open = closed.value();
+      }
+    }
+    if (!st->refund_mode.empty() && still_open) {
+      // Not refunded: undo this step (the charge reopens) and leave the
+      // refund to the sweeper, which settles it after the call's deadline.
+      if (Status s = store.refundQuota(st->account, st->refund_mode); !s.isOk()) return s;
     }
     if (st->idem) {
       // Final outcomes are remembered; a 429 or a 5xx says nothing about

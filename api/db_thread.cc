@@ -9,8 +9,9 @@
 
 namespace eq::api {
 
-DbThread::DbThread(uv_loop_t* loop, std::unique_ptr<Store> store, const Clock* clock)
-    : loop_(loop), store_(std::move(store)), clock_(clock) {
+DbThread::DbThread(uv_loop_t* loop, std::unique_ptr<Store> store, const Clock* clock,
+                   std::string instance_id)
+    : loop_(loop), store_(std::move(store)), clock_(clock), instance_id_(std::move(instance_id)) {
   uv_async_init(loop_, &async_, &DbThread::onAsync);
   async_.data = this;
   store_->setBusyTimeout(kBusySliceMs);
@@ -72,19 +73,48 @@ void DbThread::drainOutbox() {
 // -------------------------------------------------------- database thread
 
 void DbThread::run() {
+  next_heartbeat_ms_ = clock_->nowMs() + kHeartbeatMs;
   while (true) {
     Batch batch;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !inbox_.empty(); });
-      if (inbox_.empty()) break;  // stopping, and everything queued was run
+      if (instance_id_.empty()) {
+        cv_.wait(lock, [this] { return stopping_ || !inbox_.empty(); });
+      } else {
+        // Wake for the heartbeat too, so an idle process stays alive.
+        int64_t wait = std::max<int64_t>(0, next_heartbeat_ms_ - clock_->nowMs());
+        cv_.wait_for(lock, std::chrono::milliseconds(wait),
+                     [this] { return stopping_ || !inbox_.empty(); });
+      }
+      if (inbox_.empty() && stopping_) break;  // everything queued was run
     }
-    takeInbox(batch);
-    runBatch(std::move(batch));
+    heartbeatIfDue();
+    if (takeInbox(batch)) runBatch(std::move(batch));
+  }
+  if (!instance_id_.empty()) {
+    // A clean exit: every request was answered and settled. If this fails
+    // (the database is locked) the row just goes stale and is swept.
+    if (Status s = store_->removeInstance(instance_id_); !s.isOk()) {
+      log::warn("instance row not removed; it will be swept", {{"error", s.msg()}});
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   exited_ = true;
   uv_async_send(&async_);
+}
+
+void DbThread::heartbeatIfDue() {
+  if (instance_id_.empty()) return;
+  int64_t now = clock_->nowMs();
+  if (now < next_heartbeat_ms_) return;
+  // One short autocommit statement; a locked database makes it wait one
+  // busy slice and try again at the next turn.
+  if (Status s = store_->heartbeatInstance(instance_id_, now); !s.isOk()) {
+    log::warn("instance heartbeat not written", {{"error", s.msg()}});
+    next_heartbeat_ms_ = now + kBusySliceMs * 10;
+    return;
+  }
+  next_heartbeat_ms_ = now + kHeartbeatMs;
 }
 
 bool DbThread::takeInbox(Batch& into) {

@@ -42,6 +42,12 @@
 // waiting batch, so each request waits at most until its own deadline. WAL
 // checkpoints happen in COMMIT, so they too run here, off the loop.
 //
+// Crash-safe accounting: with an instance id (this process's api_instances
+// row, registered by main() before start), the thread refreshes the row's
+// heartbeat every kHeartbeatMs, idle or busy, and deletes the row when it
+// exits cleanly; eq-dispatcher settles the open charges of an instance
+// whose heartbeat stopped (Store::settleOrphanedCharges).
+//
 // Owned by the api's main(); start() before the loop runs. stop() is called
 // on the loop thread (it only asks the thread to finish what is queued and
 // exit); once the thread has handed over its last results it closes its
@@ -104,7 +110,8 @@ class DbThread {
  public:
   // Takes the Store, which from start() on is used by the database thread
   // alone.
-  DbThread(uv_loop_t* loop, std::unique_ptr<Store> store, const Clock* clock);
+  DbThread(uv_loop_t* loop, std::unique_ptr<Store> store, const Clock* clock,
+           std::string instance_id = "");
   ~DbThread();
   DbThread(const DbThread&) = delete;
   DbThread& operator=(const DbThread&) = delete;
@@ -126,6 +133,9 @@ class DbThread {
   // Slice of one wait for the write lock; between slices deadlines are
   // checked and new requests join the batch.
   static constexpr int kBusySliceMs = 10;
+  // How often the instance's heartbeat is written; a sweeper takes the
+  // instance for dead after several missed ones (dispatcher/settler.h).
+  static constexpr int64_t kHeartbeatMs = 3'000;
 
  private:
   using Batch = std::vector<std::unique_ptr<DbRequest>>;
@@ -136,10 +146,13 @@ class DbThread {
   bool takeInbox(Batch& into);  // moves queued requests into `into`, up to kMaxBatch
   void handOver(Batch& done);
   void expire(Batch& batch, int64_t now_ms);
+  void heartbeatIfDue();  // database thread
 
   uv_loop_t* loop_;
   std::unique_ptr<Store> store_;
   const Clock* clock_;
+  std::string instance_id_;      // empty: no heartbeat (tests)
+  int64_t next_heartbeat_ms_ = 0;  // database thread
   uv_async_t async_;
   std::thread thread_;
 

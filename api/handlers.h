@@ -55,6 +55,7 @@ struct ApiContext {
   BrokerBridge* broker = nullptr;
   const Clock* clock = nullptr;
   const net::CidrSet* webhook_allow = nullptr;  // EQ_WEBHOOK_ALLOW_CIDRS
+  std::string instance_id;  // this process's api_instances row (crash-safe accounting)
 };
 
 // What a handler needs to remember about its request after the HttpRequest
@@ -76,6 +77,10 @@ struct RequestInfo {
   std::string refund_mode;
   std::string failed_task_id;
   std::string failed_task_msg;
+  // The open charge admission wrote (its request id): finish() closes it
+  // in the same step that keeps or refunds the unit, and refunds only if it
+  // was still open (a sweeper may have settled it; see Store::closeCharge).
+  std::string open_charge;
 };
 
 struct ReplyAdmission;  // handlers.cc: what the reply endpoints' database step decided

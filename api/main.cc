@@ -1,5 +1,6 @@
 // eq-api: reads the configuration, opens the database, connects the broker
 // bridge, serves HTTP until SIGTERM/SIGINT, then drains and exits.
+#include <unistd.h>
 #include <uv.h>
 
 #include <csignal>
@@ -12,8 +13,10 @@
 #include "common/http_server.h"
 #include "common/config.h"
 #include "common/defaults.h"
+#include "common/ids.h"
 #include "common/log.h"
 #include "common/store.h"
+#include "common/timefmt.h"
 
 namespace {
 
@@ -75,12 +78,23 @@ int main() {
     return 1;
   }
 
+  // This run's identity for crash-safe accounting: registered before any
+  // charge can be written under it, so a sweeper never takes a live
+  // process's charges for orphans (Store::settleOrphanedCharges).
+  std::string instance_id = eq::ids::newInstanceId();
+  if (eq::Status s = store.value()->registerInstance(instance_id, ::getpid(), eq::nowMs());
+      !s.isOk()) {
+    eq::log::error("cannot register this eq-api instance", {{"error", s.msg()}});
+    return 1;
+  }
+
   std::signal(SIGPIPE, SIG_IGN);  // a client hanging up is an error value, not a signal
   uv_loop_t* loop = uv_default_loop();
   eq::api::BrokerBridge broker(loop, config.amqp_url, "eq-api");
   eq::SystemClock clock;
-  eq::api::DbThread db(loop, std::move(store.value()), &clock);
-  eq::api::ApiService service({&config, &db, &broker, &clock, &webhook_allow.value()});
+  eq::api::DbThread db(loop, std::move(store.value()), &clock, instance_id);
+  eq::api::ApiService service(
+      {&config, &db, &broker, &clock, &webhook_allow.value(), instance_id});
   eq::api::HttpLimits limits;
   limits.max_connections = static_cast<std::size_t>(config.http_max_connections);
   limits.max_connections_per_client =

@@ -47,6 +47,12 @@ inline void putTime(Writer& w, const char* key, int64_t ms) {
   }
 }
 
+// An async call's open charge is settled by eq-api once the broker has
+// confirmed the job (or failed the task): well within this window. A charge
+// still open after it, plus the sweeper's grace, is settled by the sweeper
+// even if this process lives (Store::settleOrphanedCharges).
+inline constexpr int64_t kAsyncSettleWindowMs = 60'000;
+
 inline int64_t syncDeadlineMs(const Config& cfg, const std::string& mode) {
   if (cfg.sync_deadline_ms > 0) return cfg.sync_deadline_ms;
   std::optional<Mode> m = parseMode(mode);

@@ -38,6 +38,7 @@ std::string timeOrdered(std::string_view prefix, int64_t unix_ms) {
 std::string newTaskId() { return timeOrdered("tsk_", nowMs()); }
 std::string newRequestId() { return timeOrdered("req_", nowMs()); }
 std::string newKeyId() { return timeOrdered("key_", nowMs()); }
+std::string newInstanceId() { return timeOrdered("api_", nowMs()); }
 std::string newAccountId() { return timeOrdered("acc_", nowMs()); }
 std::string newDeliveryId() { return timeOrdered("dlv_", nowMs()); }
 

@@ -21,7 +21,8 @@ namespace {
 constexpr const char* kMigrations[] = {"schema/migrations/001_init.sql",
                                        "schema/migrations/002_contract.sql",
                                        "schema/migrations/003_delivery.sql",
-                                       "schema/migrations/004_key_epoch.sql"};
+                                       "schema/migrations/004_key_epoch.sql",
+                                       "schema/migrations/005_settlement.sql"};
 
 }  // namespace
 

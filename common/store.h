@@ -202,6 +202,25 @@ struct DeliveryFilter {
   int limit = 100;      // newest first
 };
 
+// An eq-api charge not yet settled (see Store::openCharge).
+struct OpenCharge {
+  std::string request_id;
+  std::string instance_id;
+  std::string account_id;
+  std::string mode;
+  std::string task_id;  // async only
+  int64_t deadline_at_ms = 0;
+  int64_t created_at_ms = 0;
+};
+
+// What a sweeper did with an orphaned charge.
+struct Settlement {
+  OpenCharge charge;
+  std::string action;  // "refunded" | "task_failed" | "kept"
+  std::string reason;
+  bool task_changed = false;  // task_failed: the task was still queued or running
+};
+
 class Store {
  public:
   // Opens (creating if needed) the database and applies pending migrations.
@@ -373,6 +392,27 @@ class Store {
   // eq-dispatcher's metrics: deliveries still pending (the retry queue
   // depth), a read on the deliveries_due index.
   Result<int64_t> countPendingDeliveries();
+
+  // Crash-safe accounting (schema/migrations/005_settlement.sql). An eq-api
+  // process registers itself and keeps its heartbeat; every charge it has
+  // not settled yet is an open charge, opened in the transaction that
+  // charges and closed in the one that settles.
+  Status registerInstance(const std::string& instance_id, int64_t pid, int64_t now_ms);
+  Status heartbeatInstance(const std::string& instance_id, int64_t now_ms);
+  // A clean exit: the process settled what it had; anything left is swept.
+  Status removeInstance(const std::string& instance_id);
+  Status openCharge(const OpenCharge& charge);
+  // Deletes the open charge; false when there was none (a sweeper settled
+  // it first). Settle only when true: that is what makes settling exact.
+  Result<bool> closeCharge(const std::string& request_id);
+  // Settles every open charge whose process has had no heartbeat since
+  // now_ms - stale_ms, or whose deadline passed before now_ms - grace_ms: a
+  // sync charge is refunded, an async one fails its task (which refunds it).
+  // Each is recorded in settlements. Runs inside the caller's transaction.
+  Result<std::vector<Settlement>> settleOrphanedCharges(int64_t now_ms, int64_t stale_ms,
+                                                        int64_t grace_ms);
+  // Settlement records and dead instances older than cutoff_ms.
+  Result<int> purgeSettlementsBefore(int64_t cutoff_ms, int limit);
 
   // Retention (run by eq-dispatcher). Each call deletes at most `limit` rows
   // (tasks: with their delivery and its attempts) in one transaction, oldest

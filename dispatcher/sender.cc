@@ -39,6 +39,7 @@ DeliverySender::DeliverySender(Store& store, SenderOptions opts, const std::atom
       stop_(stop),
       multi_(curl_multi_init()),
       purger_(store, opts_.retention),
+      settler_(store, opts_.settler),
       rng_(std::random_device{}()) {
   if (multi_ == nullptr) {
     log::error("curl_multi_init failed");
@@ -104,6 +105,9 @@ void DeliverySender::run() {
     if (!stopping) {
       std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
       purging = purger_.step(nowMs());
+      // Settling a dead eq-api's charges may create task.failed deliveries:
+      // scan for them at once.
+      if (settler_.step(nowMs()) > 0) more_due_ = true;
     }
 
     // Sleep until a socket is ready (libcurl also wakes for its own

@@ -62,6 +62,7 @@
 #include "dispatcher/metrics.h"
 #include "dispatcher/retention.h"
 #include "dispatcher/retry.h"
+#include "dispatcher/settler.h"
 
 namespace eq::dispatch {
 
@@ -74,6 +75,7 @@ struct SenderOptions {
   int64_t stop_grace_ms = 3'000;
   net::CidrSet allowed;  // non-public ranges webhooks may reach anyway
   RetentionOptions retention;
+  SettlerOptions settler;
   DispatcherMetrics* metrics = nullptr;  // optional, borrowed
   // Taken around every SQLite write, shared with the consumer thread
   // (dispatcher/db_writes.h); optional, borrowed.
@@ -144,6 +146,7 @@ class DeliverySender {
   static constexpr int64_t kCheckpointIntervalMs = 250;
   int64_t next_checkpoint_ms_ = 0;
   RetentionPurger purger_;
+  ChargeSettler settler_;
   std::mt19937_64 rng_;
 };
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
+#include <map>
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -142,7 +143,7 @@ BOOST_AUTO_TEST_CASE(migrations_apply_once) {
   db.store.reset();
   auto again = Store::open(db.path);  // a second process starting on the same file
   BOOST_REQUIRE(again.isOk());
-  BOOST_TEST(db.scalar("SELECT count(*) FROM schema_migrations") == "4");
+  BOOST_TEST(db.scalar("SELECT count(*) FROM schema_migrations") == "5");
 }
 
 BOOST_AUTO_TEST_CASE(expired_key_is_not_authenticated) {
@@ -604,6 +605,80 @@ BOOST_AUTO_TEST_CASE(batched_rate_counts_add_up) {
   BOOST_TEST(!d.allowed);
   BOOST_TEST(d.remaining == 0);
   BOOST_TEST(Store::rateDecision(5, 5, w, w).allowed);
+}
+
+// Crash-safe accounting (issue 13): only a dead instance's charges, or a
+// charge far past its deadline, are settled by the sweep; each exactly
+// once, whoever gets there first (eq-api's own settle or the sweep).
+BOOST_AUTO_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orphaned) {
+  TempDb db;
+  CreatedKey k = db.newKey(10);
+  Store& s = *db.store;
+  const int64_t t0 = nowMs();
+  auto fast = [&] { return s.quota(k.account_id).value().remaining.fast; };
+  BOOST_REQUIRE(s.registerInstance("api_live", 1, t0).isOk());
+  BOOST_REQUIRE(s.registerInstance("api_dead", 2, t0).isOk());
+  auto charge = [&](const std::string& req, const std::string& instance, const std::string& task,
+                    int64_t deadline) {
+    BOOST_REQUIRE(s.chargeQuota(k.account_id, "fast", t0).value() == ChargeOutcome::kCharged);
+    if (!task.empty()) {
+      TaskRecord t;
+      t.task_id = task;
+      t.account_id = k.account_id;
+      t.key_id = k.key_id;
+      t.request_id = req;
+      t.mode = "fast";
+      t.created_at = t0;
+      BOOST_REQUIRE(s.createTask(t).isOk());
+    }
+    BOOST_REQUIRE(
+        s.openCharge(OpenCharge{req, instance, k.account_id, "fast", task, deadline, t0}).isOk());
+  };
+  charge("req_live", "api_live", "", t0 + 30'000);
+  charge("req_dead_sync", "api_dead", "", t0 + 30'000);
+  charge("req_dead_async", "api_dead", "tsk_dead", t0 + 60'000);
+  charge("req_gone", "api_never_registered", "", t0 + 30'000);
+  charge("req_overdue", "api_live", "", t0 + 1'000);
+  BOOST_TEST(fast() == 5);
+
+  // 20 s later the live instance has beaten, the dead one has not.
+  const int64_t t1 = t0 + 20'000;
+  BOOST_REQUIRE(s.heartbeatInstance("api_live", t1).isOk());
+  BOOST_REQUIRE(s.begin().isOk());
+  auto settled = s.settleOrphanedCharges(t1, 10'000, 15'000);
+  BOOST_REQUIRE(settled.isOk());
+  BOOST_REQUIRE(s.commit().isOk());
+  std::map<std::string, std::string> by_request;
+  for (const Settlement& st : settled.value()) by_request[st.charge.request_id] = st.action;
+  BOOST_TEST(by_request.size() == 4u);
+  BOOST_TEST(by_request["req_dead_sync"] == "refunded");
+  BOOST_TEST(by_request["req_dead_async"] == "task_failed");
+  BOOST_TEST(by_request["req_gone"] == "refunded");  // no heartbeat row at all
+  BOOST_TEST(by_request["req_overdue"] == "refunded");  // past deadline + grace, though live
+  BOOST_TEST(!by_request.contains("req_live"));
+  BOOST_TEST(fast() == 9, "four units back, the live call's still charged");
+  BOOST_TEST(s.task("tsk_dead").value()->status == "failed");
+
+  // The live eq-api settles its own call later: only that one closes it.
+  BOOST_TEST(s.closeCharge("req_live").value());
+  BOOST_TEST(!s.closeCharge("req_live").value());
+  // eq-api's late settle of a call the sweep already refunded finds nothing
+  // to close, so it must not refund again.
+  BOOST_TEST(!s.closeCharge("req_dead_sync").value());
+  // A second sweep has nothing left.
+  BOOST_REQUIRE(s.begin().isOk());
+  BOOST_TEST(s.settleOrphanedCharges(t1 + 60'000, 10'000, 15'000).value().empty());
+  BOOST_REQUIRE(s.commit().isOk());
+  BOOST_TEST(fast() == 9);
+
+  // An instance swept for a stalled heartbeat comes back on its next beat.
+  BOOST_REQUIRE(s.removeInstance("api_live").isOk());
+  BOOST_TEST(s.heartbeatInstance("api_live", t1 + 1).isOk());
+  BOOST_REQUIRE(s.openCharge(OpenCharge{"req_again", "api_live", k.account_id, "fast", "",
+                                        t1 + 30'000, t1}).isOk());
+  BOOST_REQUIRE(s.begin().isOk());
+  BOOST_TEST(s.settleOrphanedCharges(t1 + 2, 10'000, 15'000).value().empty());
+  BOOST_REQUIRE(s.commit().isOk());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

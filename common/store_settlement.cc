@@ -1,0 +1,138 @@
+// Crash-safe accounting: eq-api's instances and open charges, and the
+// sweep that settles the charges of an eq-api that died
+// (schema/migrations/005_settlement.sql explains the tables).
+#include "common/store.h"
+
+#include "common/store_query.h"
+
+namespace eq {
+
+using store_detail::Query;
+
+Status Store::registerInstance(const std::string& instance_id, int64_t pid, int64_t now_ms) {
+  Query q(prepare(
+      "INSERT OR REPLACE INTO api_instances (id, pid, started_at, heartbeat_at) "
+      "VALUES (?, ?, ?, ?)"));
+  q.bind(1, instance_id).bind(2, pid).bind(3, now_ms).bind(4, now_ms);
+  if (q.step() != SQLITE_DONE) return error("register instance");
+  return Status::ok();
+}
+
+Status Store::heartbeatInstance(const std::string& instance_id, int64_t now_ms) {
+  Query q(prepare("UPDATE api_instances SET heartbeat_at = ? WHERE id = ?"));
+  q.bind(1, now_ms).bind(2, instance_id);
+  if (q.step() != SQLITE_DONE) return error("instance heartbeat");
+  if (sqlite3_changes(db_) == 1) return Status::ok();
+  // Swept as dead meanwhile (its heartbeat stalled past the limit): come
+  // back; what was swept stays settled (closeCharge then finds nothing).
+  return registerInstance(instance_id, 0, now_ms);
+}
+
+Status Store::removeInstance(const std::string& instance_id) {
+  Query q(prepare("DELETE FROM api_instances WHERE id = ?"));
+  q.bind(1, instance_id);
+  if (q.step() != SQLITE_DONE) return error("remove instance");
+  return Status::ok();
+}
+
+Status Store::openCharge(const OpenCharge& c) {
+  Query q(prepare(
+      "INSERT INTO open_charges (request_id, instance_id, account_id, mode, task_id, "
+      "deadline_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+  q.bind(1, c.request_id).bind(2, c.instance_id).bind(3, c.account_id).bind(4, c.mode);
+  q.bindOptText(5, c.task_id).bind(6, c.deadline_at_ms).bind(7, c.created_at_ms);
+  if (q.step() != SQLITE_DONE) return error("open charge");
+  return Status::ok();
+}
+
+Result<bool> Store::closeCharge(const std::string& request_id) {
+  Query q(prepare("DELETE FROM open_charges WHERE request_id = ?"));
+  q.bind(1, request_id);
+  if (q.step() != SQLITE_DONE) return error("close charge");
+  return sqlite3_changes(db_) == 1;
+}
+
+Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int64_t stale_ms,
+                                                             int64_t grace_ms) {
+  std::vector<Settlement> found;
+  {
+    Query q(prepare(
+        "SELECT c.request_id, c.instance_id, c.account_id, c.mode, c.task_id, c.deadline_at, "
+        "c.created_at, i.id IS NULL OR i.heartbeat_at < ? "
+        "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "
+        "WHERE i.id IS NULL OR i.heartbeat_at < ? OR c.deadline_at < ? "
+        "ORDER BY c.created_at LIMIT 500"));
+    if (!q.valid()) return error("prepare orphaned charges");
+    q.bind(1, now_ms - stale_ms).bind(2, now_ms - stale_ms).bind(3, now_ms - grace_ms);
+    int rc;
+    while ((rc = q.step()) == SQLITE_ROW) {
+      Settlement s;
+      s.charge = OpenCharge{q.text(0), q.text(1), q.text(2), q.text(3),
+                            q.text(4), q.int64(5), q.int64(6)};
+      bool dead = q.int64(7) != 0;
+      s.action = s.charge.task_id.empty() ? "refunded" : "task_failed";
+      s.reason = dead ? "eq-api stopped before the call ended"
+                      : "the call outlived its deadline unsettled";
+      found.push_back(std::move(s));
+    }
+    if (rc != SQLITE_DONE) return error("read orphaned charges");
+  }
+  std::vector<Settlement> settled;
+  for (Settlement& s : found) {
+    // Whoever deletes the row settles the charge: eq-api's own settle does
+    // the same, so between the two it happens once.
+    Result<bool> closed = closeCharge(s.charge.request_id);
+    if (!closed.isOk()) return closed.status();
+    if (!closed.value()) continue;
+    if (s.charge.task_id.empty()) {
+      if (Status r = refundQuota(s.charge.account_id, s.charge.mode); !r.isOk()) return r;
+    } else {
+      // The job may or may not have reached the broker; the task is failed
+      // either way (a worker's later outcome cannot revive a failed task),
+      // which refunds its unit if it was still charged.
+      Result<bool> failed = markTaskFailed(
+          s.charge.task_id, 503, "not accepted: eq-api stopped before the broker confirmed the job",
+          now_ms);
+      if (!failed.isOk()) return failed.status();
+      s.task_changed = failed.value();
+      if (!s.task_changed) {
+        // The job reached the broker after all and its task has ended: its
+        // own outcome settled the unit (kept if it succeeded, refunded if
+        // it failed).
+        s.action = "kept";
+        s.reason = "the job reached the broker; its task had already ended";
+      }
+    }
+    Query rec(prepare(
+        "INSERT OR REPLACE INTO settlements (request_id, instance_id, account_id, mode, task_id, "
+        "action, reason, settled_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
+    rec.bind(1, s.charge.request_id).bind(2, s.charge.instance_id).bind(3, s.charge.account_id);
+    rec.bind(4, s.charge.mode).bindOptText(5, s.charge.task_id).bind(6, s.action);
+    rec.bind(7, s.reason).bind(8, now_ms);
+    if (rec.step() != SQLITE_DONE) return error("record settlement");
+    settled.push_back(std::move(s));
+  }
+  return settled;
+}
+
+Result<int> Store::purgeSettlementsBefore(int64_t cutoff_ms, int limit) {
+  int n = 0;
+  {
+    Query q(prepare(
+        "DELETE FROM settlements WHERE request_id IN "
+        "(SELECT request_id FROM settlements WHERE settled_at < ? LIMIT ?)"));
+    q.bind(1, cutoff_ms).bind(2, int64_t{limit});
+    if (q.step() != SQLITE_DONE) return error("purge settlements");
+    n += sqlite3_changes(db_);
+  }
+  // An instance whose heartbeat is that old has no open charge left (the
+  // sweep settled them long ago): forget it.
+  Query q(prepare(
+      "DELETE FROM api_instances WHERE heartbeat_at < ? AND NOT EXISTS "
+      "(SELECT 1 FROM open_charges c WHERE c.instance_id = api_instances.id)"));
+  q.bind(1, cutoff_ms);
+  if (q.step() != SQLITE_DONE) return error("purge instances");
+  return n;
+}
+
+}  // namespace eq
