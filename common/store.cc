@@ -2,6 +2,9 @@
 // transactions. Each concept's statements are in common/store_<concept>.cc.
 #include "common/store.h"
 
+#include <chrono>
+#include <thread>
+
 #include "common/embedded.h"
 #include "common/log.h"
 #include "common/timefmt.h"
@@ -34,7 +37,7 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path, int busy_tim
     return Status(503, "cannot open database " + path + ": " + msg);
   }
   std::unique_ptr<Store> store(new Store(db));
-  sqlite3_busy_timeout(db, busy_timeout_ms);
+  store->setBusyTimeout(busy_timeout_ms);
   // WAL lets readers run beside one writer across processes; NORMAL sync in
   // WAL mode is durable against process crashes (a power cut may lose the
   // last commits, which the broker's redelivery then repeats).
@@ -163,7 +166,30 @@ Status Store::rollback() {
 
 bool Store::inTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
 
-void Store::setBusyTimeout(int ms) { sqlite3_busy_timeout(db_, ms); }
+void Store::setBusyTimeout(int ms) {
+  busy_timeout_ms_ = ms;
+  sqlite3_busy_handler(db_, &Store::onBusy, this);
+}
+
+int Store::onBusy(void* self, int count) {
+  auto* store = static_cast<Store*>(self);
+  int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
+  if (count == 0) store->busy_since_us_ = now_us;
+  int64_t waited_us = now_us - store->busy_since_us_;
+  if (waited_us >= int64_t{store->busy_timeout_ms_} * 1000) return 0;  // SQLITE_BUSY
+  std::this_thread::sleep_for(std::chrono::microseconds(waited_us < 2000 ? 100 : 1000));
+  return 1;
+}
+
+Status Store::disableAutoCheckpoint() { return exec("PRAGMA wal_autocheckpoint=0"); }
+
+Status Store::checkpointPassive() {
+  int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+  if (rc != SQLITE_OK && rc != SQLITE_BUSY) return error("wal checkpoint");
+  return Status::ok();
+}
 
 Status Store::ping() {
   if (Status s = begin(); !s.isOk()) return s;

@@ -254,8 +254,18 @@ class Store {
   Status rollback();
   bool inTransaction() const;
   // Changes the busy timeout (the database thread of eq-api waits in short
-  // slices so that it can give up on requests whose deadline passed).
+  // slices so that it can give up on requests whose deadline passed). The
+  // wait polls finely (see onBusy), not SQLite's default back-off.
   void setBusyTimeout(int ms);
+
+  // WAL checkpoints. By default a connection checkpoints in the COMMIT
+  // that takes the WAL past 1000 pages, inside whatever the committing
+  // thread holds. The dispatcher turns that off on its connections (its
+  // commits happen under its write gate) and checkpoints from the sender
+  // thread's loop instead, outside the gate: PASSIVE copies what no reader
+  // needs and never waits for or blocks a writer.
+  Status disableAutoCheckpoint();
+  Status checkpointPassive();
 
   // Readiness probe for /readyz: takes and releases the write lock, because
   // every request eq-api serves writes (the rate counter); a database that
@@ -424,7 +434,17 @@ class Store {
   sqlite3_stmt* prepare(const char* sql);  // cached; nullptr on error (logged)
   Status error(const char* what) const;
 
+  // SQLite's own busy handler sleeps 1, 2, 5, 10, 15, 20, 25... ms between
+  // tries, so a write lock that another process (eq-api, the dispatcher's
+  // other thread through its connection) holds for a fraction of a
+  // millisecond can cost its waiter 10-50 ms: the tail of webhook dispatch
+  // lag and of api latency under mixed load. This one retries every 100 µs
+  // for the first 2 ms, then every 1 ms, until the timeout.
+  static int onBusy(void* self, int count);
+
   sqlite3* db_;
+  int busy_timeout_ms_ = kDefaultBusyTimeoutMs;
+  int64_t busy_since_us_ = 0;  // when the current wait for a lock began
   int depth_ = 0;  // open transaction levels: 0 none, 1 BEGIN, 2+ savepoints
   std::map<const char*, sqlite3_stmt*> stmts_;
 };

@@ -51,6 +51,14 @@ int main() {
     eq::log::error("cannot open database", {{"error", sender_store.status().msg()}});
     return 1;
   }
+  // Checkpoints run on the sender's loop, outside the write gate
+  // (DeliverySender::run), not inside a commit that holds it.
+  for (eq::Store* s : {consumer_store.value().get(), sender_store.value().get()}) {
+    if (eq::Status st = s->disableAutoCheckpoint(); !st.isOk()) {
+      eq::log::error("cannot configure checkpoints", {{"error", st.msg()}});
+      return 1;
+    }
+  }
 
   // /metrics and /healthz on a port of their own (dispatcher/metrics.h). The
   // metrics thread gets a third Store connection for the pending count.

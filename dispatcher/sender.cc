@@ -95,6 +95,13 @@ void DeliverySender::run() {
     recordOutcomes(done);
     if (opts_.metrics != nullptr) opts_.metrics->setInFlight(in_flight_.size());
     bool purging = false;
+    if (!stopping && nowMs() >= next_checkpoint_ms_) {
+      // Outside the gate: the consumer thread commits meanwhile.
+      next_checkpoint_ms_ = nowMs() + kCheckpointIntervalMs;
+      if (Status s = store_.checkpointPassive(); !s.isOk()) {
+        log::warn("wal checkpoint failed", {{"error", s.msg()}});
+      }
+    }
     if (!stopping) {
       std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
       purging = purger_.step(nowMs());

@@ -141,6 +141,10 @@ class DeliverySender {
   // replays, wait for the periodic scan.)
   std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> retries_due_;
   std::vector<std::function<void()>> after_commit_;
+  // The dispatcher's connections do not checkpoint in their commits; the
+  // sender does, every interval (Store::checkpointPassive).
+  static constexpr int64_t kCheckpointIntervalMs = 250;
+  int64_t next_checkpoint_ms_ = 0;
   RetentionPurger purger_;
   ChargeSettler settler_;
   std::mt19937_64 rng_;
