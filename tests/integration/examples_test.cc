@@ -21,13 +21,6 @@ std::string sourceDir() {
   return s;
 }
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The value after `"name": "` in a JSON log line of the receiver.
 std::string jsonField(const std::string& line, const std::string& name) {
   std::string needle = "\"" + name + "\": \"";

@@ -20,6 +20,7 @@
 #include "tests/integration/stack.h"
 
 using eq::it::rawExchange;
+using eq::it::readFile;
 using eq::it::Stack;
 using eq::it::StackOptions;
 
@@ -79,6 +80,20 @@ struct HttpWorld {
   std::string auth() const { return "Authorization: Bearer " + key + "\r\n"; }
 };
 
+// Sends as much of `bytes` as the socket takes until a send blocks for
+// timeout_s (a server that stopped reading); returns the bytes sent.
+size_t sendWhatFits(int fd, const std::string& bytes, int timeout_s) {
+  timeval tv{timeout_s, 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  return sent;
+}
+
 // A client socket bound to a given loopback address (127.0.0.0/8 is all
 // local), connected to the api; -1 on failure.
 int connectFrom(const char* source, int port) {
@@ -111,13 +126,6 @@ std::string exchangeOn(int fd, const std::string& bytes, int timeout_ms) {
   while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
   ::close(fd);
   return out;
-}
-
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -387,15 +395,8 @@ BOOST_AUTO_TEST_CASE(a_client_that_does_not_read_does_not_grow_the_server) {
   std::string req = "GET /openapi.yaml HTTP/1.1\r\nHost: t\r\n\r\n";
   std::string all;
   for (int i = 0; i < 3000; ++i) all += req;
-  // Non-blocking send: the server's reads stop, so our send buffer fills.
-  timeval tv{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  size_t sent = 0;
-  while (sent < all.size()) {
-    ssize_t n = ::send(fd, all.data() + sent, all.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) break;
-    sent += static_cast<size_t>(n);
-  }
+  // The server's reads stop, so our send buffer fills: send what fits.
+  sendWhatFits(fd, all, 2);
   usleep(500000);
   long during = rssKiB(api->pid());
   ::close(fd);
@@ -464,14 +465,7 @@ BOOST_AUTO_TEST_CASE(many_clients_that_do_not_read_stay_bounded) {
     BOOST_REQUIRE(fd >= 0);
     int small = 4096;  // our receive buffer stays small: the server's side fills
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    timeval tv{1, 0};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    size_t sent = 0;
-    while (sent < all.size()) {
-      ssize_t n = ::send(fd, all.data() + sent, all.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) break;
-      sent += static_cast<size_t>(n);
-    }
+    sendWhatFits(fd, all, 1);
     fds.push_back(fd);
   }
   usleep(1000000);

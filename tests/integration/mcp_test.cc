@@ -22,13 +22,6 @@ std::string envOrFail(const char* name) {
   return v;
 }
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(mcp)
@@ -49,7 +42,7 @@ BOOST_AUTO_TEST_CASE(sdk_client_drives_every_tool_over_stdio) {
       "mcp-client", {"/usr/bin/env", "node", src + "/tests/mcp/client.mjs"},
       {{"EQ_MCP_BIN", bin + "/eq-mcp"}, {"EQ_API_URL", api_url}, {"EQ_API_KEY", key.api_key}}, log);
   int rc = client.wait(180'000);
-  std::string out = readFile(log);
+  std::string out = eq::it::readFile(log);
   BOOST_TEST_MESSAGE("mcp client finished in " << eq::it::nowMs() - started << " ms");
   BOOST_REQUIRE_MESSAGE(rc == 0, "node tests/mcp/client.mjs exited with " << rc << ":\n" << out);
   // The steps the script passed, for the test log (--log_level=message).

@@ -54,6 +54,8 @@ using eq::it::createKey;
 using eq::it::get;
 using eq::it::nowMs;
 using eq::it::parse;
+using eq::it::readFile;
+using eq::it::refusingPort;
 using eq::it::quotaOf;
 using eq::it::post;
 using eq::it::sleepMs;
@@ -62,7 +64,6 @@ using eq::it::TaskWebhookReceiver;
 namespace {
 
 constexpr int64_t kFastAnswerMs = 1000;  // PRODUCT.md §2: a 503 within a second
-
 
 std::string asyncBody(const std::string& webhook_url, int n) {
   std::string body = R"({"mode":"fast","message":"今天被老板骂了，好难过 )" + std::to_string(n) +
@@ -133,13 +134,6 @@ std::map<std::string, TaskView> pollTasks(Stack& stack, const Key& key,
     sleepMs(200);
   }
   return views;
-}
-
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // Counts the "job started" lines (EQ_LOG_LEVEL=debug) in the logs of the
@@ -352,6 +346,22 @@ int count(const std::string& s, const std::string& needle) {
   for (size_t at = s.find(needle); at != std::string::npos; at = s.find(needle, at + 1)) ++n;
   return n;
 }
+
+// The broker's memory alarm, raised for the object's life:
+// set_vm_memory_high_watermark 0 raises it at once (RabbitMQ's documented
+// way to stop all publishing); 0.4 is the default, which
+// scripts/lib/broker.sh does not change. Always cleared again.
+struct MemoryAlarm {
+  MemoryAlarm() { BOOST_REQUIRE(eq::it::brokerCtl("set_vm_memory_high_watermark 0") == 0); }
+  ~MemoryAlarm() { clear(); }
+  MemoryAlarm(const MemoryAlarm&) = delete;
+  MemoryAlarm& operator=(const MemoryAlarm&) = delete;
+  void clear() {
+    if (on) eq::it::brokerCtl("set_vm_memory_high_watermark 0.4");
+    on = false;
+  }
+  bool on = true;
+};
 
 // One integer (or -1) from a read-only query of the stack's database.
 int64_t queryInt(const std::string& db_path, const std::string& sql) {
@@ -906,15 +916,10 @@ BOOST_AUTO_TEST_CASE(management_view_of_a_dead_worker_and_a_dead_receiver) {
   Key key = createKey(stack, "pipeline-mgmt", {"--quota-fast", std::to_string(100), "--rate", "100000"});
 
   // A port nothing listens on: bound, then closed again.
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  BOOST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int fd = -1;
+  int dead_port = refusingPort(&fd);
   ::close(fd);
-  std::string dead_url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/hook";
+  std::string dead_url = "http://127.0.0.1:" + std::to_string(dead_port) + "/hook";
 
   Process* worker = stack.process("worker-fast");
   BOOST_REQUIRE(::kill(worker->pid(), SIGSTOP) == 0);
@@ -970,18 +975,7 @@ BOOST_AUTO_TEST_CASE(broker_resource_alarm_answers_503_instead_of_hanging) {
   BOOST_REQUIRE_MESSAGE(warm.status == 200, "before the alarm: " << warm.body);
   int64_t before = quotaOf(stack, key, "fast");
 
-  // set_vm_memory_high_watermark 0 raises the memory alarm at once
-  // (RabbitMQ's documented way to stop all publishing); 0.4 is the default,
-  // which scripts/lib/broker.sh does not change. Always cleared again.
-  struct Alarm {
-    Alarm() { BOOST_REQUIRE(eq::it::brokerCtl("set_vm_memory_high_watermark 0") == 0); }
-    ~Alarm() { clear(); }
-    void clear() {
-      if (on) eq::it::brokerCtl("set_vm_memory_high_watermark 0.4");
-      on = false;
-    }
-    bool on = true;
-  } alarm;
+  MemoryAlarm alarm;
   int64_t raised_at = nowMs();
 
   struct Answer {
@@ -1177,15 +1171,7 @@ BOOST_AUTO_TEST_CASE(sigkill_of_eq_api_with_calls_in_flight_settles_every_unit) 
 
   // The memory alarm stops all publishing: async publishes wait for a
   // confirm that cannot come (eq-api gives up after 3 s; it dies first).
-  struct Alarm {
-    Alarm() { BOOST_REQUIRE(eq::it::brokerCtl("set_vm_memory_high_watermark 0") == 0); }
-    ~Alarm() { clear(); }
-    void clear() {
-      if (on) eq::it::brokerCtl("set_vm_memory_high_watermark 0.4");
-      on = false;
-    }
-    bool on = true;
-  } alarm;
+  MemoryAlarm alarm;
   for (int i = 0; i < kAsync; ++i) {
     callers.emplace_back(
         [&, i] { post(stack, "/api/v1/reply/async", asyncBody(receiver.url(), i), key); });

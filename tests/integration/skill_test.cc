@@ -5,14 +5,10 @@
 // script's JSON with the exit status SKILL.md promises.
 #include <rapidjson/document.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
 #include "tests/integration/stack.h"
@@ -42,10 +38,7 @@ Run eqreply(Stack& stack, const std::string& api_key, const std::vector<std::str
   Process p("eqreply", argv, {{"EQ_API_URL", url}, {"EQ_API_KEY", api_key}}, log_path);
   Run r;
   r.rc = p.wait(240'000);
-  std::ifstream in(log_path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.log = ss.str();
+  r.log = readFile(log_path);
   // Diagnostics go to stderr prefixed "eqreply: "; the answer is the one
   // line that is a JSON object.
   std::istringstream lines(r.log);
@@ -143,15 +136,8 @@ BOOST_AUTO_TEST_CASE(the_script_drives_every_endpoint_and_reports_errors_as_skil
   BOOST_TEST(limited.out["retry_after"].GetInt() > 0);
 
   // A service that cannot be reached (a port nothing listens on): exit 3.
-  // The port stays bound without listening, so connections are refused.
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  BOOST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  std::string closed = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  int fd = -1;
+  std::string closed = "http://127.0.0.1:" + std::to_string(refusingPort(&fd));
   Run down = eqreply(stack, key.api_key, {"--retries", "0", "quota"}, closed);
   ::close(fd);
   BOOST_TEST(down.rc == 3);

@@ -43,6 +43,11 @@ int connectTo(int port);
 // Helpers every integration suite uses.
 int64_t nowMs();  // steady clock, for measuring in tests
 void sleepMs(int64_t ms);
+// A whole file (a process's log, a /proc entry); "" when it cannot be read.
+std::string readFile(const std::string& path);
+// A loopback port that refuses connections: bound (so nobody else takes it
+// while *fd is open) but not listening. The caller closes *fd.
+int refusingPort(int* fd);
 
 struct Key {
   std::string id, api_key;
