@@ -22,7 +22,8 @@ constexpr const char* kMigrations[] = {"schema/migrations/001_init.sql",
                                        "schema/migrations/002_contract.sql",
                                        "schema/migrations/003_delivery.sql",
                                        "schema/migrations/004_key_epoch.sql",
-                                       "schema/migrations/005_settlement.sql"};
+                                       "schema/migrations/005_settlement.sql",
+                                       "schema/migrations/006_portal.sql"};
 
 }  // namespace
 
@@ -41,11 +42,14 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path, int busy_tim
   // WAL lets readers run beside one writer across processes; NORMAL sync in
   // WAL mode is durable against process crashes (a power cut may lose the
   // last commits, which the broker's redelivery then repeats).
-  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
-                             "PRAGMA foreign_keys=ON"}) {
+  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL"}) {
     if (Status s = store->exec(pragma); !s.isOk()) return s;
   }
+  // Migrations run with foreign keys off, as SQLite's procedure for
+  // rebuilding a table requires (006_portal.sql rebuilds `deliveries`, which
+  // delivery_attempts references); every connection enforces them after.
   if (Status s = store->migrate(); !s.isOk()) return s;
+  if (Status s = store->exec("PRAGMA foreign_keys=ON"); !s.isOk()) return s;
   return store;
 }
 

@@ -24,6 +24,7 @@
 
 #include "common/enums.h"
 #include "common/status.h"
+#include "common/timefmt.h"
 
 namespace eq {
 
@@ -171,7 +172,8 @@ struct TaskRecord {
 // then.
 struct DeliveryRecord {
   std::string delivery_id;
-  std::string task_id;
+  std::string task_id;     // empty: a test event (event "test"), which has no task
+  std::string account_id;
   std::string url;
   std::string event;
   std::string status;  // pending | delivered | failed
@@ -219,6 +221,74 @@ struct Settlement {
   std::string action;  // "refunded" | "task_failed" | "kept"
   std::string reason;
   bool task_changed = false;  // task_failed: the task was still queued or running
+};
+
+// The developer center (PRODUCT.md §9, schema/migrations/006_portal.sql).
+struct Person {
+  std::string person_id;
+  std::string email;
+  std::string account_id;
+  std::string status;         // active | disabled
+  std::string password_hash;  // empty until the first password is set
+  int64_t created_at = 0;
+};
+
+// A one-time link, as read by its token.
+struct PortalLink {
+  std::string kind;        // invite | reset
+  std::string email;
+  std::string tier;
+  std::string account_id;  // invite: an existing account to attach; else empty
+  int64_t expires_at = 0;
+};
+
+// A session, as read by its id: who it is and its CSRF token.
+struct PortalSession {
+  std::string person_id;
+  std::string email;
+  std::string account_id;
+  std::string csrf;
+  int64_t created_at = 0;
+};
+
+// What creating a session returns: the cookie's value, shown once.
+struct NewSession {
+  std::string session_id;
+  std::string csrf;
+};
+
+struct UsageRow {
+  std::string mode;
+  int64_t hour = 0;  // unix ms of the hour's start
+  int64_t calls = 0;
+  int64_t refunded = 0;
+  int64_t tokens = 0;
+};
+
+// A key as its account's owner sees it in the developer center.
+struct AccountKey {
+  std::string key_id;
+  std::string name;
+  std::string env;
+  std::string display_prefix;
+  std::string status;  // active | revoked | expired
+  int64_t created_at = 0;
+  int64_t last_used_at = 0;  // the start of the last rate window it was used in; 0: never
+};
+
+// The account's webhook settings; the secrets are read only to be shown to
+// their owner after a password check, or to sign.
+struct WebhookSettings {
+  std::string default_url;
+  std::string secret;
+  std::string previous_secret;  // empty unless a rotation's overlap is running
+  int64_t previous_until = 0;
+};
+
+struct TaskFilter {
+  std::string status;
+  std::string mode;
+  int limit = 50;  // newest first
 };
 
 class Store {
@@ -307,7 +377,10 @@ class Store {
   // never both take the last unit.
   Result<ChargeOutcome> chargeQuota(const std::string& account_id, const std::string& mode,
                                     int64_t now_ms);
-  Status refundQuota(const std::string& account_id, const std::string& mode);
+  // Both also keep the usage record of the hour (usage_hourly), in the same
+  // transaction: calls - refunded is always what the quota lost.
+  Status refundQuota(const std::string& account_id, const std::string& mode,
+                     int64_t now_ms = eq::nowMs());
   Result<AccountQuota> quota(const std::string& account_id);
   // One UPDATE; modes absent from `units` are not written, so a charge
   // landing meanwhile is never undone.
@@ -354,6 +427,10 @@ class Store {
                               int64_t at_ms);
   // Account's webhook secret (for signing).
   Result<std::string> webhookSecret(const std::string& account_id);
+  // Both secrets that sign at now_ms: the current one, and the previous one
+  // during a rotation's overlap (empty otherwise).
+  Result<std::pair<std::string, std::string>> signingSecrets(const std::string& account_id,
+                                                             int64_t now_ms);
 
   // Deliveries. createDelivery inserts the task's delivery, pending and due
   // at now_ms, or returns the existing one (a task has at most one delivery,
@@ -414,6 +491,78 @@ class Store {
   // Settlement records and dead instances older than cutoff_ms.
   Result<int> purgeSettlementsBefore(int64_t cutoff_ms, int limit);
 
+  // The developer center (common/store_portal.cc). Emails are matched
+  // lower-cased. One-time link and session ids are random 256-bit values;
+  // only their SHA-256 is stored.
+  static constexpr int64_t kLinkTtlMs = 72 * 3'600'000LL;
+  static constexpr int64_t kSessionIdleMs = 12 * 3'600'000LL;
+  static constexpr int64_t kSessionMaxMs = 7 * 24 * 3'600'000LL;
+  static constexpr int64_t kSecretOverlapMs = 24 * 3'600'000LL;
+  static constexpr int64_t kSigninWindowMs = 15 * 60'000LL;
+  static constexpr int kSigninMaxFailures = 10;
+  // An invitation (kind "invite") or a reset link; returns the token, which
+  // is shown once. A reset needs a person with that email (404).
+  Result<std::string> createPortalLink(const std::string& kind, const std::string& email,
+                                       const std::string& tier, const std::string& account_id,
+                                       int64_t now_ms);
+  // A link that is unused and unexpired at now_ms; nullopt otherwise.
+  Result<std::optional<PortalLink>> portalLink(const std::string& token, int64_t now_ms);
+  // Sets the password through a link and uses the link up, in one
+  // transaction: an invitation makes the person (and, unless the link names
+  // one, a new account with its tier's quota), a reset replaces the
+  // password and ends every session. 404 for a used, expired or unknown link.
+  Result<Person> usePortalLink(const std::string& token, const std::string& password_hash,
+                               int64_t now_ms);
+  // Open registration: a new account on the free tier and its person; 409
+  // when the email is taken.
+  Result<Person> registerPerson(const std::string& email, const std::string& password_hash,
+                                int64_t now_ms);
+  Result<std::optional<Person>> personByEmail(const std::string& email);
+  Result<std::optional<Person>> person(const std::string& person_id);
+  Result<std::vector<Person>> listPeople();
+  // Disables the person (every session ends) and the account's keys.
+  Status disablePerson(const std::string& email, int64_t now_ms);
+  Status setPassword(const std::string& person_id, const std::string& password_hash,
+                     int64_t now_ms);
+  Result<NewSession> createSession(const std::string& person_id, int64_t now_ms);
+  // The live session with this id at now_ms (its last-seen time moves);
+  // nullopt when unknown, idle for 12 h, older than 7 days, or its person is
+  // disabled.
+  Result<std::optional<PortalSession>> session(const std::string& session_id, int64_t now_ms);
+  Status endSession(const std::string& session_id);
+  // A password change: every session of the person but `keep` ends.
+  Status endOtherSessions(const std::string& person_id, const std::string& keep_session_id);
+  // Failed sign-ins in the window before now_ms, per scope.
+  Result<int64_t> signinFailures(const std::string& scope, int64_t now_ms);
+  Status recordSigninFailure(const std::string& scope, int64_t now_ms);
+  // The oldest failure still in the window: when the limit lifts.
+  Result<int64_t> signinRetryAt(const std::string& scope, int64_t now_ms);
+
+  Result<std::vector<UsageRow>> usage(const std::string& account_id, int64_t since_ms);
+  // Tokens of a call that succeeded, added to its hour.
+  Status recordTokens(const std::string& account_id, const std::string& mode, int64_t tokens,
+                      int64_t now_ms);
+  Result<std::vector<AccountKey>> accountKeys(const std::string& account_id, int64_t now_ms);
+  // A new key for an existing account (the account's secret is unchanged
+  // and not returned).
+  Result<CreatedKey> createAccountKey(const std::string& account_id, const std::string& name,
+                                      const std::string& env, int64_t now_ms);
+  Result<WebhookSettings> webhookSettings(const std::string& account_id, int64_t now_ms);
+  Status setDefaultWebhookUrl(const std::string& account_id, const std::string& url);
+  // A new secret; the current one keeps signing for kSecretOverlapMs.
+  // Returns the new secret.
+  Result<std::string> rotateWebhookSecret(const std::string& account_id, int64_t now_ms);
+  // A delivery of event "test" to url, pending and due now; one attempt.
+  Result<DeliveryRecord> createTestDelivery(const std::string& account_id,
+                                            const std::string& url, int64_t now_ms);
+  Result<std::vector<DeliveryRecord>> accountDeliveries(const std::string& account_id,
+                                                        const std::string& status, int limit);
+  Result<std::vector<TaskRecord>> accountTasks(const std::string& account_id,
+                                               const TaskFilter& filter);
+  // Expired sessions, links and failures, and finished test deliveries
+  // older than cutoff_ms (run by eq-dispatcher's retention).
+  Result<int> purgePortalBefore(int64_t cutoff_ms, int64_t now_ms, int limit);
+
   // Retention (run by eq-dispatcher). Each call deletes at most `limit` rows
   // (tasks: with their delivery and its attempts) in one transaction, oldest
   // first, and returns how many it deleted; callers repeat while the answer
@@ -431,6 +580,9 @@ class Store {
   explicit Store(sqlite3* db) : db_(db) {}
   Status migrate();
   Status exec(const char* sql);
+  // The usage record's side of a charge (calls) or refund (refunded).
+  Status countUsage(const std::string& account_id, const std::string& mode, int64_t now_ms,
+                    int64_t calls, int64_t refunded);
   sqlite3_stmt* prepare(const char* sql);  // cached; nullptr on error (logged)
   Status error(const char* what) const;
 

@@ -16,10 +16,11 @@ Result<DeliveryRecord> Store::createDelivery(const std::string& task_id, const s
   // The task id is unique in deliveries: a second event for the same task
   // (a redelivered message) finds the existing row instead.
   Query q(prepare(
-      "INSERT INTO deliveries (id, task_id, url, event, status, created_at, next_attempt_at) "
-      "VALUES (?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (task_id) DO NOTHING"));
-  q.bind(1, ids::newDeliveryId()).bind(2, task_id).bind(3, url).bind(4, event);
-  q.bind(5, now_ms).bind(6, now_ms);
+      "INSERT INTO deliveries (id, task_id, account_id, url, event, status, created_at, "
+      "next_attempt_at) SELECT ?, id, account_id, ?, ?, 'pending', ?, ? FROM tasks WHERE id = ? "
+      "ON CONFLICT (task_id) DO NOTHING"));
+  q.bind(1, ids::newDeliveryId()).bind(2, url).bind(3, event);
+  q.bind(4, now_ms).bind(5, now_ms).bind(6, task_id);
   if (q.step() != SQLITE_DONE) return error("create delivery");
   Result<std::optional<DeliveryRecord>> d = deliveryForTask(task_id);
   if (!d.isOk()) return d.status();
@@ -27,38 +28,6 @@ Result<DeliveryRecord> Store::createDelivery(const std::string& task_id, const s
   return *d.value();
 }
 
-// The columns readDelivery expects, in order, as one literal (statements are
-// cached by the literal's address). The last one reads the newest attempt's
-// error, a subquery only worth running where a listing shows it.
-#define EQ_DELIVERY_COLUMNS                                                                 \
-  "id, task_id, url, event, status, attempts, coalesce(last_attempt_at, 0), "              \
-  "coalesce(last_status, 0), CASE WHEN status = 'pending' THEN coalesce(next_attempt_at, 0) " \
-  "ELSE 0 END, created_at, schedule_offset, coalesce(replayed_at, 0)"
-#define EQ_DELIVERY_LAST_ERROR                                                 \
-  ", coalesce((SELECT error FROM delivery_attempts a WHERE a.delivery_id = deliveries.id " \
-  "ORDER BY a.attempt DESC LIMIT 1), '')"
-
-namespace {
-
-DeliveryRecord readDelivery(const Query& q, bool with_last_error) {
-  DeliveryRecord d;
-  d.delivery_id = q.text(0);
-  d.task_id = q.text(1);
-  d.url = q.text(2);
-  d.event = q.text(3);
-  d.status = q.text(4);
-  d.attempts = static_cast<int>(q.int64(5));
-  d.last_attempt_at = q.int64(6);
-  d.last_status = static_cast<int>(q.int64(7));
-  d.next_attempt_at = q.int64(8);
-  d.created_at = q.int64(9);
-  d.schedule_offset = static_cast<int>(q.int64(10));
-  d.replayed_at = q.int64(11);
-  if (with_last_error) d.last_error = q.text(12);
-  return d;
-}
-
-}  // namespace
 
 Result<std::optional<DeliveryRecord>> Store::deliveryForTask(const std::string& task_id) {
   Query q(prepare("SELECT " EQ_DELIVERY_COLUMNS " FROM deliveries WHERE task_id = ?"));
@@ -67,7 +36,7 @@ Result<std::optional<DeliveryRecord>> Store::deliveryForTask(const std::string& 
   int rc = q.step();
   if (rc == SQLITE_DONE) return std::optional<DeliveryRecord>();
   if (rc != SQLITE_ROW) return error("read delivery");
-  return std::optional<DeliveryRecord>(readDelivery(q, false));
+  return std::optional<DeliveryRecord>(store_detail::readDelivery(q, false));
 }
 
 Result<std::optional<DeliveryRecord>> Store::delivery(const std::string& delivery_id) {
@@ -78,7 +47,7 @@ Result<std::optional<DeliveryRecord>> Store::delivery(const std::string& deliver
   int rc = q.step();
   if (rc == SQLITE_DONE) return std::optional<DeliveryRecord>();
   if (rc != SQLITE_ROW) return error("read delivery");
-  return std::optional<DeliveryRecord>(readDelivery(q, true));
+  return std::optional<DeliveryRecord>(store_detail::readDelivery(q, true));
 }
 
 Result<std::vector<DeliveryRecord>> Store::listDeliveries(const DeliveryFilter& f) {
@@ -91,7 +60,7 @@ Result<std::vector<DeliveryRecord>> Store::listDeliveries(const DeliveryFilter& 
   q.bindOptText(1, f.status).bindOptText(2, f.task_id).bind(3, int64_t{f.limit});
   std::vector<DeliveryRecord> out;
   int rc;
-  while ((rc = q.step()) == SQLITE_ROW) out.push_back(readDelivery(q, true));
+  while ((rc = q.step()) == SQLITE_ROW) out.push_back(store_detail::readDelivery(q, true));
   if (rc != SQLITE_DONE) return error("list deliveries");
   return out;
 }
@@ -142,7 +111,7 @@ Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(int64_t now_ms,
   std::vector<DeliveryRecord> out;
   int rc;
   while ((rc = q.step()) == SQLITE_ROW) {
-    DeliveryRecord d = readDelivery(q, false);
+    DeliveryRecord d = store_detail::readDelivery(q, false);
     d.next_attempt_at = lease_until_ms;
     out.push_back(std::move(d));
   }

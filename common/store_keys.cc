@@ -40,10 +40,11 @@ Result<CreatedKey> Store::createKey(const NewKeyRequest& req) {
   Status s = acc.step() == SQLITE_DONE ? Status::ok() : error("insert account");
   if (s.isOk()) {
     Query key(prepare(
-        "INSERT INTO api_keys (id, account_id, env, display_prefix, key_hash, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)"));
+        "INSERT INTO api_keys (id, account_id, env, display_prefix, key_hash, created_at, name) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)"));
     key.bind(1, out.key_id).bind(2, out.account_id).bind(3, req.env);
     key.bind(4, out.display_prefix).bindBlob(5, crypto::sha256(out.api_key)).bind(6, now);
+    key.bind(7, req.name);
     if (key.step() != SQLITE_DONE) s = error("insert key");
   }
   if (!s.isOk()) {
@@ -166,10 +167,11 @@ Result<CreatedKey> Store::rotateKey(const std::string& key_id,
       out.display_prefix = out.api_key.substr(0, 16);
       Query key(prepare(
           "INSERT INTO api_keys (id, account_id, env, display_prefix, key_hash, created_at, "
-          "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+          "expires_at, name) VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT name FROM api_keys WHERE id = ?))"));
       key.bind(1, out.key_id).bind(2, out.account_id).bind(3, env);
       key.bind(4, out.display_prefix).bindBlob(5, crypto::sha256(out.api_key)).bind(6, now_ms);
       if (expires != 0) key.bind(7, expires); else key.bindNull(7);
+      key.bind(8, key_id);  // the new key keeps the old one's name
       if (key.step() != SQLITE_DONE) s = error("insert rotated key");
     }
   }

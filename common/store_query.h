@@ -92,4 +92,34 @@ inline TaskRecord taskFromRow(Query& q) {
   return t;
 }
 
+// The columns readDelivery expects, in order, as one literal (statements are
+// cached by the literal's address). The last one reads the newest attempt's
+// error, a subquery only worth running where a listing shows it.
+#define EQ_DELIVERY_COLUMNS                                                                 \
+  "id, coalesce(task_id, ''), url, event, status, attempts, coalesce(last_attempt_at, 0), "   \
+  "coalesce(last_status, 0), CASE WHEN status = 'pending' THEN coalesce(next_attempt_at, 0) " \
+  "ELSE 0 END, created_at, schedule_offset, coalesce(replayed_at, 0), account_id"
+#define EQ_DELIVERY_LAST_ERROR                                                 \
+  ", coalesce((SELECT error FROM delivery_attempts a WHERE a.delivery_id = deliveries.id " \
+  "ORDER BY a.attempt DESC LIMIT 1), '')"
+
+inline DeliveryRecord readDelivery(const Query& q, bool with_last_error) {
+  DeliveryRecord d;
+  d.delivery_id = q.text(0);
+  d.task_id = q.text(1);  // empty for a test event
+  d.url = q.text(2);
+  d.event = q.text(3);
+  d.status = q.text(4);
+  d.attempts = static_cast<int>(q.int64(5));
+  d.last_attempt_at = q.int64(6);
+  d.last_status = static_cast<int>(q.int64(7));
+  d.next_attempt_at = q.int64(8);
+  d.created_at = q.int64(9);
+  d.schedule_offset = static_cast<int>(q.int64(10));
+  d.replayed_at = q.int64(11);
+  d.account_id = q.text(12);
+  if (with_last_error) d.last_error = q.text(13);
+  return d;
+}
+
 }  // namespace eq::store_detail

@@ -34,7 +34,10 @@ Result<ChargeOutcome> Store::chargeQuota(const std::string& account_id, const st
     if (!q.valid()) return error("prepare charge");
     q.bind(1, account_id).bind(2, now_ms);
     if (q.step() != SQLITE_DONE) return error("charge quota");
-    if (sqlite3_changes(db_) == 1) return ChargeOutcome::kCharged;
+    if (sqlite3_changes(db_) == 1) {
+      if (Status s = countUsage(account_id, mode, now_ms, 1, 0); !s.isOk()) return s;
+      return ChargeOutcome::kCharged;
+    }
   }
   // Not charged: tell the caller whether it was expiry or exhaustion.
   Result<AccountQuota> q = quota(account_id);
@@ -42,7 +45,8 @@ Result<ChargeOutcome> Store::chargeQuota(const std::string& account_id, const st
   return q.value().expire_at_ms <= now_ms ? ChargeOutcome::kExpired : ChargeOutcome::kExhausted;
 }
 
-Status Store::refundQuota(const std::string& account_id, const std::string& mode) {
+Status Store::refundQuota(const std::string& account_id, const std::string& mode,
+                          int64_t now_ms) {
   if (!validMode(mode)) return Status(500, "refund: bad mode " + mode);
   const char* sql = mode == "fast"
                         ? "UPDATE accounts SET quota_fast = quota_fast + 1 WHERE id = ?"
@@ -52,6 +56,19 @@ Status Store::refundQuota(const std::string& account_id, const std::string& mode
   Query q(prepare(sql));
   q.bind(1, account_id);
   if (q.step() != SQLITE_DONE) return error("refund quota");
+  if (sqlite3_changes(db_) == 0) return Status::ok();  // the account is gone
+  return countUsage(account_id, mode, now_ms, 0, 1);
+}
+
+Status Store::countUsage(const std::string& account_id, const std::string& mode, int64_t now_ms,
+                         int64_t calls, int64_t refunded) {
+  Query q(prepare(
+      "INSERT INTO usage_hourly (account_id, mode, hour, calls, refunded) VALUES (?, ?, ?, ?, ?) "
+      "ON CONFLICT (account_id, mode, hour) DO UPDATE SET calls = calls + excluded.calls, "
+      "refunded = refunded + excluded.refunded"));
+  q.bind(1, account_id).bind(2, mode).bind(3, now_ms - now_ms % 3'600'000);
+  q.bind(4, calls).bind(5, refunded);
+  if (q.step() != SQLITE_DONE) return error("count usage");
   return Status::ok();
 }
 

@@ -85,7 +85,7 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
     if (!closed.isOk()) return closed.status();
     if (!closed.value()) continue;
     if (s.charge.task_id.empty()) {
-      if (Status r = refundQuota(s.charge.account_id, s.charge.mode); !r.isOk()) return r;
+      if (Status r = refundQuota(s.charge.account_id, s.charge.mode, now_ms); !r.isOk()) return r;
     } else {
       // The job may or may not have reached the broker; the task is failed
       // either way (a worker's later outcome cannot revive a failed task),

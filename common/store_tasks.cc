@@ -47,12 +47,30 @@ Result<bool> Store::markTaskRunning(const std::string& task_id, int64_t at_ms) {
 
 Result<bool> Store::markTaskSucceeded(const std::string& task_id, const std::string& result_json,
                                       int64_t at_ms) {
-  Query q(prepare(
-      "UPDATE tasks SET status = 'succeeded', result_json = ?, finished_at = ?, "
-      "started_at = coalesce(started_at, ?) WHERE id = ? AND status IN ('queued', 'running')"));
-  q.bind(1, result_json).bind(2, at_ms).bind(3, at_ms).bind(4, task_id);
-  if (q.step() != SQLITE_DONE) return error("mark succeeded");
-  return sqlite3_changes(db_) == 1;
+  std::string account, mode;
+  {
+    Query q(prepare(
+        "UPDATE tasks SET status = 'succeeded', result_json = ?, finished_at = ?, "
+        "started_at = coalesce(started_at, ?) WHERE id = ? AND status IN ('queued', 'running') "
+        "RETURNING account_id, mode"));
+    q.bind(1, result_json).bind(2, at_ms).bind(3, at_ms).bind(4, task_id);
+    int rc = q.step();
+    if (rc == SQLITE_DONE) return false;
+    if (rc != SQLITE_ROW) return error("mark succeeded");
+    account = q.text(0);
+    mode = q.text(1);
+    q.step();  // run the statement to its end (RETURNING yields one row)
+  }
+  // The usage record's tokens. A single statement after the UPDATE: callers
+  // that need both in one transaction hold one (the dispatcher's events
+  // consumer does); alone, a crash between them loses only a token count.
+  Query t(prepare(
+      "INSERT INTO usage_hourly (account_id, mode, hour, tokens) "
+      "VALUES (?1, ?2, ?3, coalesce(json_extract(?4, '$.tokens_used'), 0)) "
+      "ON CONFLICT (account_id, mode, hour) DO UPDATE SET tokens = tokens + excluded.tokens"));
+  t.bind(1, account).bind(2, mode).bind(3, at_ms - at_ms % 3'600'000).bind(4, result_json);
+  if (t.step() != SQLITE_DONE) return error("count tokens");
+  return true;
 }
 
 Result<bool> Store::markTaskFailed(const std::string& task_id, int code, const std::string& msg,
@@ -74,7 +92,7 @@ Result<bool> Store::markTaskFailed(const std::string& task_id, int code, const s
       std::string account = q.text(0), mode = q.text(1);
       while (q.step() == SQLITE_ROW) {
       }
-      s = refundQuota(account, mode);
+      s = refundQuota(account, mode, at_ms);
     } else if (rc != SQLITE_DONE) {
       s = error("mark failed");
     }

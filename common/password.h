@@ -1,0 +1,35 @@
+// Password hashing for the developer center (PRODUCT.md §9): scrypt through
+// OpenSSL 3's EVP_KDF, a memory-hard function, so a stolen database costs an
+// attacker memory as well as time per guess.
+//
+// Why scrypt and not Argon2id: OpenSSL 3 (already linked for SHA-256 and
+// HMAC) has it, so no new library; Argon2id would need libsodium for the
+// same property. Parameters: N = 2^15, r = 8, p = 1 (32 MiB, ~50-100 ms on
+// the reference machine), the values RFC 7914 and OWASP give for
+// interactive logins. They are stored with every hash, so raising them later
+// keeps old hashes verifiable.
+//
+// Format: scrypt$<log2 N>$<r>$<p>$<salt, base64>$<hash, base64> (16-byte
+// salt, 32-byte hash). Stateless and thread-safe; slow by design, so eq-api
+// runs it on libuv's thread pool, never on its loop.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace eq::password {
+
+constexpr std::size_t kMinLength = 10;  // characters (UTF-8 code points)
+
+// A new hash of `password` with a fresh salt; empty if OpenSSL fails.
+std::string hash(std::string_view password);
+// Whether `password` matches `stored` (constant-time comparison of the
+// derived key). A malformed `stored` never matches.
+bool verify(std::string_view password, const std::string& stored);
+// Spends the time a verify() costs without a stored hash, so an unknown
+// email answers in the same time as a wrong password.
+void burnVerifyTime(std::string_view password);
+// Whether a password is long enough: kMinLength code points.
+bool acceptable(std::string_view password);
+
+}  // namespace eq::password

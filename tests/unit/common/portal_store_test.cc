@@ -1,0 +1,245 @@
+// The developer center's records (common/store_portal.cc) and password
+// hashing (common/password.h), on a real SQLite file.
+#include <boost/test/unit_test.hpp>
+
+#include "common/password.h"
+#include "common/store.h"
+#include "common/timefmt.h"
+#include "tests/unit/temp_db.h"
+
+using namespace eq;
+
+namespace {
+
+int64_t sum(const std::vector<UsageRow>& rows, const std::string& mode, int64_t UsageRow::*field) {
+  int64_t n = 0;
+  for (const UsageRow& r : rows) {
+    if (r.mode == mode) n += r.*field;
+  }
+  return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(portal_store)
+
+BOOST_AUTO_TEST_CASE(password_hash_verifies_only_the_same_password) {
+  std::string h = password::hash("correct horse battery");
+  BOOST_TEST(h.rfind("scrypt$15$8$1$", 0) == 0);
+  BOOST_TEST(password::verify("correct horse battery", h));
+  BOOST_TEST(!password::verify("correct horse batterY", h));
+  BOOST_TEST(!password::verify("", h));
+  // A fresh salt every time: the same password never hashes the same.
+  BOOST_TEST(password::hash("correct horse battery") != h);
+  // Malformed or tampered rows never match, and never make us allocate more
+  // than the bound allows.
+  for (const std::string& bad : {std::string(""), std::string("scrypt$15$8$1$AAAA"),
+                                 std::string("scrypt$30$8$1$AAAA$AAAA"),
+                                 std::string("bcrypt$10$x$y$z$w"), h.substr(0, h.size() - 4)}) {
+    BOOST_TEST(!password::verify("correct horse battery", bad), bad);
+  }
+  BOOST_TEST(!password::acceptable("short"));
+  BOOST_TEST(!password::acceptable("九个字符的密码啊啊"));  // 9 code points, 27 bytes
+  BOOST_TEST(password::acceptable("十个字符的密码啊啊啊"));
+}
+
+BOOST_AUTO_TEST_CASE(an_invitation_is_used_once_and_makes_the_account) {
+  test::TempDb db("portal");
+  int64_t now = nowMs();
+  Result<std::string> token = db.store->createPortalLink("invite", "Ann@Example.com", "pro", "", now);
+  BOOST_REQUIRE(token.isOk());
+  auto link = db.store->portalLink(token.value(), now);
+  BOOST_REQUIRE(link.isOk() && link.value().has_value());
+  BOOST_TEST(link.value()->email == "ann@example.com");  // lower-cased
+  Result<Person> p = db.store->usePortalLink(token.value(), "scrypt$hash", now);
+  BOOST_REQUIRE(p.isOk());
+  auto q = db.store->quota(p.value().account_id);
+  BOOST_REQUIRE(q.isOk());
+  BOOST_TEST(q.value().tier == "pro");
+  BOOST_TEST(q.value().remaining.fast == 100);
+  BOOST_TEST(q.value().expire_at_ms > now + 29LL * 86'400'000);
+  // Used up: a second use and a read both fail.
+  BOOST_TEST(db.store->usePortalLink(token.value(), "scrypt$other", now).status().code() == 404);
+  BOOST_TEST(!db.store->portalLink(token.value(), now).value().has_value());
+  // Expired links are refused too.
+  Result<std::string> late = db.store->createPortalLink("invite", "bob@example.com", "free", "", now);
+  BOOST_TEST(!db.store->portalLink(late.value(), now + Store::kLinkTtlMs + 1).value().has_value());
+  BOOST_TEST(db.store->usePortalLink(late.value(), "h", now + Store::kLinkTtlMs + 1).status().code() ==
+             404);
+}
+
+BOOST_AUTO_TEST_CASE(an_invitation_can_attach_an_existing_account) {
+  test::TempDb db("portal");
+  CreatedKey k = db.newKey();
+  int64_t now = nowMs();
+  auto token = db.store->createPortalLink("invite", "ops@example.com", "free", k.account_id, now);
+  Result<Person> p = db.store->usePortalLink(token.value(), "h", now);
+  BOOST_REQUIRE(p.isOk());
+  BOOST_TEST(p.value().account_id == k.account_id);
+  auto keys = db.store->accountKeys(k.account_id, now);
+  BOOST_REQUIRE(keys.isOk());
+  BOOST_TEST(keys.value().size() == 1u);
+  BOOST_TEST(keys.value()[0].name == "test");
+}
+
+BOOST_AUTO_TEST_CASE(sessions_end_on_idleness_age_signout_and_password_reset) {
+  test::TempDb db("portal");
+  int64_t now = nowMs();
+  Result<Person> p = db.store->registerPerson("c@example.com", "h", now);
+  BOOST_REQUIRE(p.isOk());
+  BOOST_TEST(db.store->registerPerson("C@example.com", "h", now).status().code() == 409);
+  auto s1 = db.store->createSession(p.value().person_id, now).value();
+  auto s2 = db.store->createSession(p.value().person_id, now).value();
+  BOOST_TEST(s1.session_id != s2.session_id);
+  BOOST_TEST(db.store->session(s1.session_id, now).value()->csrf == s1.csrf);
+  // Idle for 12 h: gone. Seen within 12 h: alive, and seen again moves it.
+  BOOST_TEST(!db.store->session(s1.session_id, now + Store::kSessionIdleMs + 1).value().has_value());
+  BOOST_TEST(db.store->session(s2.session_id, now + Store::kSessionIdleMs - 1000).value().has_value());
+  // Even when seen every hour, 7 days is the end.
+  int64_t t = now;
+  while (t + 3'600'000 < now + Store::kSessionMaxMs) {
+    t += 3'600'000;
+    BOOST_REQUIRE(db.store->session(s2.session_id, t).value().has_value());
+  }
+  BOOST_TEST(!db.store->session(s2.session_id, now + Store::kSessionMaxMs).value().has_value());
+  // A password change ends the other sessions; sign-out ends its own.
+  auto a = db.store->createSession(p.value().person_id, now).value();
+  auto b = db.store->createSession(p.value().person_id, now).value();
+  BOOST_REQUIRE(db.store->endOtherSessions(p.value().person_id, a.session_id).isOk());
+  BOOST_TEST(db.store->session(a.session_id, now).value().has_value());
+  BOOST_TEST(!db.store->session(b.session_id, now).value().has_value());
+  BOOST_REQUIRE(db.store->endSession(a.session_id).isOk());
+  BOOST_TEST(!db.store->session(a.session_id, now).value().has_value());
+  // A reset link ends every session of the person.
+  auto c = db.store->createSession(p.value().person_id, now).value();
+  auto reset = db.store->createPortalLink("reset", "c@example.com", "free", "", now);
+  BOOST_REQUIRE(db.store->usePortalLink(reset.value(), "h2", now).isOk());
+  BOOST_TEST(!db.store->session(c.session_id, now).value().has_value());
+  BOOST_TEST(db.store->personByEmail("c@example.com").value()->password_hash == "h2");
+  // No reset link for someone who does not exist.
+  BOOST_TEST(db.store->createPortalLink("reset", "nobody@example.com", "free", "", now)
+                 .status()
+                 .code() == 404);
+}
+
+BOOST_AUTO_TEST_CASE(disabling_a_person_ends_sessions_and_revokes_keys) {
+  test::TempDb db("portal");
+  CreatedKey k = db.newKey();
+  int64_t now = nowMs();
+  auto token = db.store->createPortalLink("invite", "d@example.com", "free", k.account_id, now);
+  Result<Person> p = db.store->usePortalLink(token.value(), "h", now);
+  auto s = db.store->createSession(p.value().person_id, now).value();
+  BOOST_REQUIRE(db.store->disablePerson("d@example.com", now).isOk());
+  BOOST_TEST(!db.store->session(s.session_id, now).value().has_value());
+  BOOST_TEST(!db.store->authenticate(k.api_key, "production", now).value().has_value());
+}
+
+BOOST_AUTO_TEST_CASE(signin_failures_limit_per_scope_within_the_window) {
+  test::TempDb db("portal");
+  int64_t now = nowMs();
+  for (int i = 0; i < Store::kSigninMaxFailures; ++i) {
+    BOOST_REQUIRE(db.store->recordSigninFailure("email:e@example.com", now + i * 1000).isOk());
+  }
+  int64_t last = now + (Store::kSigninMaxFailures - 1) * 1000;
+  BOOST_TEST(db.store->signinFailures("email:e@example.com", last).value() == 10);
+  BOOST_TEST(db.store->signinFailures("addr:7f000001", last).value() == 0);
+  // The limit lifts when the oldest failure leaves the 15-minute window.
+  BOOST_TEST(db.store->signinRetryAt("email:e@example.com", last).value() ==
+             now + Store::kSigninWindowMs);
+  BOOST_TEST(db.store->signinFailures("email:e@example.com", now + Store::kSigninWindowMs).value() ==
+             9);
+}
+
+BOOST_AUTO_TEST_CASE(usage_agrees_with_the_quota_through_charges_and_refunds) {
+  test::TempDb db("portal");
+  CreatedKey k = db.newKey(50);
+  int64_t now = nowMs();
+  for (int i = 0; i < 7; ++i) {
+    BOOST_REQUIRE((db.store->chargeQuota(k.account_id, "fast", now).value() ==
+                   ChargeOutcome::kCharged));
+  }
+  BOOST_REQUIRE(db.store->chargeQuota(k.account_id, "perfect", now).isOk());
+  BOOST_REQUIRE(db.store->refundQuota(k.account_id, "fast", now).isOk());
+  BOOST_REQUIRE(db.store->refundQuota(k.account_id, "fast", now + 3'600'000).isOk());  // next hour
+  BOOST_REQUIRE(db.store->recordTokens(k.account_id, "fast", 42, now).isOk());
+  auto rows = db.store->usage(k.account_id, now - 86'400'000);
+  BOOST_REQUIRE(rows.isOk());
+  int64_t used_fast = 50 - db.store->quota(k.account_id).value().remaining.fast;
+  BOOST_TEST(sum(rows.value(), "fast", &UsageRow::calls) -
+                 sum(rows.value(), "fast", &UsageRow::refunded) ==
+             used_fast);
+  BOOST_TEST(used_fast == 5);
+  BOOST_TEST(sum(rows.value(), "perfect", &UsageRow::calls) == 1);
+  BOOST_TEST(sum(rows.value(), "fast", &UsageRow::tokens) == 42);
+  // A refused charge (exhausted) is not a call.
+  CreatedKey empty = db.newKey(0);
+  BOOST_TEST((db.store->chargeQuota(empty.account_id, "fast", now).value() ==
+              ChargeOutcome::kExhausted));
+  BOOST_TEST(db.store->usage(empty.account_id, 0).value().empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_task_refunds_into_the_usage_record_and_a_success_adds_tokens) {
+  test::TempDb db("portal");
+  CreatedKey k = db.newKey();
+  int64_t now = nowMs();
+  for (const char* id : {"tsk_a", "tsk_b"}) {
+    BOOST_REQUIRE(db.store->chargeQuota(k.account_id, "standard", now).isOk());
+    TaskRecord t;
+    t.task_id = id;
+    t.account_id = k.account_id;
+    t.key_id = k.key_id;
+    t.request_id = std::string("req_") + id;
+    t.mode = "standard";
+    t.created_at = now;
+    BOOST_REQUIRE(db.store->createTask(t).isOk());
+  }
+  BOOST_REQUIRE(db.store->markTaskSucceeded("tsk_a", R"({"replies":[],"tokens_used":17})", now)
+                    .value());
+  BOOST_REQUIRE(db.store->markTaskFailed("tsk_b", 500, "boom", now).value());
+  // Twice is once: the second transition changes nothing.
+  BOOST_TEST(!db.store->markTaskSucceeded("tsk_a", R"({"tokens_used":17})", now).value());
+  auto rows = db.store->usage(k.account_id, now - 86'400'000).value();
+  BOOST_TEST(sum(rows, "standard", &UsageRow::calls) == 2);
+  BOOST_TEST(sum(rows, "standard", &UsageRow::refunded) == 1);
+  BOOST_TEST(sum(rows, "standard", &UsageRow::tokens) == 17);
+  BOOST_TEST(db.store->quota(k.account_id).value().remaining.standard == 99);
+}
+
+BOOST_AUTO_TEST_CASE(a_rotated_secret_keeps_signing_for_its_overlap) {
+  test::TempDb db("portal");
+  CreatedKey k = db.newKey();
+  int64_t now = nowMs();
+  auto before = db.store->signingSecrets(k.account_id, now).value();
+  BOOST_TEST(before.first == k.webhook_secret);
+  BOOST_TEST(before.second.empty());
+  Result<std::string> fresh = db.store->rotateWebhookSecret(k.account_id, now);
+  BOOST_REQUIRE(fresh.isOk());
+  auto during = db.store->signingSecrets(k.account_id, now + 1000).value();
+  BOOST_TEST(during.first == fresh.value());
+  BOOST_TEST(during.second == k.webhook_secret);
+  auto after = db.store->signingSecrets(k.account_id, now + Store::kSecretOverlapMs + 1).value();
+  BOOST_TEST(after.first == fresh.value());
+  BOOST_TEST(after.second.empty());
+}
+
+BOOST_AUTO_TEST_CASE(test_deliveries_belong_to_the_account_and_are_purged_when_old) {
+  test::TempDb db("portal");
+  CreatedKey k = db.newKey();
+  CreatedKey other = db.newKey();
+  int64_t now = nowMs();
+  auto d = db.store->createTestDelivery(k.account_id, "http://127.0.0.1:9/hook", now);
+  BOOST_REQUIRE(d.isOk());
+  BOOST_TEST(d.value().task_id.empty());
+  BOOST_TEST(d.value().event == "test");
+  BOOST_TEST(db.store->accountDeliveries(k.account_id, "", 10).value().size() == 1u);
+  BOOST_TEST(db.store->accountDeliveries(other.account_id, "", 10).value().empty());
+  // Pending deliveries are never purged; finished old ones are.
+  BOOST_REQUIRE(db.store->purgePortalBefore(now + 1, now, 100).isOk());
+  BOOST_TEST(db.store->accountDeliveries(k.account_id, "", 10).value().size() == 1u);
+  DeliveryAttempt a{now, 200, 5, "", 1};
+  BOOST_REQUIRE(db.store->finishAttempt(d.value().delivery_id, a, "delivered", 0).value());
+  BOOST_REQUIRE(db.store->purgePortalBefore(now + 1, now, 100).isOk());
+  BOOST_TEST(db.store->accountDeliveries(k.account_id, "", 10).value().empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
