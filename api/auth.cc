@@ -48,6 +48,10 @@ using util::Writer;
 // ---------------------------------------------------------------- authentication
 
 void ApiService::authorize(const CallPtr& c, DbWork work, bool writes, Then then) {
+  if (c->portal) {
+    portalAuthorize(c, std::move(work), std::move(then));
+    return;
+  }
   // 401 for anything but a well-formed key, before any database step: a
   // malformed key never waits for the database.
   // Two Authorization headers are refused even when one of them is good:

@@ -21,6 +21,8 @@
 //   api/handlers.cc   answers: envelopes, errors, send() with metrics and log
 #pragma once
 
+#include <uv.h>
+
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -56,6 +58,7 @@ struct ApiContext {
   const Clock* clock = nullptr;
   const net::CidrSet* webhook_allow = nullptr;  // EQ_WEBHOOK_ALLOW_CIDRS
   std::string instance_id;  // this process's api_instances row (crash-safe accounting)
+  uv_loop_t* loop = nullptr;  // the loop thread's; the portal's password hashing uses its pool
 };
 
 // What a handler needs to remember about its request after the HttpRequest
@@ -82,6 +85,7 @@ struct RequestInfo {
   // was still open (a sweeper may have settled it; see Store::closeCharge).
   std::string open_charge;
   bool close_charge_after_answer = false;  // a sync 200: close it without waiting
+  std::string result_json;  // a sync 200's data: its tokens_used goes to the usage record
 };
 
 struct ReplyAdmission;  // handlers.cc: what the reply endpoints' database step decided
@@ -92,7 +96,13 @@ struct Call {
   Responder res;
   std::shared_ptr<RequestInfo> info;
   std::optional<AuthContext> auth;  // once authenticated
+  // The developer center's playground: authenticated by the session cookie,
+  // not a key (authorize() hands over to portalAuthorize()).
+  bool portal = false;
 };
+
+// GET /api/v1/task's data for a task (and its delivery, if any).
+std::string taskJson(const TaskRecord& task, const DeliveryRecord* delivery);
 
 class ApiService {
  public:
@@ -123,7 +133,7 @@ class ApiService {
   };
 
  private:
-  static const std::array<Route, 9> kRoutes;
+  static const std::array<Route, 38> kRoutes;
   static const Route* matchRoute(std::string_view path);
 
   // Public routes.
@@ -137,6 +147,58 @@ class ApiService {
   void analyze(const CallPtr& c);
   void quota(const CallPtr& c);
   void task(const CallPtr& c);
+
+  // The developer center (api/portal.cc, api/portal_pages.cc).
+  using SessionWork = std::function<Status(Store& store, const PortalSession& session,
+                                           Status& answer, std::string& data_json)>;
+  using SessionThen = std::function<void(const CallPtr& call, const PortalSession& session,
+                                         const Status& answer, const std::string& data_json)>;
+  using PersonThen = std::function<void(const CallPtr& call, const Person& person)>;
+  void portalRedirect(const CallPtr& c);
+  void portalAsset(const CallPtr& c);
+  void portalConfig(const CallPtr& c);
+  void portalLink(const CallPtr& c);
+  void portalUseLink(const CallPtr& c);
+  void portalRegister(const CallPtr& c);
+  void portalSignin(const CallPtr& c);
+  void portalSignout(const CallPtr& c);
+  void portalMe(const CallPtr& c);
+  void portalPassword(const CallPtr& c);
+  void portalKeys(const CallPtr& c);
+  void portalKeyCreate(const CallPtr& c);
+  void portalKeyRotate(const CallPtr& c);
+  void portalKeyRevoke(const CallPtr& c);
+  void portalKeyChange(const CallPtr& c, bool rotate);
+  void portalUsage(const CallPtr& c);
+  void portalPlaygroundReply(const CallPtr& c);
+  void portalPlaygroundAnalyze(const CallPtr& c);
+  void portalWebhooks(const CallPtr& c);
+  void portalWebhookUrl(const CallPtr& c);
+  void portalWebhookReveal(const CallPtr& c);
+  void portalWebhookRotate(const CallPtr& c);
+  void portalWebhookSecret(const CallPtr& c, bool rotate);
+  void portalWebhookTest(const CallPtr& c);
+  void portalDelivery(const CallPtr& c);
+  void portalDeliveryReplay(const CallPtr& c);
+  void portalTasks(const CallPtr& c);
+  void portalTask(const CallPtr& c);
+  // The session's database step: 401 without a live session; for a POST,
+  // 403 without a same-origin Origin or the session's CSRF token. `work`
+  // runs in the step (its `answer` and `data_json` reach `then`).
+  void withSession(const CallPtr& c, SessionWork work, SessionThen then);
+  // withSession, answering `answer` / `data_json` as they are.
+  void portalSimple(const CallPtr& c, SessionWork work);
+  // The playground's stand-in for authorize(): the session's account.
+  void portalAuthorize(const CallPtr& c, DbWork work, Then then);
+  // Verifies the signed-in person's password off the loop: 403 if wrong.
+  void checkPassword(const CallPtr& c, const std::string& password, PersonThen then);
+  void startSession(const CallPtr& c, const std::string& person_id, const std::string& email);
+  std::string sessionCookie(const std::string& session_id) const;
+  void portalAnswer(const Info& info, const Responder& res, const Status& s,
+                    std::string_view data_json, std::string_view msg);
+  static void addPortalHeaders(HttpResponse& r);
+  // Runs `work` on libuv's thread pool, then `then` on the loop thread.
+  void offLoop(std::function<void()> work, std::function<void()> then);
 
   // Authentication and rate limit, with the route's database work in the
   // same batch: 401, 429 or 503 are answered here; `then` runs (on the loop)

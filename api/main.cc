@@ -94,7 +94,7 @@ int main() {
   eq::SystemClock clock;
   eq::api::DbThread db(loop, std::move(store.value()), &clock, instance_id);
   eq::api::ApiService service(
-      {&config, &db, &broker, &clock, &webhook_allow.value(), instance_id});
+      {&config, &db, &broker, &clock, &webhook_allow.value(), instance_id, loop});
   eq::api::HttpLimits limits;
   limits.max_connections = static_cast<std::size_t>(config.http_max_connections);
   limits.max_connections_per_client =

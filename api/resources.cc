@@ -106,51 +106,55 @@ void ApiService::task(const CallPtr& c) {
       sendError(call->info, call->res, 404, "not found: no task " + task_id);
       return;
     }
-    const TaskRecord& task = *found->task;
-    rapidjson::StringBuffer sb;
-    Writer w(sb);
-    w.StartObject();
-    putString(w, "task_id", task.task_id);
-    putString(w, "status", task.status);
-    putString(w, "mode", task.mode);
-    putTime(w, "created_at", task.created_at);
-    putTime(w, "started_at", task.started_at);
-    putTime(w, "finished_at", task.finished_at);
-    w.Key("result");
-    std::optional<TaskStatus> status = parseTaskStatus(task.status);
-    if (status == TaskStatus::kSucceeded && !task.result_json.empty()) {
-      w.RawValue(task.result_json.data(), task.result_json.size(), rapidjson::kObjectType);
-    } else {
-      w.Null();
-    }
-    w.Key("error");
-    if (status == TaskStatus::kFailed) {
-      w.StartObject();
-      w.Key("code");
-      w.Int(task.error_code);
-      putString(w, "msg", task.error_msg);
-      w.EndObject();
-    } else {
-      w.Null();
-    }
-    w.Key("webhook");
-    if (task.webhook_url.empty()) {
-      w.Null();
-    } else {
-      w.StartObject();
-      putString(w, "url", task.webhook_url);
-      const DeliveryRecord* rec = found->delivery ? &*found->delivery : nullptr;
-      putString(w, "status", rec != nullptr ? rec->status : "none");
-      w.Key("attempts");
-      w.Int(rec != nullptr ? rec->attempts : 0);
-      putTime(w, "last_attempt_at", rec != nullptr ? rec->last_attempt_at : 0);
-      w.Key("last_status");
-      if (rec != nullptr && rec->last_status > 0) w.Int(rec->last_status); else w.Null();
-      w.EndObject();
-    }
-    w.EndObject();
-    sendJson(call->info, call->res, 200, std::string_view(sb.GetString(), sb.GetSize()), "ok");
+    std::string data =
+        taskJson(*found->task, found->delivery ? &*found->delivery : nullptr);
+    sendJson(call->info, call->res, 200, data, "ok");
   });
+}
+
+std::string taskJson(const TaskRecord& task, const DeliveryRecord* rec) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  putString(w, "task_id", task.task_id);
+  putString(w, "status", task.status);
+  putString(w, "mode", task.mode);
+  putTime(w, "created_at", task.created_at);
+  putTime(w, "started_at", task.started_at);
+  putTime(w, "finished_at", task.finished_at);
+  w.Key("result");
+  std::optional<TaskStatus> status = parseTaskStatus(task.status);
+  if (status == TaskStatus::kSucceeded && !task.result_json.empty()) {
+    w.RawValue(task.result_json.data(), task.result_json.size(), rapidjson::kObjectType);
+  } else {
+    w.Null();
+  }
+  w.Key("error");
+  if (status == TaskStatus::kFailed) {
+    w.StartObject();
+    w.Key("code");
+    w.Int(task.error_code);
+    putString(w, "msg", task.error_msg);
+    w.EndObject();
+  } else {
+    w.Null();
+  }
+  w.Key("webhook");
+  if (task.webhook_url.empty()) {
+    w.Null();
+  } else {
+    w.StartObject();
+    putString(w, "url", task.webhook_url);
+    putString(w, "status", rec != nullptr ? rec->status : "none");
+    w.Key("attempts");
+    w.Int(rec != nullptr ? rec->attempts : 0);
+    putTime(w, "last_attempt_at", rec != nullptr ? rec->last_attempt_at : 0);
+    w.Key("last_status");
+    if (rec != nullptr && rec->last_status > 0) w.Int(rec->last_status); else w.Null();
+    w.EndObject();
+  }
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
 }
 
 }  // namespace eq::api

@@ -15,7 +15,7 @@ using util::Writer;
 
 // The route table. Every route and its handler is one row; the route label
 // of logs and metrics is the row's path.
-const std::array<ApiService::Route, 9> ApiService::kRoutes = {{
+const std::array<ApiService::Route, 38> ApiService::kRoutes = {{
     {"/api/v1/reply", "POST", false, &ApiService::replySync},
     {"/api/v1/reply/async", "POST", false, &ApiService::replyAsync},
     {"/api/v1/analyze", "POST", false, &ApiService::analyze},
@@ -25,6 +25,38 @@ const std::array<ApiService::Route, 9> ApiService::kRoutes = {{
     {"/readyz", "GET", false, &ApiService::readyz},
     {"/metrics", "GET", false, &ApiService::metrics},
     {"/openapi.yaml", "GET", false, &ApiService::openapi},
+    // The developer center (PRODUCT.md §9): its page and assets, then its
+    // JSON under /portal/api/ (session cookie, not keys).
+    {"/", "GET", false, &ApiService::portalRedirect},
+    {"/portal", "GET", false, &ApiService::portalRedirect},
+    {"/portal/", "GET", false, &ApiService::portalAsset},
+    {"/portal/app.js", "GET", false, &ApiService::portalAsset},
+    {"/portal/style.css", "GET", false, &ApiService::portalAsset},
+    {"/portal/api/config", "GET", false, &ApiService::portalConfig},
+    {"/portal/api/links/{token}", "GET", true, &ApiService::portalLink},
+    {"/portal/api/password/set", "POST", false, &ApiService::portalUseLink},
+    {"/portal/api/register", "POST", false, &ApiService::portalRegister},
+    {"/portal/api/signin", "POST", false, &ApiService::portalSignin},
+    {"/portal/api/signout", "POST", false, &ApiService::portalSignout},
+    {"/portal/api/me", "GET", false, &ApiService::portalMe},
+    {"/portal/api/password", "POST", false, &ApiService::portalPassword},
+    {"/portal/api/keys", "GET", false, &ApiService::portalKeys},
+    {"/portal/api/keys/create", "POST", false, &ApiService::portalKeyCreate},
+    {"/portal/api/keys/rotate", "POST", false, &ApiService::portalKeyRotate},
+    {"/portal/api/keys/revoke", "POST", false, &ApiService::portalKeyRevoke},
+    {"/portal/api/usage", "GET", false, &ApiService::portalUsage},
+    {"/portal/api/playground/reply", "POST", false, &ApiService::portalPlaygroundReply},
+    {"/portal/api/playground/analyze", "POST", false, &ApiService::portalPlaygroundAnalyze},
+    {"/portal/api/webhooks", "GET", false, &ApiService::portalWebhooks},
+    {"/portal/api/webhooks/url", "POST", false, &ApiService::portalWebhookUrl},
+    {"/portal/api/webhooks/secret", "POST", false, &ApiService::portalWebhookReveal},
+    {"/portal/api/webhooks/rotate", "POST", false, &ApiService::portalWebhookRotate},
+    {"/portal/api/webhooks/test", "POST", false, &ApiService::portalWebhookTest},
+    // Exact paths before the parameter route that would also match them.
+    {"/portal/api/deliveries/replay", "POST", false, &ApiService::portalDeliveryReplay},
+    {"/portal/api/deliveries/{delivery_id}", "GET", true, &ApiService::portalDelivery},
+    {"/portal/api/tasks", "GET", false, &ApiService::portalTasks},
+    {"/portal/api/tasks/{task_id}", "GET", true, &ApiService::portalTask},
 }};
 
 const ApiService::Route* ApiService::matchRoute(std::string_view path) {
@@ -52,6 +84,10 @@ void ApiService::handle(HttpRequest&& req, Responder res) {
   in_flight_.add(1);
 
   const Route* route = matchRoute(c->req.path);
+  if (route != nullptr && !ctx_.config->portal &&
+      (route->path == "/" || route->path.substr(0, 7) == "/portal")) {
+    route = nullptr;  // EQ_PORTAL=off: the developer center does not exist
+  }
   if (route == nullptr) {
     info->route = "unmatched";
     sendError(info, res, 404, "not found: no route " + c->req.path);

@@ -152,6 +152,21 @@ Result<Config> Config::fromEnv() {
     return Status(500, "EQ_LOG_LEVEL must be debug, info, warn or error");
   }
   c.webhook_allow_cidrs = envOr("EQ_WEBHOOK_ALLOW_CIDRS", "");
+  std::string portal = envOr("EQ_PORTAL", "on");
+  if (portal != "on" && portal != "off") {
+    return Status(500, "EQ_PORTAL must be on or off, got '" + portal + "'");
+  }
+  c.portal = portal == "on";
+  c.portal_signup = envOr("EQ_PORTAL_SIGNUP", "invite");
+  if (c.portal_signup != "invite" && c.portal_signup != "open" && c.portal_signup != "off") {
+    return Status(500, "EQ_PORTAL_SIGNUP must be invite, open or off, got '" + c.portal_signup +
+                           "'");
+  }
+  std::string insecure = envOr("EQ_PORTAL_INSECURE_COOKIES", "0");
+  if (insecure != "0" && insecure != "1") {
+    return Status(500, "EQ_PORTAL_INSECURE_COOKIES must be 0 or 1");
+  }
+  c.portal_insecure_cookies = insecure == "1";
   if (Status s = intFromEnv("EQ_SYNC_DEADLINE_MS", 0, 3'600'000, &c.sync_deadline_ms);
       !s.isOk()) {
     return s;

@@ -75,6 +75,11 @@ struct Config {
   int64_t worker_stop_grace_ms = defaults::kWorkerStopGraceMs;  // EQ_WORKER_STOP_GRACE_MS
   LlmConfig llm;                                   // EQ_LLM_*, used when engine == "llm"
 
+  // The developer center (PRODUCT.md §9), served by eq-api.
+  bool portal = true;                    // EQ_PORTAL: on | off
+  std::string portal_signup = "invite";  // EQ_PORTAL_SIGNUP: invite | open | off
+  bool portal_insecure_cookies = false;  // EQ_PORTAL_INSECURE_COOKIES=1: no Secure flag (local http)
+
   // Key prefix of this environment: eq_live_ in production, eq_test_ in staging.
   std::string keyPrefix() const { return env == "staging" ? "eq_test_" : "eq_live_"; }
 

@@ -39,6 +39,7 @@ const char* reasonPhrase(int status) {
   switch (status) {
     case 100: return "Continue";
     case 200: return "OK";
+    case 302: return "Found";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 402: return "Payment Required";
@@ -471,6 +472,7 @@ class HttpConnection {
     c->req_ = HttpRequest();
     c->req_.request_id = ids::newRequestId();
     c->req_.received_ms = nowMs();
+    c->req_.client = c->client_;
     c->current_request_id_ = c->req_.request_id;
     c->url_.clear();
     c->header_bytes_ = 0;

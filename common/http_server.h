@@ -38,6 +38,7 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
   std::string body;
   std::string request_id;  // assigned by the server; echoed as X-Request-Id
+  std::string client;      // the peer's address, raw bytes (4 or 16); empty if unknown
   int64_t received_ms = 0;
 
   // First value of a header, by lower-case name; nullptr when absent.

@@ -39,6 +39,14 @@ bool RetentionPurger::step(int64_t now_ms) {
       n = store_.purgeRateCountersBefore(started_ms_ - opts_.rate_counter_retention_ms,
                                          opts_.batch);
       total = &current_.rate_counters;
+      next = Phase::kPortal;
+      break;
+    case Phase::kPortal:
+      // Expired sessions, links and sign-in failures, and test events kept
+      // as long as tasks are.
+      n = store_.purgePortalBefore(started_ms_ - opts_.task_retention_ms, started_ms_,
+                                   opts_.batch);
+      total = &current_.portal;
       next = Phase::kIdle;
       break;
     case Phase::kIdle:
@@ -61,6 +69,7 @@ bool RetentionPurger::step(int64_t now_ms) {
             {{"tasks", static_cast<long long>(last_.tasks)},
              {"idempotency_keys", static_cast<long long>(last_.idempotency_keys)},
              {"rate_counters", static_cast<long long>(last_.rate_counters)},
+             {"portal", static_cast<long long>(last_.portal)},
              {"took_ms", static_cast<long long>(now_ms - started_ms_)}});
   return false;
 }

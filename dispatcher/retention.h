@@ -41,12 +41,13 @@ class RetentionPurger {
     int64_t tasks = 0;
     int64_t idempotency_keys = 0;
     int64_t rate_counters = 0;
+    int64_t portal = 0;  // sessions, links, sign-in failures, test events
   };
   const Counts& lastPurge() const { return last_; }
   int64_t purgesFinished() const { return finished_; }
 
  private:
-  enum class Phase { kIdle, kTasks, kIdempotency, kRateCounters };
+  enum class Phase { kIdle, kTasks, kIdempotency, kRateCounters, kPortal };
 
   Store& store_;
   RetentionOptions opts_;

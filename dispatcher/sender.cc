@@ -172,9 +172,13 @@ void DeliverySender::scan(int64_t now_ms) {
 
 std::unique_ptr<DeliverySender::Transfer> DeliverySender::prepare(const DeliveryRecord& d,
                                                                   int64_t now_ms) {
-  Result<std::optional<TaskRecord>> task = store_.task(d.task_id);
-  Result<std::string> secret = Status(500, "no task");
-  if (task.isOk() && task.value()) secret = store_.webhookSecret(task.value()->account_id);
+  // A test event (the developer center's button) has no task.
+  bool test_event = d.task_id.empty();
+  Result<std::optional<TaskRecord>> task =
+      test_event ? Result<std::optional<TaskRecord>>(std::optional<TaskRecord>(TaskRecord{}))
+                 : store_.task(d.task_id);
+  Result<std::pair<std::string, std::string>> secret = Status(500, "no task");
+  if (task.isOk() && task.value()) secret = store_.signingSecrets(d.account_id, now_ms);
   if (!task.isOk() || !secret.isOk()) {
     // The database is busy or down: the claim's lease makes the delivery
     // due again later, so nothing is lost by leaving it.
@@ -195,13 +199,17 @@ std::unique_ptr<DeliverySender::Transfer> DeliverySender::prepare(const Delivery
   auto t = std::make_unique<Transfer>();
   t->delivery = d;
   t->task_id = d.task_id;
-  t->event_at_ms = d.replayed_at > 0 ? d.replayed_at : task.value()->finished_at;
+  t->event_at_ms = d.replayed_at > 0 ? d.replayed_at
+                  : test_event       ? d.created_at
+                                     : task.value()->finished_at;
   t->allowed = &opts_.allowed;
   WebhookRequest req;
   req.url = d.url;
   req.timestamp = now_ms / 1000;  // fresh on every attempt: re-signed each time
-  req.body = webhookBody(*task.value(), d.event, req.timestamp);
-  req.secret = secret.value();
+  req.body = test_event ? testEventBody(d, req.timestamp)
+                       : webhookBody(*task.value(), d.event, req.timestamp);
+  req.secret = secret.value().first;
+  req.previous_secret = secret.value().second;
   req.delivery_id = d.delivery_id;
   req.event = d.event;
   for (const std::string& h : webhookHeaders(req)) {
@@ -314,6 +322,14 @@ void DeliverySender::recordOutcome(const Finished& f) {
   int http_status = outcome.http_status;
   RetryDecision decision = decideRetry(opts_.policy, in_schedule, outcome,
                                        std::uniform_real_distribution<double>(0.0, 1.0)(rng_));
+  // A test event is tried once: the person who pressed the button is
+  // watching for its answer, not for a retry hours later (replay sends it
+  // again).
+  if (d.task_id.empty() && decision.verdict == DeliveryVerdict::kRetry) {
+    decision.verdict = DeliveryVerdict::kFailed;
+    decision.reason = "test events are not retried";
+    decision.delay_ms = 0;
+  }
   std::string new_status =
       decision.verdict == DeliveryVerdict::kRetry ? "pending" : verdictName(decision.verdict);
   int64_t next_at = now + decision.delay_ms;

@@ -74,6 +74,19 @@ std::string webhookBody(const TaskRecord& task, const std::string& event, int64_
   return std::string(sb.GetString(), sb.GetSize());
 }
 
+std::string testEventBody(const DeliveryRecord& d, int64_t timestamp) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  putString(w, "event", "test");
+  putString(w, "delivery_id", d.delivery_id);
+  putString(w, "created_at", iso8601(d.created_at));
+  w.Key("timestamp");
+  w.Int64(timestamp);
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
 std::vector<std::string> webhookHeaders(const WebhookRequest& req) {
   std::vector<std::string> h;
   h.push_back("Content-Type: application/json; charset=utf-8");
@@ -82,7 +95,14 @@ std::vector<std::string> webhookHeaders(const WebhookRequest& req) {
   h.push_back("X-Service-Delivery: " + req.delivery_id);
   h.push_back("webhook-id: " + req.delivery_id);
   h.push_back("webhook-timestamp: " + std::to_string(req.timestamp));
+  // Standard Webhooks: several signatures are separated by spaces, and a
+  // verifier accepts the message if any of them matches its secret.
   std::string std_sig = standardSignature(req.secret, req.delivery_id, req.timestamp, req.body);
+  if (!req.previous_secret.empty()) {
+    std::string old_sig =
+        standardSignature(req.previous_secret, req.delivery_id, req.timestamp, req.body);
+    if (!old_sig.empty()) std_sig += (std_sig.empty() ? "" : " ") + old_sig;
+  }
   if (!std_sig.empty()) h.push_back("webhook-signature: " + std_sig);
   h.push_back("User-Agent: eq-reply-webhooks/1.0");
   h.push_back("Expect:");  // no 100-continue round trip

@@ -24,6 +24,9 @@ std::string standardSignature(const std::string& secret, const std::string& msg_
 
 // The body of PRODUCT.md §6 for a task in a final state.
 std::string webhookBody(const TaskRecord& task, const std::string& event, int64_t timestamp);
+// The developer center's test event: {"event": "test", "delivery_id",
+// "created_at", "timestamp"}, signed like every delivery.
+std::string testEventBody(const DeliveryRecord& d, int64_t timestamp);
 
 // One attempt's request. The timestamp is taken when the attempt starts, so
 // a retry hours later still passes receivers' replay windows (Standard
@@ -32,6 +35,10 @@ struct WebhookRequest {
   std::string url;
   std::string body;  // built with the same timestamp
   std::string secret;
+  // During a secret rotation's overlap (PRODUCT.md §9): the previous secret,
+  // which also signs webhook-signature (a second v1 entry), so receivers
+  // still holding it keep verifying. X-Service-Signature uses `secret`.
+  std::string previous_secret;
   std::string delivery_id;
   std::string event;
   int64_t timestamp = 0;  // unix seconds

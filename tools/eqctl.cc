@@ -1,5 +1,6 @@
 // eqctl: the operator's CLI (keys, quota, tasks, webhook deliveries, stats). Opens EQ_DB_PATH and
 // runs one command; see tools/eqctl_commands.h.
+#include <cstdlib>
 #include <iostream>
 
 #include "common/config.h"
@@ -31,5 +32,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.webhook_allow = std::move(allowed).value();
+  if (const char* url = std::getenv("EQ_PORTAL_URL"); url != nullptr && *url != '\0') {
+    options.portal_url = url;
+  } else {
+    options.portal_url = "http://127.0.0.1:" + std::to_string(cfg.value().http_port);
+  }
   return eq::tools::runEqctl(*store.value(), options, args, std::cout, std::cerr);
 }

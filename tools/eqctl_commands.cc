@@ -108,6 +108,19 @@ constexpr CommandHelp kCommands[] = {
      "A delivered or failed delivery becomes pending, due now: the dispatcher sends it within\n"
      "200 ms with the same delivery id, on a fresh retry schedule; attempts keep counting.\n"
      "A pending delivery is refused (exit 4).\n"},
+    {"account", "invite", "account invite EMAIL [--tier free|pro|ultra] [--key KEY_ID] [--json]",
+     "Prints a one-time sign-up link for the developer center, valid 72 h. The person sets a\n"
+     "password through it and gets a new account of the tier (100 units per mode, 30 days),\n"
+     "or, with --key, the account of an existing key (made by key create). The link's host\n"
+     "is EQ_PORTAL_URL (default http://127.0.0.1:8080). --json prints {email, link, expires_at}.\n"},
+    {"account", "list", "account list [--json]",
+     "Every person of the developer center: email, account, status, created.\n"},
+    {"account", "show", "account show EMAIL [--json]",
+     "The person, their account's quota and tier, and their keys.\n"},
+    {"account", "disable", "account disable EMAIL",
+     "Disables the person (their sessions end) and revokes every key of their account.\n"},
+    {"account", "reset-password", "account reset-password EMAIL [--json]",
+     "Prints a one-time link, valid 72 h, that sets a new password and ends every session.\n"},
     {"stats", "", "stats [--minutes N] [--json]",
      "Per mode, the async tasks created in the last N minutes (default 60, at most 10080):\n"
      "counts by status, and p50/p95/max of their latency in ms. Latency comes from the tasks\n"
@@ -1220,6 +1233,146 @@ bool parseIso8601(const std::string& text, int64_t* unix_ms) {
 
 namespace {
 
+// ---------------------------------------------------------------- accounts
+
+std::string portalLinkUrl(const EqctlOptions& opts, const std::string& kind,
+                          const std::string& token) {
+  std::string base = opts.portal_url;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  // The token travels in the fragment: browsers never send it to a server,
+  // so it stays out of access logs and Referer headers.
+  return base + "/portal/#/" + (kind == "invite" ? "welcome" : "reset") + "/" + token;
+}
+
+int accountLink(Store& store, const EqctlOptions& opts, const std::string& kind,
+                const std::string& email, const Args& a, std::ostream& out, std::ostream& err) {
+  if (!checkKnown(a, kind == "invite" ? std::initializer_list<const char*>{"tier", "key"}
+                                      : std::initializer_list<const char*>{},
+                  err)) {
+    return kExitUsage;
+  }
+  if (email.find('@') == std::string::npos) {
+    err << "eqctl: EMAIL must be an email address\n";
+    return kExitUsage;
+  }
+  std::string tier = "free";
+  if (auto t = a.options.find("tier"); t != a.options.end()) tier = t->second;
+  if (!validTier(tier)) {
+    err << "eqctl: --tier must be free, pro or ultra\n";
+    return kExitUsage;
+  }
+  std::string account;
+  if (auto k = a.options.find("key"); k != a.options.end()) {
+    Result<std::string> acc = store.accountOfKey(k->second);
+    if (!acc.isOk()) return fail(acc.status(), err);
+    account = acc.value();
+  }
+  int64_t now = nowMs();
+  Result<std::string> token = store.createPortalLink(kind, email, tier, account, now);
+  if (!token.isOk()) return fail(token.status(), err);
+  std::string link = portalLinkUrl(opts, kind, token.value());
+  if (a.json) {
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    putString(w, "email", email);
+    putString(w, "link", link);
+    putOptTime(w, "expires_at", now + Store::kLinkTtlMs);
+    w.EndObject();
+    out << sb.GetString() << "\n";
+    return kExitOk;
+  }
+  out << (kind == "invite" ? "Sign-up link for " : "Password reset link for ") << email
+      << " (one use, valid 72 h):\n"
+      << link << "\n";
+  return kExitOk;
+}
+
+int accountList(Store& store, const Args& a, std::ostream& out, std::ostream& err) {
+  if (!checkKnown(a, {}, err)) return kExitUsage;
+  Result<std::vector<Person>> people = store.listPeople();
+  if (!people.isOk()) return fail(people.status(), err);
+  if (a.json) {
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartArray();
+    for (const Person& p : people.value()) {
+      w.StartObject();
+      putString(w, "email", p.email);
+      putString(w, "account_id", p.account_id);
+      putString(w, "status", p.status);
+      putOptTime(w, "created_at", p.created_at);
+      w.EndObject();
+    }
+    w.EndArray();
+    out << sb.GetString() << "\n";
+    return kExitOk;
+  }
+  Table t({"EMAIL", "ACCOUNT_ID", "STATUS", "CREATED"});
+  for (const Person& p : people.value()) {
+    t.add({p.email, p.account_id, p.status, iso8601Offset(p.created_at)});
+  }
+  t.print(out);
+  return kExitOk;
+}
+
+int accountShow(Store& store, const std::string& email, const Args& a, std::ostream& out,
+                std::ostream& err) {
+  if (!checkKnown(a, {}, err)) return kExitUsage;
+  Result<std::optional<Person>> p = store.personByEmail(email);
+  if (!p.isOk()) return fail(p.status(), err);
+  if (!p.value()) return fail(Status(404, "no person with email " + email), err);
+  const Person& person = *p.value();
+  Result<AccountQuota> q = store.quota(person.account_id);
+  if (!q.isOk()) return fail(q.status(), err);
+  Result<std::vector<AccountKey>> keys = store.accountKeys(person.account_id, nowMs());
+  if (!keys.isOk()) return fail(keys.status(), err);
+  if (a.json) {
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    putString(w, "email", person.email);
+    putString(w, "account_id", person.account_id);
+    putString(w, "status", person.status);
+    putString(w, "tier", q.value().tier);
+    w.Key("quota");
+    w.StartObject();
+    w.Key("fast");
+    w.Int64(q.value().remaining.fast);
+    w.Key("standard");
+    w.Int64(q.value().remaining.standard);
+    w.Key("perfect");
+    w.Int64(q.value().remaining.perfect);
+    w.EndObject();
+    putOptTime(w, "expire_at", q.value().expire_at_ms);
+    w.Key("keys");
+    w.StartArray();
+    for (const AccountKey& k : keys.value()) {
+      w.StartObject();
+      putString(w, "key_id", k.key_id);
+      putString(w, "name", k.name);
+      putString(w, "prefix", k.display_prefix);
+      putString(w, "status", k.status);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    out << sb.GetString() << "\n";
+    return kExitOk;
+  }
+  out << "email:      " << person.email << "\n"
+      << "account_id: " << person.account_id << "\n"
+      << "status:     " << person.status << "\n"
+      << "tier:       " << q.value().tier << "\n"
+      << "quota:      fast " << q.value().remaining.fast << ", standard "
+      << q.value().remaining.standard << ", perfect " << q.value().remaining.perfect
+      << " (expire_at " << iso8601Offset(q.value().expire_at_ms) << ")\n";
+  Table t({"KEY_ID", "PREFIX", "STATUS", "NAME"});
+  for (const AccountKey& k : keys.value()) t.add({k.key_id, k.display_prefix, k.status, k.name});
+  t.print(out);
+  return kExitOk;
+}
+
 // Runs the command; errors go to err as text lines "eqctl: ...".
 int dispatch(Store& store, const EqctlOptions& opts, const std::string& noun,
              const std::string& verb, const Args& a, std::ostream& out, std::ostream& err) {
@@ -1228,6 +1381,22 @@ int dispatch(Store& store, const EqctlOptions& opts, const std::string& noun,
   if (noun == "key" && verb == "list") return keyList(store, a, out, err);
   if (noun == "delivery" && verb == "list") return deliveryList(store, a, out, err);
   if (noun == "task" && verb == "list") return taskList(store, a, out, err);
+  if (noun == "account" && verb == "list") return accountList(store, a, out, err);
+  if (noun == "account") {
+    if (a.positional.size() != 1) {
+      err << "eqctl: account " << verb << " needs one EMAIL\n";
+      return kExitUsage;
+    }
+    const std::string& email = a.positional[0];
+    if (verb == "invite") return accountLink(store, opts, "invite", email, a, out, err);
+    if (verb == "reset-password") return accountLink(store, opts, "reset", email, a, out, err);
+    if (verb == "show") return accountShow(store, email, a, out, err);
+    // disable
+    if (!checkKnown(a, {}, err)) return kExitUsage;
+    if (Status s = store.disablePerson(email, nowMs()); !s.isOk()) return fail(s, err);
+    out << "disabled " << email << ": sessions ended, keys revoked\n";
+    return kExitOk;
+  }
 
   // Every other command takes exactly one id.
   if (a.positional.size() != 1) {

@@ -18,6 +18,9 @@ struct EqctlOptions {
   // EQ_WEBHOOK_ALLOW_CIDRS: non-public ranges a default webhook URL may name
   // literally, the same rule eq-api applies to webhook_url.
   net::CidrSet webhook_allow;
+  // EQ_PORTAL_URL: where people open the developer center, for the links
+  // `account invite` and `account reset-password` print.
+  std::string portal_url = "http://127.0.0.1:8080";
 };
 
 // Exit codes, documented in `eqctl --help` and the README. Scripts can tell

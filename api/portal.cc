@@ -1,0 +1,1131 @@
+// The developer center's JSON (PRODUCT.md §9): /portal/api/..., a resource
+// of eq-api like any other. Requests carry the session cookie instead of a
+// bearer key; every database step is a DbRequest on the database thread,
+// and the slow, memory-hard password hashing runs on libuv's thread pool,
+// never on the loop.
+//
+// Sessions and CSRF: the cookie eq_session holds a random 256-bit id (only
+// its SHA-256 is stored); every POST needs an Origin equal to this host's
+// and the session's CSRF token in X-CSRF-Token. Sign-in, registration and
+// setting a password through a link have no session yet: they need the
+// same-origin Origin only.
+#include <uv.h>
+
+#include <cctype>
+
+#include "api/handlers.h"
+#include "api/request_util.h"
+#include "api/validation.h"
+#include "common/crypto.h"
+#include "common/ids.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/password.h"
+
+namespace eq::api {
+using util::putString;
+using util::putTime;
+using util::Writer;
+
+namespace {
+
+constexpr std::string_view kCookie = "eq_session";
+constexpr int kJsonDepth = 8;
+constexpr int kUsageDays = 30;
+constexpr std::size_t kMaxEmailBytes = 254;
+constexpr std::size_t kMaxPasswordBytes = 1024;  // bounds the KDF's input, not its cost
+constexpr std::size_t kMaxKeyNameChars = 64;
+
+// The value of one cookie in the Cookie header; empty when absent.
+std::string cookieValue(const HttpRequest& req, std::string_view name) {
+  const std::string* header = req.header("cookie");
+  if (header == nullptr) return "";
+  std::string_view rest = *header;
+  while (!rest.empty()) {
+    std::size_t end = rest.find(';');
+    std::string_view pair = rest.substr(0, end);
+    while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
+    if (pair.size() > name.size() && pair.substr(0, name.size()) == name &&
+        pair[name.size()] == '=') {
+      return std::string(pair.substr(name.size() + 1));
+    }
+    if (end == std::string_view::npos) break;
+    rest.remove_prefix(end + 1);
+  }
+  return "";
+}
+
+// A state-changing request must come from a page of this origin: its Origin
+// header names the host it was sent to. Browsers send Origin on every POST
+// made by fetch(), same-origin included.
+bool sameOrigin(const HttpRequest& req) {
+  const std::string* origin = req.header("origin");
+  const std::string* host = req.header("host");
+  if (origin == nullptr || host == nullptr || host->empty()) return false;
+  return *origin == "http://" + *host || *origin == "https://" + *host;
+}
+
+std::string lowerAscii(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+// A plausible address: one @, something on both sides, a dot after it, no
+// spaces or controls. Whether it receives mail is not ours to check.
+bool plausibleEmail(const std::string& e) {
+  if (e.empty() || e.size() > kMaxEmailBytes) return false;
+  std::size_t at = e.find('@');
+  if (at == 0 || at == std::string::npos || e.find('@', at + 1) != std::string::npos) return false;
+  std::size_t dot = e.find('.', at + 2);
+  if (dot == std::string::npos || dot + 1 >= e.size()) return false;
+  for (unsigned char ch : e) {
+    if (ch <= 0x20 || ch == 0x7f) return false;
+  }
+  return true;
+}
+
+std::string hexAddress(const std::string& raw) {
+  return raw.empty() ? "unknown" : crypto::hex(raw);
+}
+
+// The body as a JSON object; a 400 message otherwise.
+Status parseObject(const std::string& body, rapidjson::Document* doc) {
+  if (Status s = json::parse(body, doc, kJsonDepth); !s.isOk()) {
+    return Status(400, "invalid JSON: " + s.msg());
+  }
+  if (!doc->IsObject()) return Status(400, "the body must be a JSON object");
+  return Status::ok();
+}
+
+// A string member; absent or not a string reads as empty.
+std::string member(const rapidjson::Document& doc, const char* name) {
+  auto it = doc.FindMember(name);
+  if (it == doc.MemberEnd() || !it->value.IsString()) return "";
+  return std::string(it->value.GetString(), it->value.GetStringLength());
+}
+
+std::string queryParam(const std::string& query, std::string_view name) {
+  std::string_view rest = query;
+  while (!rest.empty()) {
+    std::size_t end = rest.find('&');
+    std::string_view pair = rest.substr(0, end);
+    if (pair.size() > name.size() && pair.substr(0, name.size()) == name &&
+        pair[name.size()] == '=') {
+      return std::string(pair.substr(name.size() + 1));
+    }
+    if (end == std::string_view::npos) break;
+    rest.remove_prefix(end + 1);
+  }
+  return "";
+}
+
+void writeQuota(Writer& w, const AccountQuota& q) {
+  w.Key("quota");
+  w.StartObject();
+  w.Key("fast");
+  w.Int64(q.remaining.fast);
+  w.Key("standard");
+  w.Int64(q.remaining.standard);
+  w.Key("perfect");
+  w.Int64(q.remaining.perfect);
+  w.EndObject();
+  putString(w, "expire_at", iso8601Offset(q.expire_at_ms));
+  putString(w, "tier", q.tier);
+}
+
+void writeDelivery(Writer& w, const DeliveryRecord& d) {
+  w.StartObject();
+  putString(w, "delivery_id", d.delivery_id);
+  putString(w, "task_id", d.task_id);
+  putString(w, "event", d.event);
+  putString(w, "url", d.url);
+  putString(w, "status", d.status);
+  w.Key("attempts");
+  w.Int(d.attempts);
+  putTime(w, "created_at", d.created_at);
+  putTime(w, "last_attempt_at", d.last_attempt_at);
+  w.Key("last_status");
+  if (d.last_status > 0) w.Int(d.last_status); else w.Null();
+  putTime(w, "next_attempt_at", d.next_attempt_at);
+  putString(w, "last_error", d.last_error);
+  w.EndObject();
+}
+
+std::string text(const rapidjson::StringBuffer& sb) {
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+// What a portal handler's database step leaves for its answer.
+struct Step {
+  Status answer;          // not ok: answered with its code and message
+  std::string data_json;  // ok: the data of the envelope
+  PortalSession session;
+  bool no_session = false;
+  bool bad_csrf = false;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------- plumbing
+
+void ApiService::offLoop(std::function<void()> work, std::function<void()> then) {
+  struct Job {
+    uv_work_t req;
+    std::function<void()> work;
+    std::function<void()> then;
+  };
+  auto* job = new Job{{}, std::move(work), std::move(then)};
+  job->req.data = job;
+  int rc = uv_queue_work(
+      ctx_.loop, &job->req, [](uv_work_t* r) { static_cast<Job*>(r->data)->work(); },
+      [](uv_work_t* r, int) {
+        std::unique_ptr<Job> j(static_cast<Job*>(r->data));
+        j->then();
+      });
+  if (rc != 0) {
+    // Only when the loop is closing: run both here rather than lose the call.
+    std::unique_ptr<Job> j(job);
+    j->work();
+    j->then();
+  }
+}
+
+void ApiService::portalAnswer(const Info& info, const Responder& res, const Status& s,
+                              std::string_view data_json, std::string_view msg) {
+  info->extra_headers.emplace_back("Cache-Control", "no-store");
+  if (!s.isOk()) {
+    sendError(info, res, s.code(), s.msg());
+    return;
+  }
+  sendJson(info, res, 200, data_json, msg);
+}
+
+void ApiService::withSession(const CallPtr& c, SessionWork work, SessionThen then) {
+  bool mutating = c->req.method == "POST";
+  if (mutating && !sameOrigin(c->req)) {
+    portalAnswer(c->info, c->res, Status(403, "cross-origin request refused"), "", "");
+    return;
+  }
+  std::string session_id = cookieValue(c->req, kCookie);
+  if (session_id.empty()) {
+    portalAnswer(c->info, c->res, Status(401, "not signed in"), "", "");
+    return;
+  }
+  const std::string* csrf_header = c->req.header("x-csrf-token");
+  std::string csrf = csrf_header != nullptr ? *csrf_header : "";
+  auto step = std::make_shared<Step>();
+  auto r = std::make_unique<DbRequest>();
+  r->now_ms = ctx_.clock->nowMs();
+  r->deadline_ms = dbDeadline();
+  int64_t now = r->now_ms;
+  r->work = [step, session_id, csrf, mutating, now, work = std::move(work)](
+                Store& store, const AuthContext*) -> Status {
+    Result<std::optional<PortalSession>> s = store.session(session_id, now);
+    if (!s.isOk()) return s.status();
+    if (!s.value()) {
+      step->no_session = true;
+      return Status::ok();
+    }
+    step->session = *s.value();
+    if (mutating && !crypto::constantTimeEqual(csrf, step->session.csrf)) {
+      step->bad_csrf = true;
+      return Status::ok();
+    }
+    return work(store, step->session, step->answer, step->data_json);
+  };
+  r->done = [this, c, step, then = std::move(then)](DbRequest& done) {
+    if (!done.status.isOk()) {
+      log::error("database step failed",
+                 {{"request_id", c->info->request_id}, {"error", done.status.msg()}});
+      unavailable(c->info, c->res, "the database is busy");
+      return;
+    }
+    if (step->no_session) {
+      portalAnswer(c->info, c->res, Status(401, "not signed in, or the session ended"), "", "");
+      return;
+    }
+    c->info->key_prefix = "portal:" + step->session.person_id;
+    if (step->bad_csrf) {
+      portalAnswer(c->info, c->res, Status(403, "missing or wrong X-CSRF-Token"), "", "");
+      return;
+    }
+    then(c, step->session, step->answer, step->data_json);
+  };
+  ctx_.db->submit(std::move(r));
+}
+
+void ApiService::portalSimple(const CallPtr& c, SessionWork work) {
+  withSession(c, std::move(work),
+              [this](const CallPtr& call, const PortalSession&, const Status& answer,
+                     const std::string& data) {
+                portalAnswer(call->info, call->res, answer, data.empty() ? "{}" : data, "ok");
+              });
+}
+
+void ApiService::portalAuthorize(const CallPtr& c, DbWork work, Then then) {
+  // The playground: the reply and analyze handlers, authenticated by the
+  // session instead of a key. Their calls are charged to the account like
+  // any other (their tasks name the key id "portal").
+  auto auth = std::make_shared<AuthContext>();
+  withSession(
+      c,
+      [auth, work = std::move(work)](Store& store, const PortalSession& s, Status&,
+                                     std::string&) -> Status {
+        auth->key_id = "portal";
+        auth->account_id = s.account_id;
+        auth->display_prefix = "portal";
+        return work ? work(store, auth.get()) : Status::ok();
+      },
+      [auth, then = std::move(then)](const CallPtr& call, const PortalSession&, const Status&,
+                                     const std::string&) {
+        call->auth = *auth;
+        then(call);
+      });
+}
+
+std::string ApiService::sessionCookie(const std::string& session_id) const {
+  std::string cookie = std::string(kCookie) + "=" + session_id +
+                       "; Path=/portal; HttpOnly; SameSite=Strict; Max-Age=" +
+                       std::to_string(Store::kSessionMaxMs / 1000);
+  if (!ctx_.config->portal_insecure_cookies) cookie += "; Secure";
+  return cookie;
+}
+
+void ApiService::startSession(const CallPtr& c, const std::string& person_id,
+                              const std::string& email) {
+  auto created = std::make_shared<NewSession>();
+  auto r = std::make_unique<DbRequest>();
+  r->now_ms = ctx_.clock->nowMs();
+  r->deadline_ms = dbDeadline();
+  int64_t now = r->now_ms;
+  r->work = [created, person_id, now](Store& store, const AuthContext*) -> Status {
+    Result<NewSession> s = store.createSession(person_id, now);
+    if (!s.isOk()) return s.status();
+    *created = s.value();
+    return Status::ok();
+  };
+  r->done = [this, c, created, email](DbRequest& done) {
+    if (!done.status.isOk()) {
+      unavailable(c->info, c->res, "the database is busy");
+      return;
+    }
+    c->info->extra_headers.emplace_back("Set-Cookie", sessionCookie(created->session_id));
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    putString(w, "email", email);
+    putString(w, "csrf", created->csrf);
+    w.EndObject();
+    portalAnswer(c->info, c->res, Status::ok(), text(sb), "signed in");
+  };
+  ctx_.db->submit(std::move(r));
+}
+
+// ---------------------------------------------------------------- no session yet
+
+void ApiService::portalConfig(const CallPtr& c) {
+  std::string data = "{\"signup\":\"" + ctx_.config->portal_signup + "\"}";
+  portalAnswer(c->info, c->res, Status::ok(), data, "ok");
+}
+
+void ApiService::portalLink(const CallPtr& c) {
+  std::string token = c->req.path.substr(std::string_view("/portal/api/links/").size());
+  auto link = std::make_shared<std::optional<PortalLink>>();
+  auto r = std::make_unique<DbRequest>();
+  r->now_ms = ctx_.clock->nowMs();
+  r->deadline_ms = dbDeadline();
+  r->writes = false;
+  int64_t now = r->now_ms;
+  r->work = [link, token, now](Store& store, const AuthContext*) -> Status {
+    Result<std::optional<PortalLink>> l = store.portalLink(token, now);
+    if (!l.isOk()) return l.status();
+    *link = l.value();
+    return Status::ok();
+  };
+  r->done = [this, c, link](DbRequest& done) {
+    if (!done.status.isOk()) {
+      unavailable(c->info, c->res, "the database is busy");
+      return;
+    }
+    if (!*link) {
+      portalAnswer(c->info, c->res,
+                   Status(404, "this link was used, has expired or is unknown; ask for a new one"),
+                   "", "");
+      return;
+    }
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    putString(w, "kind", (*link)->kind);
+    putString(w, "email", (*link)->email);
+    putTime(w, "expires_at", (*link)->expires_at);
+    w.EndObject();
+    portalAnswer(c->info, c->res, Status::ok(), text(sb), "ok");
+  };
+  ctx_.db->submit(std::move(r));
+}
+
+void ApiService::portalUseLink(const CallPtr& c) {
+  if (!sameOrigin(c->req)) {
+    portalAnswer(c->info, c->res, Status(403, "cross-origin request refused"), "", "");
+    return;
+  }
+  rapidjson::Document doc;
+  if (Status s = parseObject(c->req.body, &doc); !s.isOk()) {
+    portalAnswer(c->info, c->res, s, "", "");
+    return;
+  }
+  std::string token = member(doc, "token");
+  std::string pass = member(doc, "password");
+  if (token.empty() || token.size() > 64) {
+    portalAnswer(c->info, c->res, Status(400, "token: the link's token is required"), "", "");
+    return;
+  }
+  if (!password::acceptable(pass) || pass.size() > kMaxPasswordBytes) {
+    portalAnswer(c->info, c->res,
+                 Status(400, "password: at least 10 characters (and at most 1024 bytes)"), "",
+                 "");
+    return;
+  }
+  auto hashed = std::make_shared<std::string>();
+  offLoop([hashed, pass] { *hashed = password::hash(pass); },
+          [this, c, hashed, token] {
+            if (hashed->empty()) {
+              portalAnswer(c->info, c->res, Status(500, "password hashing failed"), "", "");
+              return;
+            }
+            auto person = std::make_shared<Result<Person>>(Status(500, "not run"));
+            auto r = std::make_unique<DbRequest>();
+            r->now_ms = ctx_.clock->nowMs();
+            r->deadline_ms = dbDeadline();
+            int64_t now = r->now_ms;
+            r->work = [person, token, hashed, now](Store& store, const AuthContext*) -> Status {
+              *person = store.usePortalLink(token, *hashed, now);
+              // A refused link is an answer, not a database failure.
+              return person->isOk() || person->status().code() < 500 ? Status::ok()
+                                                                     : person->status();
+            };
+            r->done = [this, c, person](DbRequest& done) {
+              if (!done.status.isOk()) {
+                unavailable(c->info, c->res, "the database is busy");
+                return;
+              }
+              if (!person->isOk()) {
+                portalAnswer(c->info, c->res, person->status(), "", "");
+                return;
+              }
+              log::info("portal password set through a link",
+                        {{"request_id", c->info->request_id},
+                         {"person_id", person->value().person_id}});
+              startSession(c, person->value().person_id, person->value().email);
+            };
+            ctx_.db->submit(std::move(r));
+          });
+}
+
+void ApiService::portalRegister(const CallPtr& c) {
+  if (ctx_.config->portal_signup != "open") {
+    portalAnswer(c->info, c->res,
+                 Status(403, "registration is by invitation: ask the operator for a link"), "",
+                 "");
+    return;
+  }
+  if (!sameOrigin(c->req)) {
+    portalAnswer(c->info, c->res, Status(403, "cross-origin request refused"), "", "");
+    return;
+  }
+  rapidjson::Document doc;
+  if (Status s = parseObject(c->req.body, &doc); !s.isOk()) {
+    portalAnswer(c->info, c->res, s, "", "");
+    return;
+  }
+  std::string email = lowerAscii(member(doc, "email"));
+  std::string pass = member(doc, "password");
+  if (!plausibleEmail(email)) {
+    portalAnswer(c->info, c->res, Status(400, "email: an address like name@example.com"), "", "");
+    return;
+  }
+  if (!password::acceptable(pass) || pass.size() > kMaxPasswordBytes) {
+    portalAnswer(c->info, c->res,
+                 Status(400, "password: at least 10 characters (and at most 1024 bytes)"), "",
+                 "");
+    return;
+  }
+  auto hashed = std::make_shared<std::string>();
+  offLoop([hashed, pass] { *hashed = password::hash(pass); },
+          [this, c, hashed, email] {
+            auto person = std::make_shared<Result<Person>>(Status(500, "not run"));
+            auto r = std::make_unique<DbRequest>();
+            r->now_ms = ctx_.clock->nowMs();
+            r->deadline_ms = dbDeadline();
+            int64_t now = r->now_ms;
+            r->work = [person, email, hashed, now](Store& store, const AuthContext*) -> Status {
+              *person = store.registerPerson(email, *hashed, now);
+              return person->isOk() || person->status().code() < 500 ? Status::ok()
+                                                                     : person->status();
+            };
+            r->done = [this, c, person](DbRequest& done) {
+              if (!done.status.isOk()) {
+                unavailable(c->info, c->res, "the database is busy");
+                return;
+              }
+              if (!person->isOk()) {
+                portalAnswer(c->info, c->res, person->status(), "", "");
+                return;
+              }
+              startSession(c, person->value().person_id, person->value().email);
+            };
+            ctx_.db->submit(std::move(r));
+          });
+}
+
+void ApiService::portalSignin(const CallPtr& c) {
+  if (!sameOrigin(c->req)) {
+    portalAnswer(c->info, c->res, Status(403, "cross-origin request refused"), "", "");
+    return;
+  }
+  rapidjson::Document doc;
+  if (Status s = parseObject(c->req.body, &doc); !s.isOk()) {
+    portalAnswer(c->info, c->res, s, "", "");
+    return;
+  }
+  struct Attempt {
+    std::string email, password, email_scope, addr_scope;
+    int64_t retry_at = 0;  // > 0: limited
+    std::optional<Person> person;
+    bool ok = false;
+  };
+  auto a = std::make_shared<Attempt>();
+  a->email = lowerAscii(member(doc, "email"));
+  a->password = member(doc, "password");
+  if (a->email.empty() || a->password.empty() || a->email.size() > kMaxEmailBytes ||
+      a->password.size() > kMaxPasswordBytes) {
+    portalAnswer(c->info, c->res, Status(400, "email and password are required"), "", "");
+    return;
+  }
+  a->email_scope = "email:" + a->email;
+  a->addr_scope = "addr:" + hexAddress(c->req.client);
+  auto r = std::make_unique<DbRequest>();
+  r->now_ms = ctx_.clock->nowMs();
+  r->deadline_ms = dbDeadline();
+  r->writes = false;
+  int64_t now = r->now_ms;
+  r->work = [a, now](Store& store, const AuthContext*) -> Status {
+    for (const std::string* scope : {&a->email_scope, &a->addr_scope}) {
+      Result<int64_t> n = store.signinFailures(*scope, now);
+      if (!n.isOk()) return n.status();
+      if (n.value() >= Store::kSigninMaxFailures) {
+        Result<int64_t> at = store.signinRetryAt(*scope, now);
+        if (!at.isOk()) return at.status();
+        a->retry_at = std::max(a->retry_at, at.value());
+      }
+    }
+    if (a->retry_at > 0) return Status::ok();
+    Result<std::optional<Person>> p = store.personByEmail(a->email);
+    if (!p.isOk()) return p.status();
+    a->person = p.value();
+    return Status::ok();
+  };
+  r->done = [this, c, a, now](DbRequest& done) {
+    if (!done.status.isOk()) {
+      unavailable(c->info, c->res, "the database is busy");
+      return;
+    }
+    if (a->retry_at > 0) {
+      int64_t secs = std::max<int64_t>(1, (a->retry_at - now + 999) / 1000);
+      c->info->extra_headers.emplace_back("Retry-After", std::to_string(secs));
+      portalAnswer(c->info, c->res,
+                   Status(429, "too many failed sign-ins; retry after " + std::to_string(secs) +
+                                   " s"),
+                   "", "");
+      return;
+    }
+    // The same work whether or not the email is known: an unknown email and
+    // a wrong password take the same time and get the same answer.
+    offLoop(
+        [a] {
+          if (a->person && a->person->status == "active" && !a->person->password_hash.empty()) {
+            a->ok = password::verify(a->password, a->person->password_hash);
+          } else {
+            password::burnVerifyTime(a->password);
+          }
+        },
+        [this, c, a] {
+          if (a->ok) {
+            startSession(c, a->person->person_id, a->person->email);
+            return;
+          }
+          auto r2 = std::make_unique<DbRequest>();
+          r2->now_ms = ctx_.clock->nowMs();
+          r2->deadline_ms = dbDeadline();
+          int64_t at = r2->now_ms;
+          r2->work = [a, at](Store& store, const AuthContext*) -> Status {
+            if (Status s = store.recordSigninFailure(a->email_scope, at); !s.isOk()) return s;
+            return store.recordSigninFailure(a->addr_scope, at);
+          };
+          r2->done = [this, c](DbRequest&) {
+            portalAnswer(c->info, c->res, Status(401, "wrong email or password"), "", "");
+          };
+          ctx_.db->submit(std::move(r2));
+        });
+  };
+  ctx_.db->submit(std::move(r));
+}
+
+// ---------------------------------------------------------------- session
+
+void ApiService::portalSignout(const CallPtr& c) {
+  std::string session_id = cookieValue(c->req, kCookie);
+  withSession(
+      c,
+      [session_id](Store& store, const PortalSession&, Status&, std::string&) -> Status {
+        return store.endSession(session_id);
+      },
+      [this](const CallPtr& call, const PortalSession&, const Status&, const std::string&) {
+        std::string cookie = std::string(kCookie) + "=; Path=/portal; HttpOnly; SameSite=Strict; "
+                                                    "Max-Age=0";
+        if (!ctx_.config->portal_insecure_cookies) cookie += "; Secure";
+        call->info->extra_headers.emplace_back("Set-Cookie", cookie);
+        portalAnswer(call->info, call->res, Status::ok(), "{}", "signed out");
+      });
+}
+
+void ApiService::portalMe(const CallPtr& c) {
+  int64_t now = ctx_.clock->nowMs();
+  std::string env = ctx_.config->env;
+  portalSimple(c, [now, env](Store& store, const PortalSession& s, Status&,
+                             std::string& data) -> Status {
+    Result<AccountQuota> q = store.quota(s.account_id);
+    if (!q.isOk()) return q.status();
+    int64_t midnight = now - now % (24 * 3'600'000LL);
+    Result<std::vector<UsageRow>> today = store.usage(s.account_id, midnight);
+    if (!today.isOk()) return today.status();
+    TaskFilter failed;
+    failed.status = "failed";
+    failed.limit = 5;
+    Result<std::vector<TaskRecord>> errors = store.accountTasks(s.account_id, failed);
+    if (!errors.isOk()) return errors.status();
+    Result<std::vector<DeliveryRecord>> bad = store.accountDeliveries(s.account_id, "failed", 5);
+    if (!bad.isOk()) return bad.status();
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    putString(w, "email", s.email);
+    putString(w, "account_id", s.account_id);
+    putString(w, "csrf", s.csrf);
+    putString(w, "env", env);
+    writeQuota(w, q.value());
+    int64_t calls = 0, refunded = 0;
+    for (const UsageRow& u : today.value()) {
+      calls += u.calls;
+      refunded += u.refunded;
+    }
+    w.Key("calls_today");
+    w.Int64(calls);
+    w.Key("refunded_today");
+    w.Int64(refunded);
+    w.Key("recent_failed_tasks");
+    w.StartArray();
+    for (const TaskRecord& t : errors.value()) {
+      w.StartObject();
+      putString(w, "task_id", t.task_id);
+      putString(w, "mode", t.mode);
+      w.Key("code");
+      w.Int(t.error_code);
+      putString(w, "msg", t.error_msg);
+      putTime(w, "finished_at", t.finished_at);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("recent_failed_deliveries");
+    w.StartArray();
+    for (const DeliveryRecord& d : bad.value()) writeDelivery(w, d);
+    w.EndArray();
+    w.EndObject();
+    data = text(sb);
+    return Status::ok();
+  });
+}
+
+void ApiService::portalPassword(const CallPtr& c) {
+  rapidjson::Document doc;
+  if (Status s = parseObject(c->req.body, &doc); !s.isOk()) {
+    portalAnswer(c->info, c->res, s, "", "");
+    return;
+  }
+  std::string current = member(doc, "current_password");
+  std::string next = member(doc, "new_password");
+  if (!password::acceptable(next) || next.size() > kMaxPasswordBytes) {
+    portalAnswer(c->info, c->res,
+                 Status(400, "new_password: at least 10 characters (and at most 1024 bytes)"), "",
+                 "");
+    return;
+  }
+  std::string session_id = cookieValue(c->req, kCookie);
+  checkPassword(c, current, [this, next, session_id](const CallPtr& call, const Person& p) {
+    auto hashed = std::make_shared<std::string>();
+    offLoop([hashed, next] { *hashed = password::hash(next); },
+            [this, call, hashed, p, session_id] {
+              auto r = std::make_unique<DbRequest>();
+              r->now_ms = ctx_.clock->nowMs();
+              r->deadline_ms = dbDeadline();
+              int64_t now = r->now_ms;
+              r->work = [hashed, p, session_id, now](Store& store, const AuthContext*) -> Status {
+                if (Status s = store.setPassword(p.person_id, *hashed, now); !s.isOk()) return s;
+                // A password change ends every other session (PRODUCT.md §9).
+                return store.endOtherSessions(p.person_id, session_id);
+              };
+              r->done = [this, call](DbRequest& done) {
+                if (!done.status.isOk()) {
+                  unavailable(call->info, call->res, "the database is busy");
+                  return;
+                }
+                portalAnswer(call->info, call->res, Status::ok(), "{}",
+                             "password changed; other sessions ended");
+              };
+              ctx_.db->submit(std::move(r));
+            });
+  });
+}
+
+void ApiService::checkPassword(const CallPtr& c, const std::string& pass, PersonThen then) {
+  auto person = std::make_shared<std::optional<Person>>();
+  withSession(
+      c,
+      [person](Store& store, const PortalSession& s, Status&, std::string&) -> Status {
+        Result<std::optional<Person>> p = store.person(s.person_id);
+        if (!p.isOk()) return p.status();
+        *person = p.value();
+        return Status::ok();
+      },
+      [this, person, pass, then = std::move(then)](const CallPtr& call, const PortalSession&,
+                                                   const Status&, const std::string&) {
+        auto ok = std::make_shared<bool>(false);
+        offLoop(
+            [person, pass, ok] {
+              if (*person && !(*person)->password_hash.empty()) {
+                *ok = password::verify(pass, (*person)->password_hash);
+              } else {
+                password::burnVerifyTime(pass);
+              }
+            },
+            [this, call, person, ok, then] {
+              if (!*ok) {
+                portalAnswer(call->info, call->res, Status(403, "wrong password"), "", "");
+                return;
+              }
+              then(call, **person);
+            });
+      });
+}
+
+// ---------------------------------------------------------------- keys
+
+void ApiService::portalKeys(const CallPtr& c) {
+  int64_t now = ctx_.clock->nowMs();
+  portalSimple(c, [now](Store& store, const PortalSession& s, Status&, std::string& data) -> Status {
+    Result<std::vector<AccountKey>> keys = store.accountKeys(s.account_id, now);
+    if (!keys.isOk()) return keys.status();
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    w.Key("keys");
+    w.StartArray();
+    for (const AccountKey& k : keys.value()) {
+      w.StartObject();
+      putString(w, "key_id", k.key_id);
+      putString(w, "name", k.name);
+      putString(w, "env", k.env);
+      putString(w, "prefix", k.display_prefix);
+      putString(w, "status", k.status);
+      putTime(w, "created_at", k.created_at);
+      putTime(w, "last_used_at", k.last_used_at);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    data = text(sb);
+    return Status::ok();
+  });
+}
+
+void ApiService::portalKeyCreate(const CallPtr& c) {
+  rapidjson::Document doc;
+  if (Status s = parseObject(c->req.body, &doc); !s.isOk()) {
+    portalAnswer(c->info, c->res, s, "", "");
+    return;
+  }
+  std::string name = trimUnicodeSpace(member(doc, "name"));
+  std::string env = member(doc, "env");
+  if (env.empty()) env = ctx_.config->env;
+  if (name.empty() || codePoints(name) > kMaxKeyNameChars) {
+    portalAnswer(c->info, c->res, Status(400, "name: 1 to 64 characters"), "", "");
+    return;
+  }
+  if (env != ctx_.config->env) {
+    // A key of the other environment would never authenticate here.
+    portalAnswer(c->info, c->res,
+                 Status(400, "env: this deployment issues " + ctx_.config->env + " keys"), "",
+                 "");
+    return;
+  }
+  int64_t now = ctx_.clock->nowMs();
+  portalSimple(c, [name, env, now](Store& store, const PortalSession& s, Status&,
+                                   std::string& data) -> Status {
+    Result<CreatedKey> k = store.createAccountKey(s.account_id, name, env, now);
+    if (!k.isOk()) return k.status();
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    putString(w, "key_id", k.value().key_id);
+    putString(w, "api_key", k.value().api_key);
+    putString(w, "prefix", k.value().display_prefix);
+    putString(w, "name", name);
+    putString(w, "env", env);
+    w.EndObject();
+    data = text(sb);
+    return Status::ok();
+  });
+}
+
+void ApiService::portalKeyChange(const CallPtr& c, bool rotate) {
+  rapidjson::Document doc;
+  if (Status s = parseObject(c->req.body, &doc); !s.isOk()) {
+    portalAnswer(c->info, c->res, s, "", "");
+    return;
+  }
+  std::string key_id = member(doc, "key_id");
+  int64_t now = ctx_.clock->nowMs();
+  portalSimple(c, [key_id, rotate, now](Store& store, const PortalSession& s, Status& answer,
+                                        std::string& data) -> Status {
+    Result<std::string> owner = store.accountOfKey(key_id);
+    if (!owner.isOk() && owner.status().code() >= 500) return owner.status();
+    if (!owner.isOk() || owner.value() != s.account_id) {
+      answer = Status(404, "no key " + key_id + " in this account");
+      return Status::ok();
+    }
+    if (!rotate) {
+      Status r = store.revokeKey(key_id);
+      if (r.code() >= 500) return r;
+      answer = r.isOk() ? Status::ok() : Status(409, "the key is already revoked");
+      data = "{}";
+      return Status::ok();
+    }
+    Result<CreatedKey> k = store.rotateKey(key_id, std::nullopt, now);
+    if (!k.isOk()) {
+      if (k.status().code() >= 500) return k.status();
+      answer = Status(409, "only an active key can be rotated");
+      return Status::ok();
+    }
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    putString(w, "key_id", k.value().key_id);
+    putString(w, "api_key", k.value().api_key);
+    putString(w, "prefix", k.value().display_prefix);
+    w.EndObject();
+    data = text(sb);
+    return Status::ok();
+  });
+}
+
+void ApiService::portalKeyRotate(const CallPtr& c) { portalKeyChange(c, true); }
+void ApiService::portalKeyRevoke(const CallPtr& c) { portalKeyChange(c, false); }
+
+// ---------------------------------------------------------------- usage
+
+void ApiService::portalUsage(const CallPtr& c) {
+  int64_t now = ctx_.clock->nowMs();
+  portalSimple(c, [now](Store& store, const PortalSession& s, Status&, std::string& data) -> Status {
+    constexpr int64_t kDay = 24 * 3'600'000LL;
+    int64_t first_day = now - now % kDay - (kUsageDays - 1) * kDay;
+    Result<std::vector<UsageRow>> rows = store.usage(s.account_id, first_day);
+    if (!rows.isOk()) return rows.status();
+    // Per day (UTC) and mode: calls, refunded, tokens.
+    std::vector<std::array<UsageRow, 3>> days(kUsageDays);
+    for (const UsageRow& u : rows.value()) {
+      int64_t d = (u.hour - first_day) / kDay;
+      std::optional<Mode> m = parseMode(u.mode);
+      if (d < 0 || d >= kUsageDays || !m) continue;
+      UsageRow& cell = days[static_cast<std::size_t>(d)][static_cast<std::size_t>(*m)];
+      cell.calls += u.calls;
+      cell.refunded += u.refunded;
+      cell.tokens += u.tokens;
+    }
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    w.Key("days");
+    w.StartArray();
+    for (int d = 0; d < kUsageDays; ++d) {
+      w.StartObject();
+      std::string date = iso8601(first_day + d * kDay).substr(0, 10);
+      putString(w, "date", date);
+      for (Mode m : {Mode::kFast, Mode::kStandard, Mode::kPerfect}) {
+        const UsageRow& cell = days[static_cast<std::size_t>(d)][static_cast<std::size_t>(m)];
+        w.Key(std::string(modeName(m)).c_str());
+        w.StartObject();
+        w.Key("calls");
+        w.Int64(cell.calls);
+        w.Key("errors");
+        w.Int64(cell.refunded);
+        w.Key("tokens");
+        w.Int64(cell.tokens);
+        w.EndObject();
+      }
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    data = text(sb);
+    return Status::ok();
+  });
+}
+
+// ---------------------------------------------------------------- playground
+
+void ApiService::portalPlaygroundReply(const CallPtr& c) {
+  c->portal = true;
+  reply(c, false);
+}
+
+void ApiService::portalPlaygroundAnalyze(const CallPtr& c) {
+  c->portal = true;
+  analyze(c);
+}
+
+// ---------------------------------------------------------------- webhooks
+
+void ApiService::portalWebhooks(const CallPtr& c) {
+  int64_t now = ctx_.clock->nowMs();
+  portalSimple(c, [now](Store& store, const PortalSession& s, Status&, std::string& data) -> Status {
+    Result<WebhookSettings> ws = store.webhookSettings(s.account_id, now);
+    if (!ws.isOk()) return ws.status();
+    Result<std::vector<DeliveryRecord>> log = store.accountDeliveries(s.account_id, "", 50);
+    if (!log.isOk()) return log.status();
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    putString(w, "default_url", ws.value().default_url);
+    putTime(w, "previous_secret_until", ws.value().previous_until);
+    w.Key("deliveries");
+    w.StartArray();
+    for (const DeliveryRecord& d : log.value()) writeDelivery(w, d);
+    w.EndArray();
+    w.EndObject();
+    data = text(sb);
+    return Status::ok();
+  });
+}
+
+void ApiService::portalWebhookUrl(const CallPtr& c) {
+  rapidjson::Document doc;
+  if (Status s = parseObject(c->req.body, &doc); !s.isOk()) {
+    portalAnswer(c->info, c->res, s, "", "");
+    return;
+  }
+  std::string url = member(doc, "url");
+  if (!url.empty()) {
+    if (Status s = checkWebhookUrl(url, *ctx_.webhook_allow); !s.isOk()) {
+      portalAnswer(c->info, c->res, Status(400, "url: " + s.msg()), "", "");
+      return;
+    }
+  }
+  portalSimple(c, [url](Store& store, const PortalSession& s, Status&, std::string& data) -> Status {
+    data = "{}";
+    return store.setDefaultWebhookUrl(s.account_id, url);
+  });
+}
+
+void ApiService::portalWebhookSecret(const CallPtr& c, bool rotate) {
+  rapidjson::Document doc;
+  if (Status s = parseObject(c->req.body, &doc); !s.isOk()) {
+    portalAnswer(c->info, c->res, s, "", "");
+    return;
+  }
+  std::string pass = member(doc, "password");
+  checkPassword(c, pass, [this, rotate](const CallPtr& call, const Person& p) {
+    auto data = std::make_shared<std::string>();
+    auto r = std::make_unique<DbRequest>();
+    r->now_ms = ctx_.clock->nowMs();
+    r->deadline_ms = dbDeadline();
+    int64_t now = r->now_ms;
+    r->work = [data, rotate, p, now](Store& store, const AuthContext*) -> Status {
+      if (rotate) {
+        Result<std::string> fresh = store.rotateWebhookSecret(p.account_id, now);
+        if (!fresh.isOk()) return fresh.status();
+      }
+      Result<WebhookSettings> ws = store.webhookSettings(p.account_id, now);
+      if (!ws.isOk()) return ws.status();
+      rapidjson::StringBuffer sb;
+      Writer w(sb);
+      w.StartObject();
+      putString(w, "secret", ws.value().secret);
+      putString(w, "previous_secret", ws.value().previous_secret);
+      putTime(w, "previous_secret_until", ws.value().previous_until);
+      w.EndObject();
+      *data = text(sb);
+      return Status::ok();
+    };
+    r->done = [this, call, data, rotate](DbRequest& done) {
+      if (!done.status.isOk()) {
+        unavailable(call->info, call->res, "the database is busy");
+        return;
+      }
+      portalAnswer(call->info, call->res, Status::ok(), *data,
+                   rotate ? "secret rotated; the previous one signs too for 24 h" : "ok");
+    };
+    ctx_.db->submit(std::move(r));
+  });
+}
+
+void ApiService::portalWebhookReveal(const CallPtr& c) { portalWebhookSecret(c, false); }
+void ApiService::portalWebhookRotate(const CallPtr& c) { portalWebhookSecret(c, true); }
+
+void ApiService::portalWebhookTest(const CallPtr& c) {
+  int64_t now = ctx_.clock->nowMs();
+  portalSimple(c, [now](Store& store, const PortalSession& s, Status& answer,
+                        std::string& data) -> Status {
+    Result<WebhookSettings> ws = store.webhookSettings(s.account_id, now);
+    if (!ws.isOk()) return ws.status();
+    if (ws.value().default_url.empty()) {
+      answer = Status(409, "set a webhook URL first");
+      return Status::ok();
+    }
+    Result<DeliveryRecord> d = store.createTestDelivery(s.account_id, ws.value().default_url, now);
+    if (!d.isOk()) return d.status();
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    writeDelivery(w, d.value());
+    data = text(sb);
+    return Status::ok();
+  });
+}
+
+void ApiService::portalDelivery(const CallPtr& c) {
+  std::string id = c->req.path.substr(std::string_view("/portal/api/deliveries/").size());
+  portalSimple(c, [id](Store& store, const PortalSession& s, Status& answer,
+                       std::string& data) -> Status {
+    Result<std::optional<DeliveryRecord>> d = store.delivery(id);
+    if (!d.isOk()) return d.status();
+    if (!d.value() || d.value()->account_id != s.account_id) {
+      answer = Status(404, "no delivery " + id);
+      return Status::ok();
+    }
+    Result<std::vector<DeliveryAttempt>> attempts = store.deliveryAttempts(id);
+    if (!attempts.isOk()) return attempts.status();
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    w.Key("delivery");
+    writeDelivery(w, *d.value());
+    w.Key("attempts");
+    w.StartArray();
+    for (const DeliveryAttempt& a : attempts.value()) {
+      w.StartObject();
+      w.Key("number");
+      w.Int(a.number);
+      putTime(w, "at", a.at);
+      w.Key("http_status");
+      if (a.http_status > 0) w.Int(a.http_status); else w.Null();
+      w.Key("latency_ms");
+      w.Int64(a.latency_ms);
+      putString(w, "error", a.error);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    data = text(sb);
+    return Status::ok();
+  });
+}
+
+void ApiService::portalDeliveryReplay(const CallPtr& c) {
+  rapidjson::Document doc;
+  if (Status s = parseObject(c->req.body, &doc); !s.isOk()) {
+    portalAnswer(c->info, c->res, s, "", "");
+    return;
+  }
+  std::string id = member(doc, "delivery_id");
+  int64_t now = ctx_.clock->nowMs();
+  portalSimple(c, [id, now](Store& store, const PortalSession& s, Status& answer,
+                            std::string& data) -> Status {
+    Result<std::optional<DeliveryRecord>> d = store.delivery(id);
+    if (!d.isOk()) return d.status();
+    if (!d.value() || d.value()->account_id != s.account_id) {
+      answer = Status(404, "no delivery " + id);
+      return Status::ok();
+    }
+    Result<DeliveryRecord> replayed = store.replayDelivery(id, now);
+    if (!replayed.isOk()) {
+      if (replayed.status().code() >= 500) return replayed.status();
+      answer = replayed.status();  // 409: still pending
+      return Status::ok();
+    }
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    writeDelivery(w, replayed.value());
+    data = text(sb);
+    return Status::ok();
+  });
+}
+
+// ---------------------------------------------------------------- tasks
+
+void ApiService::portalTasks(const CallPtr& c) {
+  TaskFilter f;
+  f.status = queryParam(c->req.query, "status");
+  f.mode = queryParam(c->req.query, "mode");
+  if (!f.status.empty() && !parseTaskStatus(f.status)) {
+    portalAnswer(c->info, c->res,
+                 Status(400, "status: queued, running, succeeded or failed"), "", "");
+    return;
+  }
+  if (!f.mode.empty() && !parseMode(f.mode)) {
+    portalAnswer(c->info, c->res, Status(400, "mode: fast, standard or perfect"), "", "");
+    return;
+  }
+  portalSimple(c, [f](Store& store, const PortalSession& s, Status&, std::string& data) -> Status {
+    Result<std::vector<TaskRecord>> tasks = store.accountTasks(s.account_id, f);
+    if (!tasks.isOk()) return tasks.status();
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    w.Key("tasks");
+    w.StartArray();
+    for (const TaskRecord& t : tasks.value()) {
+      w.StartObject();
+      putString(w, "task_id", t.task_id);
+      putString(w, "status", t.status);
+      putString(w, "mode", t.mode);
+      putTime(w, "created_at", t.created_at);
+      putTime(w, "finished_at", t.finished_at);
+      w.Key("error_code");
+      if (t.error_code != 0) w.Int(t.error_code); else w.Null();
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    data = text(sb);
+    return Status::ok();
+  });
+}
+
+void ApiService::portalTask(const CallPtr& c) {
+  std::string id = c->req.path.substr(std::string_view("/portal/api/tasks/").size());
+  portalSimple(c, [id](Store& store, const PortalSession& s, Status& answer,
+                       std::string& data) -> Status {
+    Result<std::optional<TaskRecord>> t = store.task(id);
+    if (!t.isOk()) return t.status();
+    if (!t.value() || t.value()->account_id != s.account_id) {
+      answer = Status(404, "no task " + id);
+      return Status::ok();
+    }
+    Result<std::optional<DeliveryRecord>> d = store.deliveryForTask(id);
+    if (!d.isOk()) return d.status();
+    data = taskJson(*t.value(), d.value() ? &*d.value() : nullptr);
+    return Status::ok();
+  });
+}
+
+}  // namespace eq::api

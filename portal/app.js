@@ -1,0 +1,795 @@
+// EQ Reply developer center: one page, hash-routed, talking to
+// /portal/api/ with the session cookie and the CSRF token. No framework and
+// nothing from another origin: every element is built with the DOM API and
+// every text goes in through textContent, so no server string is ever parsed
+// as HTML.
+'use strict';
+
+// ---------------------------------------------------------------- texts
+
+const TEXTS = {
+  en: {
+    overview: 'Overview', keys: 'Keys', usage: 'Usage', playground: 'Playground',
+    webhooks: 'Webhooks', tasks: 'Tasks', account: 'Account',
+    signin: 'Sign in', signout: 'Sign out', email: 'Email', password: 'Password',
+    password_again: 'Password again', register: 'Create an account',
+    register_hint: 'New here? Create an account: 100 free units per mode for 30 days.',
+    invite_only: 'Accounts are by invitation: ask the operator for a sign-up link.',
+    welcome: 'Welcome', welcome_hint: 'Choose a password for {email}.',
+    reset: 'Reset your password', reset_hint: 'Choose a new password for {email}. Every session ends.',
+    set_password: 'Set password and sign in', passwords_differ: 'The two passwords differ.',
+    password_rule: 'At least 10 characters.',
+    quota: 'Quota', remaining: 'remaining', expires: 'expires', tier: 'Tier',
+    calls_today: 'Reply calls today', refunded_today: 'refunded',
+    recent_errors: 'Recent errors', no_errors: 'No failed tasks or deliveries. ',
+    failed_task: 'Task {id} failed ({code}): {msg}',
+    failed_delivery: 'Webhook {id} to {url} failed: {err}',
+    key_name: 'Name', env: 'Environment', create_key: 'Create key',
+    key_created: 'Your new key. Copy it now: it is shown only this once.',
+    copy: 'Copy', copied: 'Copied.', copy_failed: 'Select the key and copy it by hand.',
+    prefix: 'Prefix', status: 'Status', created: 'Created', last_used: 'Last used', never: 'never',
+    actions: 'Actions', rotate: 'Rotate', revoke: 'Revoke',
+    confirm_rotate: 'Rotate {prefix}? The old key stops working at once.',
+    confirm_revoke: 'Revoke {prefix}? Calls with it will get 401.',
+    no_keys: 'No keys yet: create one above.',
+    usage_title: 'Reply calls per day, last 30 days', calls: 'Calls', errors: 'Refunded',
+    tokens: 'Tokens', total: 'Total', date: 'Date',
+    message: 'Message they sent you', context: 'Context (optional)', scene: 'Scene (optional)',
+    mode: 'Mode', reply_count: 'Replies', send: 'Get replies', any: 'any',
+    charged_note: 'A playground call is a real call: it charges 1 unit of the mode to your quota.',
+    charged: 'Charged 1 {mode} unit. Request {rid}, {tokens} tokens.',
+    analysis: 'Analysis', emotion: 'Emotion', intensity: 'Intensity', need: 'Underlying need',
+    stage: 'Relationship stage', strategy: 'Suggested strategy', score: 'score',
+    default_url: 'Default webhook URL', save: 'Save', saved: 'Saved.',
+    secret: 'Signing secret', show_secret: 'Show secret', rotate_secret: 'Rotate secret',
+    secret_hint: 'Enter your password again to see or rotate the secret.',
+    previous_secret: 'Previous secret (still signs until {until})',
+    confirm_rotate_secret: 'Rotate the signing secret? For 24 h both secrets sign every webhook.',
+    send_test: 'Send test event', test_sent: 'Test event {id}: {status}',
+    test_waiting: 'Test event {id} sent, waiting for the answer…',
+    deliveries: 'Delivery log', event: 'Event', attempts: 'Attempts', last_status: 'Last status',
+    error: 'Error', replay: 'Replay', replayed: 'Replayed: due now.', details: 'Details',
+    attempt: 'Attempt', at: 'At', latency: 'Latency', no_deliveries: 'No deliveries yet.',
+    task: 'Task', finished: 'Finished', filter: 'Filter', no_tasks: 'No tasks match.',
+    back: 'Back', change_password: 'Change password', current_password: 'Current password',
+    new_password: 'New password', password_changed: 'Password changed; other sessions ended.',
+    loading: 'Loading…', network_error: 'The server did not answer: {msg}',
+    signed_in_as: 'Signed in as {email}',
+  },
+  zh: {
+    overview: '概览', keys: '密钥', usage: '用量', playground: '试一试',
+    webhooks: 'Webhook', tasks: '任务', account: '账户',
+    signin: '登录', signout: '退出登录', email: '邮箱', password: '密码',
+    password_again: '再输一次密码', register: '注册账户',
+    register_hint: '第一次来？注册即得每种模式 100 次免费额度，30 天有效。',
+    invite_only: '账户需邀请开通：请向运维人员索取注册链接。',
+    welcome: '欢迎', welcome_hint: '为 {email} 设置密码。',
+    reset: '重设密码', reset_hint: '为 {email} 设置新密码，所有会话将退出。',
+    set_password: '设置密码并登录', passwords_differ: '两次输入的密码不一致。',
+    password_rule: '至少 10 个字符。',
+    quota: '额度', remaining: '剩余', expires: '到期', tier: '套餐',
+    calls_today: '今日回复调用', refunded_today: '已退还',
+    recent_errors: '最近的错误', no_errors: '没有失败的任务或推送。',
+    failed_task: '任务 {id} 失败（{code}）：{msg}',
+    failed_delivery: '推送 {id} 到 {url} 失败：{err}',
+    key_name: '名称', env: '环境', create_key: '创建密钥',
+    key_created: '新密钥如下。请立即复制：它只显示这一次。',
+    copy: '复制', copied: '已复制。', copy_failed: '请手动选中密钥并复制。',
+    prefix: '前缀', status: '状态', created: '创建时间', last_used: '最近使用', never: '从未',
+    actions: '操作', rotate: '轮换', revoke: '吊销',
+    confirm_rotate: '轮换 {prefix}？旧密钥会立即失效。',
+    confirm_revoke: '吊销 {prefix}？之后用它的调用会得到 401。',
+    no_keys: '还没有密钥：在上方创建一个。',
+    usage_title: '近 30 天每日回复调用', calls: '调用', errors: '已退还',
+    tokens: 'Token', total: '合计', date: '日期',
+    message: '对方发来的消息', context: '背景（可选）', scene: '场景（可选）',
+    mode: '模式', reply_count: '回复条数', send: '生成回复', any: '全部',
+    charged_note: '试一试是真实调用：每次按所选模式扣 1 次额度。',
+    charged: '已扣 1 次 {mode} 额度。请求 {rid}，{tokens} token。',
+    analysis: '分析', emotion: '情绪', intensity: '强度', need: '深层需求',
+    stage: '关系阶段', strategy: '建议策略', score: '评分',
+    default_url: '默认 Webhook 地址', save: '保存', saved: '已保存。',
+    secret: '签名密钥', show_secret: '查看密钥', rotate_secret: '轮换密钥',
+    secret_hint: '查看或轮换密钥前请再次输入密码。',
+    previous_secret: '旧密钥（{until} 前仍参与签名）',
+    confirm_rotate_secret: '轮换签名密钥？24 小时内新旧密钥都会签名每个 Webhook。',
+    send_test: '发送测试事件', test_sent: '测试事件 {id}：{status}',
+    test_waiting: '测试事件 {id} 已发出，等待对方应答……',
+    deliveries: '推送记录', event: '事件', attempts: '尝试次数', last_status: '最近状态码',
+    error: '错误', replay: '重发', replayed: '已重发：立即投递。', details: '详情',
+    attempt: '尝试', at: '时间', latency: '耗时', no_deliveries: '还没有推送。',
+    task: '任务', finished: '完成时间', filter: '筛选', no_tasks: '没有符合条件的任务。',
+    back: '返回', change_password: '修改密码', current_password: '当前密码',
+    new_password: '新密码', password_changed: '密码已修改，其他会话已退出。',
+    loading: '加载中……', network_error: '服务器没有应答：{msg}',
+    signed_in_as: '当前账户 {email}',
+  },
+};
+
+const SCENES = ['chat', 'ambiguous', 'dating', 'humor', 'conflict', 'social', 'work', 'breakup',
+  'proposal'];
+const MODES = ['fast', 'standard', 'perfect'];
+const MODE_COLORS = { fast: '#2f7d6d', standard: '#3a64b0', perfect: '#a0522d' };
+
+function pickLanguage() {
+  const saved = localStorage.getItem('eq.lang');
+  if (saved === 'en' || saved === 'zh') return saved;
+  const langs = navigator.languages && navigator.languages.length ? navigator.languages
+    : [navigator.language || 'en'];
+  for (const l of langs) {
+    if (/^zh/i.test(l)) return 'zh';
+    if (/^en/i.test(l)) return 'en';
+  }
+  return 'en';
+}
+
+let lang = pickLanguage();
+
+function t(key, vars) {
+  let s = (TEXTS[lang] && TEXTS[lang][key]) || TEXTS.en[key] || key;
+  if (vars) {
+    for (const [k, v] of Object.entries(vars)) s = s.split('{' + k + '}').join(String(v));
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------- DOM
+
+// h('tag', {attr: value, onclick: fn}, child...): children are nodes or
+// strings (text nodes, never HTML).
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'text') el.textContent = v;
+    else if (v === true) el.setAttribute(k, '');
+    else el.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+let fieldCounter = 0;
+// A labelled field: <label for=id>text</label><input id=id ...>.
+function field(labelText, control, hint) {
+  const id = control.id || ('f' + (++fieldCounter));
+  control.id = id;
+  const parts = [h('label', { for: id }, labelText), control];
+  if (hint) {
+    const hid = id + '-hint';
+    control.setAttribute('aria-describedby', hid);
+    parts.push(h('small', { id: hid, class: 'hint' }, hint));
+  }
+  return h('div', { class: 'field' }, parts);
+}
+
+function select(name, options, value) {
+  const s = h('select', { name });
+  for (const [v, label] of options) {
+    const o = h('option', { value: v }, label);
+    if (v === value) o.selected = true;
+    s.append(o);
+  }
+  return s;
+}
+
+function alertBox() { return h('p', { class: 'alert', role: 'alert', hidden: true }); }
+function showAlert(box, text) { box.textContent = text; box.hidden = !text; }
+
+function toast(text) {
+  const el = document.getElementById('toast');
+  el.textContent = text;
+  el.classList.add('show');
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => el.classList.remove('show'), 4000);
+}
+
+function fmtTime(iso) {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  if (isNaN(d)) return iso;
+  return d.toLocaleString(lang === 'zh' ? 'zh-CN' : 'en-GB', { dateStyle: 'medium', timeStyle: 'short' });
+}
+
+function mount(...nodes) {
+  const main = document.getElementById('main');
+  main.replaceChildren(...nodes);
+}
+
+// ---------------------------------------------------------------- API
+
+const state = { me: null, csrf: '', config: null };
+
+async function api(path, body) {
+  const opts = { method: body === undefined ? 'GET' : 'POST', credentials: 'same-origin',
+    headers: {} };
+  if (body !== undefined) {
+    opts.headers['Content-Type'] = 'application/json';
+    opts.headers['X-CSRF-Token'] = state.csrf;
+    opts.body = JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch('/portal/api/' + path, opts);
+  } catch (e) {
+    return { ok: false, status: 0, msg: t('network_error', { msg: e.message }) };
+  }
+  let env = null;
+  try { env = await res.json(); } catch (e) { env = null; }
+  const out = { ok: res.ok && env && env.code === 0, status: res.status,
+    data: env ? env.data : null, msg: env ? env.msg : res.statusText };
+  if (res.status === 401 && !path.startsWith('signin') && !path.startsWith('links/')
+      && !path.startsWith('password/set') && !path.startsWith('register')) {
+    state.me = null;
+    go('#/signin');
+  }
+  return out;
+}
+
+function go(hash) {
+  if (location.hash === hash) render(); else location.hash = hash;
+}
+
+async function loadMe() {
+  const r = await api('me');
+  if (!r.ok) return false;
+  state.me = r.data;
+  state.csrf = r.data.csrf;
+  return true;
+}
+
+// ---------------------------------------------------------------- shell
+
+const PAGES = ['overview', 'keys', 'usage', 'playground', 'webhooks', 'tasks', 'account'];
+
+function renderNav(current) {
+  const nav = document.getElementById('nav');
+  nav.hidden = !state.me;
+  if (!state.me) { nav.replaceChildren(); return; }
+  nav.replaceChildren(h('ul', {}, PAGES.map((p) => h('li', {},
+    h('a', { href: '#/' + p, 'aria-current': p === current ? 'page' : null }, t(p))))));
+}
+
+function page(title, ...content) {
+  document.title = title + ' · EQ Reply';
+  return h('section', { class: 'page' }, h('h1', {}, title), ...content);
+}
+
+// ---------------------------------------------------------------- sign-in and links
+
+function signinPage() {
+  const email = h('input', { type: 'email', name: 'email', autocomplete: 'username', required: true });
+  const pass = h('input', { type: 'password', name: 'password', autocomplete: 'current-password',
+    required: true });
+  const alert = alertBox();
+  const form = h('form', { class: 'card narrow', onsubmit: async (e) => {
+    e.preventDefault();
+    showAlert(alert, '');
+    const r = await api('signin', { email: email.value, password: pass.value });
+    if (!r.ok) { showAlert(alert, r.msg); return; }
+    state.csrf = r.data.csrf;
+    go('#/overview');
+  } }, alert, field(t('email'), email), field(t('password'), pass),
+  h('button', { type: 'submit' }, t('signin')));
+  const extra = h('p', { class: 'muted' });
+  (async () => {
+    if (!state.config) {
+      const c = await api('config');
+      state.config = c.ok ? c.data : { signup: 'invite' };
+    }
+    if (state.config.signup === 'open') {
+      extra.replaceChildren(t('register_hint') + ' ', h('a', { href: '#/register' }, t('register')));
+    } else if (state.config.signup === 'invite') {
+      extra.textContent = t('invite_only');
+    }
+  })();
+  return page(t('signin'), form, extra);
+}
+
+function passwordForm(submitText, onSubmit, withEmail) {
+  const email = withEmail ? h('input', { type: 'email', name: 'email', autocomplete: 'username',
+    required: true }) : null;
+  const p1 = h('input', { type: 'password', name: 'password', autocomplete: 'new-password',
+    required: true, minlength: '10' });
+  const p2 = h('input', { type: 'password', name: 'password2', autocomplete: 'new-password',
+    required: true, minlength: '10' });
+  const alert = alertBox();
+  return h('form', { class: 'card narrow', onsubmit: async (e) => {
+    e.preventDefault();
+    showAlert(alert, '');
+    if (p1.value !== p2.value) { showAlert(alert, t('passwords_differ')); return; }
+    const msg = await onSubmit(p1.value, email && email.value);
+    if (msg) showAlert(alert, msg);
+  } }, alert, email && field(t('email'), email), field(t('password'), p1, t('password_rule')),
+  field(t('password_again'), p2), h('button', { type: 'submit' }, submitText));
+}
+
+async function linkPage(kind, token) {
+  const r = await api('links/' + encodeURIComponent(token));
+  if (!r.ok) return page(kind === 'welcome' ? t('welcome') : t('reset'),
+    h('p', { class: 'alert', role: 'alert' }, r.msg));
+  const hint = kind === 'welcome' ? t('welcome_hint', { email: r.data.email })
+    : t('reset_hint', { email: r.data.email });
+  const form = passwordForm(t('set_password'), async (password) => {
+    const s = await api('password/set', { token, password });
+    if (!s.ok) return s.msg;
+    state.csrf = s.data.csrf;
+    history.replaceState(null, '', '#/overview');  // the token leaves the address bar
+    go('#/overview');
+    return '';
+  });
+  return page(kind === 'welcome' ? t('welcome') : t('reset'), h('p', {}, hint), form);
+}
+
+function registerPage() {
+  const form = passwordForm(t('register'), async (password, email) => {
+    const s = await api('register', { email, password });
+    if (!s.ok) return s.msg;
+    state.csrf = s.data.csrf;
+    go('#/overview');
+    return '';
+  }, true);
+  return page(t('register'), h('p', {}, t('register_hint')), form);
+}
+
+// ---------------------------------------------------------------- overview
+
+function overviewPage() {
+  const me = state.me;
+  const cards = h('div', { class: 'cards' }, MODES.map((m) => h('div', { class: 'card stat' },
+    h('h2', {}, m), h('p', { class: 'big', 'data-mode': m }, String(me.quota[m])),
+    h('p', { class: 'muted' }, t('remaining')))));
+  const facts = h('dl', { class: 'facts' },
+    h('dt', {}, t('tier')), h('dd', {}, me.tier),
+    h('dt', {}, t('expires')), h('dd', {}, fmtTime(me.expire_at)),
+    h('dt', {}, t('calls_today')), h('dd', { id: 'calls-today' },
+      String(me.calls_today) + (me.refunded_today ? ' (' + t('refunded_today') + ' '
+        + me.refunded_today + ')' : '')));
+  const errs = [];
+  for (const x of me.recent_failed_tasks) {
+    errs.push(h('li', {}, h('a', { href: '#/tasks/' + x.task_id },
+      t('failed_task', { id: x.task_id, code: x.code, msg: x.msg }))));
+  }
+  for (const d of me.recent_failed_deliveries) {
+    errs.push(h('li', {}, t('failed_delivery', { id: d.delivery_id, url: d.url,
+      err: d.last_error || d.last_status || '' })));
+  }
+  return page(t('overview'), h('p', { class: 'muted' }, t('signed_in_as', { email: me.email })),
+    h('h2', {}, t('quota')), cards, facts, h('h2', {}, t('recent_errors')),
+    errs.length ? h('ul', { class: 'errors' }, errs) : h('p', { class: 'muted' }, t('no_errors')));
+}
+
+// ---------------------------------------------------------------- keys
+
+function copyBox(value) {
+  const input = h('input', { type: 'text', readonly: true, value, class: 'mono secret-value',
+    'aria-label': t('key_created') });
+  const btn = h('button', { type: 'button', onclick: async () => {
+    try {
+      await navigator.clipboard.writeText(value);
+      toast(t('copied'));
+    } catch (e) {
+      input.select();
+      toast(t('copy_failed'));
+    }
+  } }, t('copy'));
+  return h('div', { class: 'copy' }, input, btn);
+}
+
+async function keysPage() {
+  const r = await api('keys');
+  const shown = h('div', { id: 'new-key', 'aria-live': 'polite' });
+  const showKey = (data) => {
+    shown.replaceChildren(h('div', { class: 'card notice' }, h('p', {}, t('key_created')),
+      copyBox(data.api_key)));
+    shown.querySelector('input').focus();
+  };
+  const name = h('input', { type: 'text', name: 'name', required: true, maxlength: '64' });
+  const env = select('env', [['production', 'production'], ['staging', 'staging']], state.me.env);
+  const alert = alertBox();
+  const form = h('form', { class: 'card row-form', onsubmit: async (e) => {
+    e.preventDefault();
+    showAlert(alert, '');
+    const c = await api('keys/create', { name: name.value, env: env.value });
+    if (!c.ok) { showAlert(alert, c.msg); return; }
+    name.value = '';
+    await refreshKeys();
+    showKey(c.data);
+  } }, alert, field(t('key_name'), name), field(t('env'), env),
+  h('button', { type: 'submit' }, t('create_key')));
+  const table = h('div', { id: 'key-table' });
+  async function refreshKeys(data) {
+    const list = data || (await api('keys')).data;
+    if (!list || !list.keys.length) { table.replaceChildren(h('p', { class: 'muted' }, t('no_keys'))); return; }
+    table.replaceChildren(h('div', { class: 'scroll' }, h('table', {},
+      h('thead', {}, h('tr', {}, [t('key_name'), t('prefix'), t('env'), t('created'),
+        t('last_used'), t('status'), t('actions')].map((x) => h('th', { scope: 'col' }, x)))),
+      h('tbody', {}, list.keys.map((k) => h('tr', { 'data-key': k.key_id },
+        h('td', {}, k.name || '—'), h('td', { class: 'mono' }, k.prefix + '…'), h('td', {}, k.env),
+        h('td', {}, fmtTime(k.created_at)),
+        h('td', {}, k.last_used_at ? fmtTime(k.last_used_at) : t('never')),
+        h('td', {}, h('span', { class: 'badge ' + k.status }, k.status)),
+        h('td', { class: 'actions' }, k.status === 'active' ? [
+          h('button', { type: 'button', class: 'secondary', onclick: async () => {
+            if (!confirm(t('confirm_rotate', { prefix: k.prefix }))) return;
+            const x = await api('keys/rotate', { key_id: k.key_id });
+            if (!x.ok) { toast(x.msg); return; }
+            await refreshKeys();
+            showKey(x.data);
+          } }, t('rotate')),
+          h('button', { type: 'button', class: 'danger', onclick: async () => {
+            if (!confirm(t('confirm_revoke', { prefix: k.prefix }))) return;
+            const x = await api('keys/revoke', { key_id: k.key_id });
+            toast(x.ok ? t('revoke') + ' ✓' : x.msg);
+            await refreshKeys();
+          } }, t('revoke')),
+        ] : '')))))));
+  }
+  await refreshKeys(r.ok ? r.data : null);
+  return page(t('keys'), form, shown, table);
+}
+
+// ---------------------------------------------------------------- usage
+
+const SVG = 'http://www.w3.org/2000/svg';
+function svg(tag, attrs, ...children) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
+  for (const c of children) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return el;
+}
+
+// A stacked bar per day (calls by mode), drawn as SVG: no chart library
+// is needed for thirty bars.
+function usageChart(days) {
+  const W = 720, H = 240, padL = 36, padB = 28, padT = 10;
+  const max = Math.max(1, ...days.map((d) => MODES.reduce((s, m) => s + d[m].calls, 0)));
+  const step = (W - padL) / days.length;
+  const bar = Math.max(2, step * 0.7);
+  const y = (v) => H - padB - (v / max) * (H - padB - padT);
+  const chart = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', class: 'chart',
+    'aria-label': t('usage_title') });
+  for (const frac of [0, 0.5, 1]) {
+    const v = Math.round(max * frac);
+    chart.append(svg('line', { x1: padL, x2: W, y1: y(v), y2: y(v), class: 'grid' }),
+      svg('text', { x: padL - 6, y: y(v) + 4, 'text-anchor': 'end', class: 'axis' }, v));
+  }
+  days.forEach((d, i) => {
+    let base = 0;
+    const x = padL + i * step + (step - bar) / 2;
+    for (const m of MODES) {
+      const v = d[m].calls;
+      if (v > 0) {
+        const r = svg('rect', { x, y: y(base + v), width: bar, height: y(base) - y(base + v),
+          fill: MODE_COLORS[m] });
+        r.append(svg('title', {}, `${d.date} ${m}: ${v}`));
+        chart.append(r);
+      }
+      base += v;
+    }
+    if (i % 5 === 0 || i === days.length - 1) {
+      chart.append(svg('text', { x: x + bar / 2, y: H - 8, 'text-anchor': 'middle', class: 'axis' },
+        d.date.slice(5)));
+    }
+  });
+  return chart;
+}
+
+async function usagePage() {
+  const r = await api('usage');
+  if (!r.ok) return page(t('usage'), h('p', { class: 'alert', role: 'alert' }, r.msg));
+  const days = r.data.days;
+  const totals = {};
+  for (const m of MODES) {
+    totals[m] = days.reduce((s, d) => ({ calls: s.calls + d[m].calls, errors: s.errors + d[m].errors,
+      tokens: s.tokens + d[m].tokens }), { calls: 0, errors: 0, tokens: 0 });
+  }
+  const legend = h('ul', { class: 'legend' }, MODES.map((m) => h('li', {},
+    h('span', { class: 'swatch ' + m }), m)));
+  const table = h('div', { class: 'scroll' }, h('table', { id: 'usage-totals' },
+    h('caption', {}, t('total')),
+    h('thead', {}, h('tr', {}, [t('mode'), t('calls'), t('errors'), t('tokens')].map((x) =>
+      h('th', { scope: 'col' }, x)))),
+    h('tbody', {}, MODES.map((m) => h('tr', { 'data-mode': m }, h('th', { scope: 'row' }, m),
+      h('td', {}, totals[m].calls), h('td', {}, totals[m].errors), h('td', {}, totals[m].tokens))))));
+  return page(t('usage'), h('h2', {}, t('usage_title')), legend,
+    h('div', { class: 'card chart-wrap' }, usageChart(days)), table);
+}
+
+// ---------------------------------------------------------------- playground
+
+function playgroundPage() {
+  const message = h('textarea', { name: 'message', rows: '3', required: true, maxlength: '2000' });
+  const context = h('input', { type: 'text', name: 'context', maxlength: '500' });
+  const scene = select('scene', [['', t('any')], ...SCENES.map((s) => [s, s])], '');
+  const mode = select('mode', MODES.map((m) => [m, m]), 'standard');
+  const count = h('input', { type: 'number', name: 'reply_count', min: '1', max: '5', value: '3' });
+  const alert = alertBox();
+  const out = h('div', { id: 'playground-out', 'aria-live': 'polite' });
+  const button = h('button', { type: 'submit' }, t('send'));
+  const form = h('form', { class: 'card', onsubmit: async (e) => {
+    e.preventDefault();
+    showAlert(alert, '');
+    button.disabled = true;
+    out.replaceChildren(h('p', { class: 'muted' }, t('loading')));
+    const body = { mode: mode.value, message: message.value, reply_count: Number(count.value) };
+    if (context.value.trim()) body.context = context.value;
+    if (scene.value) body.scene = scene.value;
+    const analyzeBody = { message: message.value };
+    if (context.value.trim()) analyzeBody.context = context.value;
+    const [rep, ana] = await Promise.all([api('playground/reply', body),
+      api('playground/analyze', analyzeBody)]);
+    button.disabled = false;
+    out.replaceChildren();
+    if (!rep.ok) { showAlert(alert, rep.msg); return; }
+    out.append(h('p', { class: 'notice' }, t('charged', { mode: rep.data.mode,
+      rid: rep.data.request_id, tokens: rep.data.tokens_used })));
+    out.append(h('ol', { class: 'replies' }, rep.data.replies.map((x) => h('li', { class: 'card' },
+      h('p', { class: 'reply' }, x.text),
+      h('p', { class: 'muted' }, t('score') + ' ' + Number(x.score).toFixed(2)),
+      x.eq_analysis ? h('p', { class: 'analysis' }, x.eq_analysis) : null))));
+    if (ana.ok) {
+      const a = ana.data;
+      out.append(h('h2', {}, t('analysis')), h('dl', { class: 'facts', id: 'analysis' },
+        h('dt', {}, t('emotion')), h('dd', {}, a.emotion),
+        h('dt', {}, t('intensity')), h('dd', {}, Number(a.intensity).toFixed(2)),
+        h('dt', {}, t('need')), h('dd', {}, a.underlying_need),
+        h('dt', {}, t('stage')), h('dd', {}, a.relationship_stage),
+        h('dt', {}, t('strategy')), h('dd', {}, a.suggested_strategy)));
+    }
+  } }, alert, h('p', { class: 'notice' }, t('charged_note')), field(t('message'), message),
+  field(t('context'), context),
+  h('div', { class: 'row' }, field(t('scene'), scene), field(t('mode'), mode),
+    field(t('reply_count'), count)), button);
+  return page(t('playground'), form, out);
+}
+
+// ---------------------------------------------------------------- webhooks
+
+function deliveryRows(list, onPick) {
+  if (!list.length) return h('p', { class: 'muted' }, t('no_deliveries'));
+  return h('div', { class: 'scroll' }, h('table', { id: 'deliveries' },
+    h('thead', {}, h('tr', {}, [t('event'), t('created'), t('status'), t('attempts'),
+      t('last_status'), t('error'), t('actions')].map((x) => h('th', { scope: 'col' }, x)))),
+    h('tbody', {}, list.map((d) => h('tr', { 'data-delivery': d.delivery_id },
+      h('td', {}, d.event), h('td', {}, fmtTime(d.created_at)),
+      h('td', {}, h('span', { class: 'badge ' + d.status }, d.status)), h('td', {}, d.attempts),
+      h('td', {}, d.last_status === null ? '—' : d.last_status),
+      h('td', { class: 'wrap' }, d.last_error || ''),
+      h('td', {}, h('button', { type: 'button', class: 'secondary', onclick: () => onPick(d) },
+        t('details'))))))));
+}
+
+async function webhooksPage() {
+  const r = await api('webhooks');
+  if (!r.ok) return page(t('webhooks'), h('p', { class: 'alert', role: 'alert' }, r.msg));
+  const url = h('input', { type: 'url', name: 'url', value: r.data.default_url,
+    placeholder: 'https://example.com/hooks/eq' });
+  const urlAlert = alertBox();
+  const urlForm = h('form', { class: 'card row-form', onsubmit: async (e) => {
+    e.preventDefault();
+    showAlert(urlAlert, '');
+    const x = await api('webhooks/url', { url: url.value });
+    if (!x.ok) showAlert(urlAlert, x.msg); else toast(t('saved'));
+  } }, urlAlert, field(t('default_url'), url), h('button', { type: 'submit' }, t('save')));
+
+  const pass = h('input', { type: 'password', name: 'password', autocomplete: 'current-password' });
+  const secretOut = h('div', { id: 'secret-out', 'aria-live': 'polite' });
+  const secretAlert = alertBox();
+  const showSecrets = (data) => {
+    pass.value = '';
+    secretOut.replaceChildren(h('p', {}, t('secret')), copyBox(data.secret),
+      data.previous_secret ? h('p', { class: 'muted' },
+        t('previous_secret', { until: fmtTime(data.previous_secret_until) })) : '',
+      data.previous_secret ? copyBox(data.previous_secret) : '');
+  };
+  const secretForm = h('form', { class: 'card', onsubmit: (e) => e.preventDefault() },
+    h('h2', {}, t('secret')), h('p', { class: 'muted' }, t('secret_hint')), secretAlert,
+    field(t('password'), pass),
+    h('div', { class: 'buttons' },
+      h('button', { type: 'button', onclick: async () => {
+        showAlert(secretAlert, '');
+        const x = await api('webhooks/secret', { password: pass.value });
+        if (!x.ok) { showAlert(secretAlert, x.msg); return; }
+        showSecrets(x.data);
+      } }, t('show_secret')),
+      h('button', { type: 'button', class: 'secondary', onclick: async () => {
+        showAlert(secretAlert, '');
+        if (!confirm(t('confirm_rotate_secret'))) return;
+        const x = await api('webhooks/rotate', { password: pass.value });
+        if (!x.ok) { showAlert(secretAlert, x.msg); return; }
+        showSecrets(x.data);
+      } }, t('rotate_secret'))),
+    secretOut);
+
+  const testOut = h('p', { id: 'test-out', 'aria-live': 'polite' });
+  const detail = h('div', { id: 'delivery-detail' });
+  const log = h('div', {});
+  async function pick(d) {
+    const x = await api('deliveries/' + encodeURIComponent(d.delivery_id));
+    if (!x.ok) { toast(x.msg); return; }
+    const dd = x.data.delivery;
+    detail.replaceChildren(h('div', { class: 'card' },
+      h('h2', {}, dd.event + ' · ' + dd.delivery_id),
+      h('p', { class: 'mono wrap' }, dd.url),
+      h('div', { class: 'scroll' }, h('table', {},
+        h('thead', {}, h('tr', {}, [t('attempt'), t('at'), t('status'), t('latency'),
+          t('error')].map((c) => h('th', { scope: 'col' }, c)))),
+        h('tbody', {}, x.data.attempts.map((a) => h('tr', {}, h('td', {}, a.number),
+          h('td', {}, fmtTime(a.at)), h('td', {}, a.http_status === null ? '—' : a.http_status),
+          h('td', {}, a.latency_ms + ' ms'), h('td', { class: 'wrap' }, a.error)))))),
+      dd.status !== 'pending' ? h('button', { type: 'button', onclick: async () => {
+        const y = await api('deliveries/replay', { delivery_id: dd.delivery_id });
+        toast(y.ok ? t('replayed') : y.msg);
+        await refreshLog();
+      } }, t('replay')) : ''));
+    detail.querySelector('h2').setAttribute('tabindex', '-1');
+    detail.querySelector('h2').focus();
+  }
+  async function refreshLog() {
+    const x = await api('webhooks');
+    if (x.ok) log.replaceChildren(deliveryRows(x.data.deliveries, pick));
+  }
+  log.replaceChildren(deliveryRows(r.data.deliveries, pick));
+  const testButton = h('button', { type: 'button', id: 'send-test', onclick: async () => {
+    testButton.disabled = true;
+    const x = await api('webhooks/test', {});
+    if (!x.ok) { testButton.disabled = false; testOut.textContent = x.msg; return; }
+    testOut.textContent = t('test_waiting', { id: x.data.delivery_id });
+    let d = x.data;
+    for (let i = 0; i < 30 && d.status === 'pending'; i++) {
+      await new Promise((res) => setTimeout(res, 500));
+      const y = await api('deliveries/' + encodeURIComponent(x.data.delivery_id));
+      if (y.ok) d = y.data.delivery;
+    }
+    testButton.disabled = false;
+    testOut.textContent = t('test_sent', { id: d.delivery_id, status: d.status
+      + (d.last_status ? ' (HTTP ' + d.last_status + ')' : '')
+      + (d.last_error ? ' — ' + d.last_error : '') });
+    testOut.dataset.status = d.status;
+    await refreshLog();
+  } }, t('send_test'));
+  return page(t('webhooks'), urlForm, secretForm,
+    h('div', { class: 'card' }, testButton, testOut),
+    h('h2', {}, t('deliveries')), log, detail);
+}
+
+// ---------------------------------------------------------------- tasks
+
+async function tasksPage() {
+  const params = new URLSearchParams(location.hash.split('?')[1] || '');
+  const status = select('status', [['', t('any')], ['queued', 'queued'], ['running', 'running'],
+    ['succeeded', 'succeeded'], ['failed', 'failed']], params.get('status') || '');
+  const mode = select('mode', [['', t('any')], ...MODES.map((m) => [m, m])], params.get('mode') || '');
+  const list = h('div', { id: 'task-list' });
+  async function refresh() {
+    const q = new URLSearchParams();
+    if (status.value) q.set('status', status.value);
+    if (mode.value) q.set('mode', mode.value);
+    const r = await api('tasks' + (q.toString() ? '?' + q : ''));
+    if (!r.ok) { list.replaceChildren(h('p', { class: 'alert', role: 'alert' }, r.msg)); return; }
+    if (!r.data.tasks.length) { list.replaceChildren(h('p', { class: 'muted' }, t('no_tasks'))); return; }
+    list.replaceChildren(h('div', { class: 'scroll' }, h('table', {},
+      h('thead', {}, h('tr', {}, [t('task'), t('mode'), t('status'), t('created'), t('finished')]
+        .map((x) => h('th', { scope: 'col' }, x)))),
+      h('tbody', {}, r.data.tasks.map((x) => h('tr', {},
+        h('td', { class: 'mono' }, h('a', { href: '#/tasks/' + x.task_id }, x.task_id)),
+        h('td', {}, x.mode), h('td', {}, h('span', { class: 'badge ' + x.status }, x.status)),
+        h('td', {}, fmtTime(x.created_at)), h('td', {}, fmtTime(x.finished_at))))))));
+  }
+  const form = h('form', { class: 'card row-form', onsubmit: (e) => { e.preventDefault(); refresh(); } },
+    field(t('status'), status), field(t('mode'), mode), h('button', { type: 'submit' }, t('filter')));
+  await refresh();
+  return page(t('tasks'), form, list);
+}
+
+async function taskPage(id) {
+  const r = await api('tasks/' + encodeURIComponent(id));
+  const back = h('p', {}, h('a', { href: '#/tasks' }, '← ' + t('back')));
+  if (!r.ok) return page(t('task'), back, h('p', { class: 'alert', role: 'alert' }, r.msg));
+  const x = r.data;
+  const parts = [back, h('dl', { class: 'facts' },
+    h('dt', {}, t('task')), h('dd', { class: 'mono' }, x.task_id),
+    h('dt', {}, t('status')), h('dd', {}, h('span', { class: 'badge ' + x.status }, x.status)),
+    h('dt', {}, t('mode')), h('dd', {}, x.mode),
+    h('dt', {}, t('created')), h('dd', {}, fmtTime(x.created_at)),
+    h('dt', {}, t('finished')), h('dd', {}, fmtTime(x.finished_at)))];
+  if (x.result) {
+    parts.push(h('ol', { class: 'replies' }, x.result.replies.map((rep) => h('li', { class: 'card' },
+      h('p', { class: 'reply' }, rep.text), h('p', { class: 'muted' }, t('score') + ' ' + rep.score)))));
+  }
+  if (x.error) parts.push(h('p', { class: 'alert', role: 'alert' }, x.error.code + ': ' + x.error.msg));
+  if (x.webhook) {
+    parts.push(h('h2', {}, t('webhooks')), h('dl', { class: 'facts' },
+      h('dt', {}, 'URL'), h('dd', { class: 'mono wrap' }, x.webhook.url),
+      h('dt', {}, t('status')), h('dd', {}, x.webhook.status),
+      h('dt', {}, t('attempts')), h('dd', {}, x.webhook.attempts),
+      h('dt', {}, t('last_status')), h('dd', {}, x.webhook.last_status === null ? '—'
+        : x.webhook.last_status)));
+  }
+  return page(t('task') + ' ' + x.task_id, ...parts);
+}
+
+// ---------------------------------------------------------------- account
+
+function accountPage() {
+  const current = h('input', { type: 'password', name: 'current', autocomplete: 'current-password',
+    required: true });
+  const next = h('input', { type: 'password', name: 'new', autocomplete: 'new-password',
+    required: true, minlength: '10' });
+  const alert = alertBox();
+  const form = h('form', { class: 'card narrow', onsubmit: async (e) => {
+    e.preventDefault();
+    showAlert(alert, '');
+    const r = await api('password', { current_password: current.value, new_password: next.value });
+    if (!r.ok) { showAlert(alert, r.msg); return; }
+    current.value = '';
+    next.value = '';
+    toast(t('password_changed'));
+  } }, h('h2', {}, t('change_password')), alert, field(t('current_password'), current),
+  field(t('new_password'), next, t('password_rule')),
+  h('button', { type: 'submit' }, t('change_password')));
+  const out = h('button', { type: 'button', class: 'secondary', id: 'signout', onclick: async () => {
+    await api('signout', {});
+    state.me = null;
+    state.csrf = '';
+    go('#/signin');
+  } }, t('signout'));
+  return page(t('account'), h('p', {}, t('signed_in_as', { email: state.me.email })), form,
+    h('div', { class: 'card narrow' }, out));
+}
+
+// ---------------------------------------------------------------- router
+
+async function render() {
+  const hash = location.hash || '#/overview';
+  const [path] = hash.slice(2).split('?');
+  const parts = path.split('/');
+  const name = parts[0];
+  let view;
+  if (name === 'welcome' || name === 'reset') {
+    state.me = null;
+    renderNav('');
+    view = await linkPage(name, parts.slice(1).join('/'));
+  } else if (name === 'signin' || name === 'register') {
+    renderNav('');
+    view = name === 'signin' ? signinPage() : registerPage();
+  } else {
+    if (!(await loadMe())) { go('#/signin'); return; }
+    renderNav(name);
+    switch (name) {
+      case 'keys': view = await keysPage(); break;
+      case 'usage': view = await usagePage(); break;
+      case 'playground': view = playgroundPage(); break;
+      case 'webhooks': view = await webhooksPage(); break;
+      case 'tasks': view = parts[1] ? await taskPage(parts[1]) : await tasksPage(); break;
+      case 'account': view = accountPage(); break;
+      default: view = overviewPage(); renderNav('overview');
+    }
+  }
+  mount(view);
+  const heading = document.querySelector('main h1');
+  if (heading && render.moved) { heading.setAttribute('tabindex', '-1'); heading.focus(); }
+  render.moved = true;
+}
+
+function setLanguage(l) {
+  lang = l;
+  localStorage.setItem('eq.lang', l);
+  document.documentElement.lang = l === 'zh' ? 'zh-CN' : 'en';
+  document.querySelector('.skip').textContent = l === 'zh' ? '跳到正文' : 'Skip to content';
+  render();
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  const picker = document.getElementById('lang');
+  picker.value = lang;
+  picker.addEventListener('change', () => setLanguage(picker.value));
+  document.documentElement.lang = lang === 'zh' ? 'zh-CN' : 'en';
+  window.addEventListener('hashchange', render);
+  render();
+});
