@@ -133,7 +133,7 @@ class ApiService {
   };
 
  private:
-  static const std::array<Route, 38> kRoutes;
+  static const std::array<Route, 39> kRoutes;
   static const Route* matchRoute(std::string_view path);
 
   // Public routes.

@@ -19,6 +19,7 @@ constexpr Asset kAssets[] = {
     {"/portal/", "portal/index.html", "text/html; charset=utf-8"},
     {"/portal/app.js", "portal/app.js", "text/javascript; charset=utf-8"},
     {"/portal/style.css", "portal/style.css", "text/css; charset=utf-8"},
+    {"/portal/favicon.svg", "portal/favicon.svg", "image/svg+xml"},
 };
 
 }  // namespace

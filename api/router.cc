@@ -15,7 +15,7 @@ using util::Writer;
 
 // The route table. Every route and its handler is one row; the route label
 // of logs and metrics is the row's path.
-const std::array<ApiService::Route, 38> ApiService::kRoutes = {{
+const std::array<ApiService::Route, 39> ApiService::kRoutes = {{
     {"/api/v1/reply", "POST", false, &ApiService::replySync},
     {"/api/v1/reply/async", "POST", false, &ApiService::replyAsync},
     {"/api/v1/analyze", "POST", false, &ApiService::analyze},
@@ -32,6 +32,7 @@ const std::array<ApiService::Route, 38> ApiService::kRoutes = {{
     {"/portal/", "GET", false, &ApiService::portalAsset},
     {"/portal/app.js", "GET", false, &ApiService::portalAsset},
     {"/portal/style.css", "GET", false, &ApiService::portalAsset},
+    {"/portal/favicon.svg", "GET", false, &ApiService::portalAsset},
     {"/portal/api/config", "GET", false, &ApiService::portalConfig},
     {"/portal/api/links/{token}", "GET", true, &ApiService::portalLink},
     {"/portal/api/password/set", "POST", false, &ApiService::portalUseLink},

@@ -19,7 +19,7 @@ const TEXTS = {
     reset: 'Reset your password', reset_hint: 'Choose a new password for {email}. Every session ends.',
     set_password: 'Set password and sign in', passwords_differ: 'The two passwords differ.',
     password_rule: 'At least 10 characters.',
-    quota: 'Quota', remaining: 'remaining', expires: 'expires', tier: 'Tier',
+    quota: 'Quota', remaining: 'remaining', expires: 'Expires', tier: 'Tier',
     calls_today: 'Reply calls today', refunded_today: 'refunded',
     recent_errors: 'Recent errors', no_errors: 'No failed tasks or deliveries. ',
     failed_task: 'Task {id} failed ({code}): {msg}',
@@ -54,7 +54,7 @@ const TEXTS = {
     back: 'Back', change_password: 'Change password', current_password: 'Current password',
     new_password: 'New password', password_changed: 'Password changed; other sessions ended.',
     loading: 'Loading…', network_error: 'The server did not answer: {msg}',
-    signed_in_as: 'Signed in as {email}',
+    signed_in_as: 'Signed in as {email}', language: 'Language', skip: 'Skip to content',
   },
   zh: {
     overview: '概览', keys: '密钥', usage: '用量', playground: '试一试',
@@ -102,7 +102,7 @@ const TEXTS = {
     back: '返回', change_password: '修改密码', current_password: '当前密码',
     new_password: '新密码', password_changed: '密码已修改，其他会话已退出。',
     loading: '加载中……', network_error: '服务器没有应答：{msg}',
-    signed_in_as: '当前账户 {email}',
+    signed_in_as: '当前账户 {email}', language: '语言', skip: '跳到正文',
   },
 };
 
@@ -472,8 +472,9 @@ function usageChart(days) {
       base += v;
     }
     if (i % 5 === 0 || i === days.length - 1) {
-      chart.append(svg('text', { x: x + bar / 2, y: H - 8, 'text-anchor': 'middle', class: 'axis' },
-        d.date.slice(5)));
+      const last = i === days.length - 1;
+      chart.append(svg('text', { x: last ? W : x + bar / 2, y: H - 8,
+        'text-anchor': last ? 'end' : 'middle', class: 'axis' }, d.date.slice(5)));
     }
   });
   return chart;
@@ -746,6 +747,7 @@ function accountPage() {
 // ---------------------------------------------------------------- router
 
 async function render() {
+  document.getElementById('toast').classList.remove('show');  // it spoke of the last page
   const hash = location.hash || '#/overview';
   const [path] = hash.slice(2).split('?');
   const parts = path.split('/');
@@ -777,11 +779,17 @@ async function render() {
   render.moved = true;
 }
 
+// The texts of the static shell (index.html) in the current language.
+function labelShell() {
+  document.documentElement.lang = lang === 'zh' ? 'zh-CN' : 'en';
+  document.querySelector('.skip').textContent = t('skip');
+  document.getElementById('lang-label').textContent = t('language');
+}
+
 function setLanguage(l) {
   lang = l;
   localStorage.setItem('eq.lang', l);
-  document.documentElement.lang = l === 'zh' ? 'zh-CN' : 'en';
-  document.querySelector('.skip').textContent = l === 'zh' ? '跳到正文' : 'Skip to content';
+  labelShell();
   render();
 }
 
@@ -789,7 +797,7 @@ document.addEventListener('DOMContentLoaded', () => {
   const picker = document.getElementById('lang');
   picker.value = lang;
   picker.addEventListener('change', () => setLanguage(picker.value));
-  document.documentElement.lang = lang === 'zh' ? 'zh-CN' : 'en';
+  labelShell();
   window.addEventListener('hashchange', render);
   render();
 });

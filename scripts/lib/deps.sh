@@ -14,7 +14,9 @@ EQ_DEPS_BUILD=(cmake ninja-build g++ pkg-config libuv1-dev rapidjson-dev libssl-
     libsqlite3-dev libboost-test-dev librabbitmq-dev libhttp-parser-dev libcurl4-openssl-dev)
 EQ_DEPS_RUNTIME=(rabbitmq-server sqlite3 curl ca-certificates python3)
 # prometheus: promtool checks our /metrics output and deploy/monitoring.
-EQ_DEPS_TEST_ONLY=(docker-compose wrk nodejs npm prometheus)
+# chromium and a CJK font: the developer center's browser suite (its
+# screenshots show Chinese text, not empty boxes).
+EQ_DEPS_TEST_ONLY=(docker-compose wrk nodejs npm prometheus chromium fonts-wqy-microhei)
 # bench/run only: the Python peer (FastAPI on uvicorn, with uvloop and
 # httptools as uvicorn picks them up when present, and Celery), nginx-light
 # as the fixed-body reference, linux-perf to profile what a target misses.

@@ -1,0 +1,374 @@
+// The developer center as a person uses it, in a real browser against a
+// real stack (tests/portal/run starts it): invite → password → key → a real
+// API call moves the quota and usage → rotate → old key 401 → revoke;
+// playground; webhook test events verified with both signature schemes,
+// also during a secret rotation; tasks; a cross-origin POST refused; wrong
+// passwords reach the 429. Throughout: no request leaves the origin and no
+// console error. Screenshots of each page at desktop size and 375 px.
+const { test, expect } = require('@playwright/test');
+const crypto = require('node:crypto');
+const http = require('node:http');
+const path = require('node:path');
+const { execFileSync } = require('node:child_process');
+
+const BASE = process.env.EQ_PORTAL_BASE;
+const INVITE = process.env.EQ_PORTAL_INVITE;
+const SHOTS = process.env.EQ_PORTAL_SCREENSHOTS;
+const EMAIL = 'ann@example.com';
+const PASSWORD = 'a long enough passphrase';
+
+// ---------------------------------------------------------------- helpers
+
+// A webhook receiver on 127.0.0.1: keeps every request with its raw body.
+function startReceiver() {
+  const got = [];
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      got.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      res.writeHead(200, { 'Content-Type': 'text/plain' });
+      res.end('ok');
+    });
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () =>
+    resolve({ server, got, url: `http://127.0.0.1:${server.address().port}/hook` })));
+}
+
+// X-Service-Signature: sha256=<hex HMAC of the body> keyed with the secret
+// string as printed (GitHub style).
+function serviceSignatureOk(secret, h, body) {
+  const want = 'sha256=' + crypto.createHmac('sha256', secret).update(body).digest('hex');
+  return h['x-service-signature'] === want;
+}
+
+// Standard Webhooks: v1,<base64 HMAC of "id.timestamp.body"> keyed with the
+// base64-decoded part after whsec_; the header may hold several entries.
+function standardSignatureOk(secret, h, body) {
+  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+  const signed = `${h['webhook-id']}.${h['webhook-timestamp']}.${body}`;
+  const want = 'v1,' + crypto.createHmac('sha256', key).update(signed).digest('base64');
+  return h['webhook-signature'].split(' ').includes(want);
+}
+
+async function shoot(page, name) {
+  await page.screenshot({ path: path.join(SHOTS, `${name}-desktop.png`), fullPage: true });
+  await page.setViewportSize({ width: 375, height: 812 });
+  await page.screenshot({ path: path.join(SHOTS, `${name}-375.png`), fullPage: true });
+  // Nothing may spill sideways at 375 px: the page itself never scrolls
+  // horizontally (wide tables scroll inside their own box).
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth
+    - document.documentElement.clientWidth);
+  expect(overflow, `${name} is wider than 375 px`).toBeLessThanOrEqual(0);
+  await page.setViewportSize({ width: 1280, height: 800 });
+}
+
+async function apiCall(request, key, pathname, body) {
+  return request.post(BASE + pathname, {
+    headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+    data: body,
+  });
+}
+
+// ---------------------------------------------------------------- the suite
+
+test.describe.serial('developer center', () => {
+  let context;
+  let page;
+  let receiver;
+  const consoleErrors = [];
+  const foreignRequests = [];
+  let apiKey = '';
+  let secret = '';
+  let allowRefused = false;
+
+  test.beforeAll(async ({ browser }) => {
+    receiver = await startReceiver();
+    context = await browser.newContext({ locale: 'en-US' });
+    page = await context.newPage();
+    page.on('console', (m) => {
+      if (m.type() !== 'error') return;
+      // A refusal the test provokes on purpose (a wrong password) is logged
+      // by Chromium as a failed resource; nothing else may be.
+      if (allowRefused && /^Failed to load resource: the server responded with a status of 403/
+        .test(m.text())) return;
+      consoleErrors.push(m.text());
+    });
+    page.on('pageerror', (e) => consoleErrors.push(String(e)));
+    page.on('request', (r) => {
+      if (!r.url().startsWith(BASE + '/') && !r.url().startsWith('data:')) foreignRequests.push(r.url());
+    });
+  });
+
+  test.afterAll(async () => {
+    receiver.server.close();
+    await context.close();
+  });
+
+  test.afterEach(() => {
+    expect(foreignRequests, 'requests that left the origin').toEqual([]);
+    expect(consoleErrors, 'console errors').toEqual([]);
+  });
+
+  test('the root redirects to the developer center, which sends its security headers', async ({ request }) => {
+    const root = await request.get(BASE + '/', { maxRedirects: 0 });
+    expect(root.status()).toBe(302);
+    expect(root.headers()['location']).toBe('/portal/');
+    const pageRes = await request.get(BASE + '/portal/');
+    expect(pageRes.headers()['content-security-policy']).toContain("default-src 'self'");
+    expect(pageRes.headers()['x-frame-options']).toBe('DENY');
+    expect(pageRes.headers()['referrer-policy']).toBe('same-origin');
+    await page.goto(BASE + '/portal/#/signin');
+    await expect(page.getByRole('heading', { name: 'Sign in' })).toBeVisible();
+    await shoot(page, 'signin');
+  });
+
+  test('an invitation sets the password and signs in', async () => {
+    await page.goto(INVITE);
+    await expect(page.getByText(`Choose a password for ${EMAIL}.`)).toBeVisible();
+    await shoot(page, 'welcome');
+    await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
+    await page.getByLabel('Password again').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Set password and sign in' }).click();
+    await expect(page.getByRole('heading', { name: 'Overview' })).toBeVisible();
+    // The token left the address bar.
+    expect(page.url()).not.toContain('welcome');
+    await expect(page.locator('[data-mode=fast]')).toHaveText('100');
+    // The session cookie is HttpOnly and SameSite=Strict, scoped to /portal.
+    const cookie = (await context.cookies()).find((c) => c.name === 'eq_session');
+    expect(cookie.httpOnly).toBe(true);
+    expect(cookie.sameSite).toBe('Strict');
+    expect(cookie.path).toBe('/portal');
+    // The link is used up.
+    const again = await page.request.get(BASE + '/portal/api/links/' + INVITE.split('/').pop());
+    expect(again.status()).toBe(404);
+  });
+
+  test('a key is shown once and a real call with it moves quota and usage', async ({ request }) => {
+    await page.getByRole('link', { name: 'Keys' }).click();
+    await page.getByLabel('Name').fill('laptop');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const shown = page.locator('#new-key input');
+    await expect(shown).toHaveValue(/^eq_live_[A-Za-z0-9_-]{43}$/);
+    apiKey = await shown.inputValue();
+    await expect(page.locator('#key-table')).toContainText('laptop');
+    await shoot(page, 'keys');
+    // Only the prefix is listed, never the key.
+    expect(await page.locator('#key-table').textContent()).not.toContain(apiKey);
+
+    const r = await apiCall(request, apiKey, '/api/v1/reply',
+      { mode: 'fast', message: '今天被老板骂了，好难过', reply_count: 2 });
+    expect(r.status()).toBe(200);
+    const a = await apiCall(request, apiKey, '/api/v1/reply/async',
+      { mode: 'standard', message: '周末有空吗？想约你看电影', webhook_url: receiver.url });
+    expect(a.status()).toBe(200);
+
+    await page.getByRole('link', { name: 'Overview' }).click();
+    await expect(page.locator('[data-mode=fast]')).toHaveText('99');
+    await expect(page.locator('[data-mode=standard]')).toHaveText('99');
+    await expect(page.locator('#calls-today')).toHaveText(/^2/);
+    await shoot(page, 'overview');
+
+    await page.getByRole('link', { name: 'Usage' }).click();
+    await expect(page.locator('#usage-totals tr[data-mode=fast] td').first()).toHaveText('1');
+    await expect(page.locator('#usage-totals tr[data-mode=standard] td').first()).toHaveText('1');
+    await expect(page.locator('svg.chart rect')).toHaveCount(2);
+    await shoot(page, 'usage');
+  });
+
+  test('rotating a key stops the old one; revoking stops the new one', async ({ request }) => {
+    await page.getByRole('link', { name: 'Keys' }).click();
+    page.once('dialog', (d) => d.accept());
+    await page.locator('#key-table tr', { hasText: 'laptop' }).getByRole('button', { name: 'Rotate' }).click();
+    const shown = page.locator('#new-key input');
+    await expect(shown).not.toHaveValue(apiKey);
+    await expect(shown).toHaveValue(/^eq_live_/);
+    const rotated = await shown.inputValue();
+    const old = await apiCall(request, apiKey, '/api/v1/analyze', { message: '你好' });
+    expect(old.status()).toBe(401);
+    const fresh = await apiCall(request, rotated, '/api/v1/analyze', { message: '你好' });
+    expect(fresh.status()).toBe(200);
+
+    page.once('dialog', (d) => d.accept());
+    await page.locator('#key-table tr', { hasText: 'active' }).getByRole('button', { name: 'Revoke' }).click();
+    await expect(page.locator('#key-table')).not.toContainText('active');
+    const revoked = await apiCall(request, rotated, '/api/v1/analyze', { message: '你好' });
+    expect(revoked.status()).toBe(401);
+    // A new key for what follows.
+    await page.getByLabel('Name').fill('ci');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await expect(page.locator('#new-key input')).toHaveValue(/^eq_live_/);
+    apiKey = await page.locator('#new-key input').inputValue();
+  });
+
+  test('the playground shows replies and the analysis, and charges the account', async () => {
+    await page.getByRole('link', { name: 'Playground' }).click();
+    await expect(page.getByText('charges 1 unit')).toBeVisible();
+    await page.getByLabel('Message they sent you').fill('我们还是做朋友吧');
+    await page.getByLabel('Scene (optional)').selectOption('breakup');
+    await page.getByLabel('Mode').selectOption('standard');
+    await page.getByLabel('Replies').fill('3');
+    await page.getByRole('button', { name: 'Get replies' }).click();
+    await expect(page.locator('ol.replies li')).toHaveCount(3);
+    await expect(page.locator('#analysis')).toContainText('Emotion');
+    await expect(page.getByText(/Charged 1 standard unit/)).toBeVisible();
+    await shoot(page, 'playground');
+    await page.getByRole('link', { name: 'Overview' }).click();
+    await expect(page.locator('[data-mode=standard]')).toHaveText('98');
+  });
+
+  test('webhook test events verify with both schemes, also during a secret rotation', async () => {
+    await page.getByRole('link', { name: 'Webhooks' }).click();
+    await page.getByLabel('Default webhook URL').fill(receiver.url);
+    await page.getByRole('button', { name: 'Save' }).click();
+    await expect(page.locator('#toast')).toHaveText('Saved.');
+    // The secret is shown only after the password; a wrong one is refused.
+    allowRefused = true;
+    await page.getByLabel('Password').fill('not my password at all');
+    await page.getByRole('button', { name: 'Show secret' }).click();
+    await expect(page.getByRole('alert')).toContainText('wrong password');
+    allowRefused = false;
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Show secret' }).click();
+    const secretBox = page.locator('#secret-out input').first();
+    await expect(secretBox).toHaveValue(/^whsec_/);
+    secret = await secretBox.inputValue();
+
+    const before = receiver.got.length;
+    await page.getByRole('button', { name: 'Send test event' }).click();
+    await expect(page.locator('#test-out')).toHaveAttribute('data-status', 'delivered');
+    const test1 = receiver.got.slice(before).find((g) => JSON.parse(g.body).event === 'test');
+    expect(test1).toBeTruthy();
+    expect(serviceSignatureOk(secret, test1.headers, test1.body)).toBe(true);
+    expect(standardSignatureOk(secret, test1.headers, test1.body)).toBe(true);
+
+    // Rotation: the new secret signs X-Service-Signature; webhook-signature
+    // carries both, so a receiver holding either still verifies.
+    page.once('dialog', (d) => d.accept());
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Rotate secret' }).click();
+    await expect(page.locator('#secret-out input')).toHaveCount(2);
+    const fresh = await page.locator('#secret-out input').first().inputValue();
+    expect(fresh).not.toBe(secret);
+    expect(await page.locator('#secret-out input').nth(1).inputValue()).toBe(secret);
+    const mark = receiver.got.length;
+    await page.getByRole('button', { name: 'Send test event' }).click();
+    await expect(page.locator('#test-out')).toContainText('delivered');
+    await expect.poll(() => receiver.got.length).toBeGreaterThan(mark);
+    const test2 = receiver.got[receiver.got.length - 1];
+    expect(test2.headers['webhook-signature'].split(' ')).toHaveLength(2);
+    expect(serviceSignatureOk(fresh, test2.headers, test2.body)).toBe(true);
+    expect(standardSignatureOk(fresh, test2.headers, test2.body)).toBe(true);
+    expect(standardSignatureOk(secret, test2.headers, test2.body)).toBe(true);
+
+    // The delivery log shows every delivery, with attempts; replay sends again.
+    await expect(page.locator('#deliveries tbody tr')).toHaveCount(3);  // two tests + the task's
+    await page.locator('#deliveries tbody tr').first().getByRole('button', { name: 'Details' }).click();
+    await expect(page.locator('#delivery-detail')).toContainText('200');
+    const mark2 = receiver.got.length;
+    await page.getByRole('button', { name: 'Replay' }).click();
+    await expect(page.locator('#toast')).toHaveText('Replayed: due now.');
+    await expect.poll(() => receiver.got.length).toBeGreaterThan(mark2);
+    await shoot(page, 'webhooks');
+  });
+
+  test('tasks list and one task with its result and webhook', async () => {
+    await page.getByRole('link', { name: 'Tasks' }).click();
+    await expect(page.locator('#task-list tbody tr')).toHaveCount(1);
+    await page.getByLabel('Status').selectOption('failed');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await expect(page.getByText('No tasks match.')).toBeVisible();
+    await page.getByLabel('Status').selectOption('');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await shoot(page, 'tasks');
+    await page.locator('#task-list a').first().click();
+    await expect(page.locator('ol.replies li').first()).toBeVisible();
+    await expect(page.getByText(receiver.url)).toBeVisible();
+    await shoot(page, 'task');
+  });
+
+  test('the page speaks Chinese and keeps working at 375 px with the keyboard', async () => {
+    await page.getByLabel('Language').selectOption('zh');
+    await page.getByRole('link', { name: '概览' }).click();
+    await expect(page.getByRole('heading', { name: '概览' })).toBeVisible();
+    await shoot(page, 'overview-zh');
+    await page.setViewportSize({ width: 375, height: 812 });
+    // Keyboard only: tab to the Keys link and follow it.
+    await page.getByRole('link', { name: '密钥' }).focus();
+    await page.keyboard.press('Enter');
+    await expect(page.getByRole('heading', { name: '密钥' })).toBeVisible();
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.getByLabel('语言').selectOption('en');
+  });
+
+  test('a cross-origin POST and a POST without the CSRF token are refused', async () => {
+    const me = await page.request.get(BASE + '/portal/api/me');
+    const csrf = (await me.json()).data.csrf;
+    const foreign = await page.request.post(BASE + '/portal/api/keys/create', {
+      headers: { Origin: 'http://evil.example', 'X-CSRF-Token': csrf, 'Content-Type': 'application/json' },
+      data: { name: 'stolen' },
+    });
+    expect(foreign.status()).toBe(403);
+    const noToken = await page.request.post(BASE + '/portal/api/keys/create', {
+      headers: { Origin: BASE, 'Content-Type': 'application/json' },
+      data: { name: 'stolen' },
+    });
+    expect(noToken.status()).toBe(403);
+    const keys = await (await page.request.get(BASE + '/portal/api/keys')).json();
+    expect(keys.data.keys.map((k) => k.name)).not.toContain('stolen');
+  });
+
+  test('a password change ends other sessions; sign-out ends this one', async ({ browser }) => {
+    const other = await browser.newContext();
+    const p2 = await other.newPage();
+    await p2.goto(BASE + '/portal/#/signin');
+    await p2.getByLabel('Email').fill(EMAIL);
+    await p2.getByLabel('Password').fill(PASSWORD);
+    await p2.getByRole('button', { name: 'Sign in' }).click();
+    await expect(p2.getByRole('heading', { name: 'Overview' })).toBeVisible();
+
+    await page.getByRole('link', { name: 'Account' }).click();
+    await page.getByLabel('Current password').fill(PASSWORD);
+    await page.getByLabel('New password').fill(PASSWORD + ' two');
+    await page.getByRole('button', { name: 'Change password' }).click();
+    await expect(page.locator('#toast')).toContainText('Password changed');
+    await shoot(page, 'account');
+    expect((await p2.request.get(BASE + '/portal/api/me')).status()).toBe(401);
+    await other.close();
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await expect(page.getByRole('heading', { name: 'Sign in' })).toBeVisible();
+    expect((await page.request.get(BASE + '/portal/api/me')).status()).toBe(401);
+  });
+
+  test('wrong passwords reach the 429, for a known and an unknown email alike', async ({ browser }) => {
+    // Its own context: the refused sign-ins are expected network errors,
+    // which Chromium logs to its console.
+    const ctx = await browser.newContext();
+    const p = await ctx.newPage();
+    await p.goto(BASE + '/portal/#/signin');
+    const answers = [];
+    for (let i = 0; i < 11; i++) {
+      await p.getByLabel('Email').fill(EMAIL);
+      await p.getByLabel('Password').fill('wrong password ' + i);
+      const res = p.waitForResponse((r) => r.url().endsWith('/portal/api/signin'));
+      await p.getByRole('button', { name: 'Sign in' }).click();
+      answers.push((await res).status());
+    }
+    expect(answers.slice(0, 10)).toEqual(Array(10).fill(401));
+    expect(answers[10]).toBe(429);
+    await expect(p.getByRole('alert')).toContainText('too many failed sign-ins');
+    // An unknown email gets the same answer as a wrong password.
+    const unknown = await p.request.post(BASE + '/portal/api/signin', {
+      headers: { Origin: BASE, 'Content-Type': 'application/json' },
+      data: { email: 'nobody@example.com', password: 'whatever it is' },
+    });
+    expect(unknown.status()).toBe(429);  // the address is limited too now
+    expect(Number(unknown.headers()['retry-after'])).toBeGreaterThan(0);
+    await ctx.close();
+    // The operator can always hand out a reset link.
+    const out = execFileSync(process.env.EQ_EQCTL, ['account', 'reset-password', EMAIL, '--json'],
+      { env: process.env }).toString();
+    expect(JSON.parse(out).link).toContain('/portal/#/reset/');
+  });
+});
