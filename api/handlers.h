@@ -197,8 +197,14 @@ class ApiService {
   void portalAnswer(const Info& info, const Responder& res, const Status& s,
                     std::string_view data_json, std::string_view msg);
   static void addPortalHeaders(HttpResponse& r);
-  // Runs `work` on libuv's thread pool, then `then` on the loop thread.
+  // Runs `work` (password hashing) on libuv's thread pool, then `then` on
+  // the loop thread; hashingBusy() answers 503 while kMaxHashing run.
   void offLoop(std::function<void()> work, std::function<void()> then);
+  bool hashingBusy(const CallPtr& c);
+  void setPasswordThroughLink(const CallPtr& c, const std::string& token,
+                              const std::string& password);
+  static constexpr int kMaxHashing = 8;  // libuv's pool has 4 threads; a few may wait
+  int hashing_in_flight_ = 0;            // loop thread
 
   // Authentication and rate limit, with the route's database work in the
   // same batch: 401, 429 or 503 are answered here; `then` runs (on the loop)

@@ -174,6 +174,11 @@ void ApiService::offLoop(std::function<void()> work, std::function<void()> then)
     std::function<void()> work;
     std::function<void()> then;
   };
+  ++hashing_in_flight_;
+  then = [this, then = std::move(then)] {
+    --hashing_in_flight_;
+    then();
+  };
   auto* job = new Job{{}, std::move(work), std::move(then)};
   job->req.data = job;
   int rc = uv_queue_work(
@@ -188,6 +193,16 @@ void ApiService::offLoop(std::function<void()> work, std::function<void()> then)
     j->work();
     j->then();
   }
+}
+
+bool ApiService::hashingBusy(const CallPtr& c) {
+  // Each scrypt holds 32 MiB and a pool thread for ~0.1 s, and sign-in,
+  // registration and links need no key: without a bound, a burst of them
+  // would queue memory and CPU without limit. Past the bound: 503, retry.
+  if (hashing_in_flight_ < kMaxHashing) return false;
+  c->info->extra_headers.emplace_back("Retry-After", "1");
+  portalAnswer(c->info, c->res, Status(503, "busy checking passwords; retry after 1 s"), "", "");
+  return true;
 }
 
 void ApiService::portalAnswer(const Info& info, const Responder& res, const Status& s,
@@ -387,6 +402,38 @@ void ApiService::portalUseLink(const CallPtr& c) {
                  "");
     return;
   }
+  // The link is checked first (a read): an unknown token costs no scrypt.
+  auto valid = std::make_shared<bool>(false);
+  auto check = std::make_unique<DbRequest>();
+  check->now_ms = ctx_.clock->nowMs();
+  check->deadline_ms = dbDeadline();
+  check->writes = false;
+  int64_t checked_at = check->now_ms;
+  check->work = [valid, token, checked_at](Store& store, const AuthContext*) -> Status {
+    Result<std::optional<PortalLink>> l = store.portalLink(token, checked_at);
+    if (!l.isOk()) return l.status();
+    *valid = l.value().has_value();
+    return Status::ok();
+  };
+  check->done = [this, c, valid, token, pass](DbRequest& done) {
+    if (!done.status.isOk()) {
+      unavailable(c->info, c->res, "the database is busy");
+      return;
+    }
+    if (!*valid) {
+      portalAnswer(c->info, c->res,
+                   Status(404, "this link was used, has expired or is unknown; ask for a new one"),
+                   "", "");
+      return;
+    }
+    if (hashingBusy(c)) return;
+    setPasswordThroughLink(c, token, pass);
+  };
+  ctx_.db->submit(std::move(check));
+}
+
+void ApiService::setPasswordThroughLink(const CallPtr& c, const std::string& token,
+                                        const std::string& pass) {
   auto hashed = std::make_shared<std::string>();
   offLoop([hashed, pass] { *hashed = password::hash(pass); },
           [this, c, hashed, token] {
@@ -451,6 +498,7 @@ void ApiService::portalRegister(const CallPtr& c) {
                  "");
     return;
   }
+  if (hashingBusy(c)) return;
   auto hashed = std::make_shared<std::string>();
   offLoop([hashed, pass] { *hashed = password::hash(pass); },
           [this, c, hashed, email] {
@@ -542,6 +590,7 @@ void ApiService::portalSignin(const CallPtr& c) {
     }
     // The same work whether or not the email is known: an unknown email and
     // a wrong password take the same time and get the same answer.
+    if (hashingBusy(c)) return;
     offLoop(
         [a] {
           if (a->person && a->person->status == "active" && !a->person->password_hash.empty()) {
@@ -663,6 +712,7 @@ void ApiService::portalPassword(const CallPtr& c) {
   }
   std::string session_id = cookieValue(c->req, kCookie);
   checkPassword(c, current, [this, next, session_id](const CallPtr& call, const Person& p) {
+    if (hashingBusy(call)) return;
     auto hashed = std::make_shared<std::string>();
     offLoop([hashed, next] { *hashed = password::hash(next); },
             [this, call, hashed, p, session_id] {
@@ -700,6 +750,7 @@ void ApiService::checkPassword(const CallPtr& c, const std::string& pass, Person
       },
       [this, person, pass, then = std::move(then)](const CallPtr& call, const PortalSession&,
                                                    const Status&, const std::string&) {
+        if (hashingBusy(call)) return;
         auto ok = std::make_shared<bool>(false);
         offLoop(
             [person, pass, ok] {

@@ -10,6 +10,7 @@
 // exercises the 504 path; every test creates its own key, so the cases do
 // not share quota or rate windows.
 #include <rapidjson/document.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -127,6 +128,26 @@ int64_t quotaOf(const Key& k, const std::string& mode) {
   return envelope(r)["data"]["quota"][mode.c_str()].GetInt64();
 }
 
+// The usage record's net units of a key's account in one mode (calls -
+// refunds over all hours), read from the database file as the developer
+// center's Usage page reads it: it must always equal what the quota lost.
+int64_t usageNet(const Key& k, const std::string& mode) {
+  sqlite3* db = nullptr;
+  BOOST_REQUIRE(sqlite3_open_v2(stack().dbPath().c_str(), &db, SQLITE_OPEN_READONLY, nullptr) ==
+                SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db,
+                     "SELECT coalesce(sum(u.calls - u.refunded), 0) FROM usage_hourly u "
+                     "JOIN api_keys k ON k.account_id = u.account_id WHERE k.id = ? AND u.mode = ?",
+                     -1, &st, nullptr);
+  sqlite3_bind_text(st, 1, k.id.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 2, mode.c_str(), -1, SQLITE_TRANSIENT);
+  int64_t net = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return net;
+}
+
 // The value of an unlabelled counter, summed over both eq-api processes.
 // The sum of a counter over both eq-api processes. They share one port, so
 // /metrics is scraped on fresh connections until both have answered, told
@@ -191,6 +212,7 @@ BOOST_AUTO_TEST_CASE(fifty_concurrent_calls_take_exactly_the_ten_units_there_are
   BOOST_TEST(by_status[402] == 40);
   BOOST_TEST(by_status.size() == 2u, "unexpected statuses besides 200 and 402");
   BOOST_TEST(quotaOf(k, "fast") == 0);
+  BOOST_TEST(usageNet(k, "fast") == 10);  // the usage record agrees with the quota
   BOOST_TEST(counterSum("eq_api_quota_rejected_total") - rejected_before == 40);
   BOOST_TEST(servedBy(0, "/api/v1/reply"), "api-0 took some of the calls");
   BOOST_TEST(servedBy(1, "/api/v1/reply"), "api-1 took some of the calls");
@@ -333,6 +355,7 @@ BOOST_AUTO_TEST_CASE(a_timeout_is_refunded_and_not_remembered) {
   expectError(retry, 504, "timed out");
   BOOST_TEST(retry.headers.count("idempotent-replayed") == 0u);
   BOOST_TEST(quotaOf(k, "perfect") == 100);
+  BOOST_TEST(usageNet(k, "perfect") == 0);  // two calls, two refunds
 }
 
 BOOST_AUTO_TEST_CASE(exhausted_and_expired_quota_are_402_naming_the_mode) {

@@ -67,4 +67,33 @@ BOOST_AUTO_TEST_CASE(headers_carry_both_signatures_and_the_delivery_id) {
   BOOST_TEST(has("Expect:"));
 }
 
+// During a secret rotation's overlap (PRODUCT.md §9) webhook-signature
+// carries one v1 entry per secret, space-separated, so a receiver holding
+// either verifies; X-Service-Signature uses the new secret only.
+BOOST_AUTO_TEST_CASE(a_rotation_overlap_signs_with_both_secrets) {
+  WebhookRequest req;
+  req.secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  req.previous_secret = "whsec_" + crypto::base64("the previous key of this account");
+  req.body = R"({"event":"test"})";
+  req.delivery_id = "dlv_2";
+  req.event = "test";
+  req.timestamp = 1700000000;
+  std::vector<std::string> h = webhookHeaders(req);
+  auto has = [&](const std::string& line) {
+    return std::find(h.begin(), h.end(), line) != h.end();
+  };
+  BOOST_TEST(has("X-Service-Signature: " + serviceSignature(req.secret, req.body)));
+  BOOST_TEST(has("webhook-signature: " +
+                 standardSignature(req.secret, "dlv_2", 1700000000, req.body) + " " +
+                 standardSignature(req.previous_secret, "dlv_2", 1700000000, req.body)));
+}
+
+BOOST_AUTO_TEST_CASE(a_test_event_body_names_its_delivery) {
+  DeliveryRecord d;
+  d.delivery_id = "dlv_3";
+  d.created_at = 1700000000000;
+  std::string body = testEventBody(d, 1700000001);
+  BOOST_TEST(body == R"({"event":"test","delivery_id":"dlv_3","created_at":"2023-11-14T22:13:20.000Z","timestamp":1700000001})");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
