@@ -366,9 +366,27 @@ test.describe.serial('developer center', () => {
     expect(unknown.status()).toBe(429);  // the address is limited too now
     expect(Number(unknown.headers()['retry-after'])).toBeGreaterThan(0);
     await ctx.close();
-    // The operator can always hand out a reset link.
+  });
+
+  test('a reset link from the operator sets a new password and signs in', async ({ browser }) => {
     const out = execFileSync(process.env.EQ_EQCTL, ['account', 'reset-password', EMAIL, '--json'],
       { env: process.env }).toString();
-    expect(JSON.parse(out).link).toContain('/portal/#/reset/');
+    const link = JSON.parse(out).link;
+    expect(link).toContain('/portal/#/reset/');
+    const ctx = await browser.newContext();
+    const p = await ctx.newPage();
+    const errors = [];
+    p.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+    await p.goto(link);
+    await expect(p.getByText(`Choose a new password for ${EMAIL}.`)).toBeVisible();
+    await p.getByLabel('Password', { exact: true }).fill('a brand new passphrase');
+    await p.getByLabel('Password again').fill('a brand new passphrase');
+    await p.getByRole('button', { name: 'Set password and sign in' }).click();
+    await expect(p.getByRole('heading', { name: 'Overview' })).toBeVisible();
+    // Used once: the same link is refused now.
+    await p.goto(link);
+    await expect(p.getByRole('alert')).toContainText('used, has expired or is unknown');
+    expect(errors.filter((e) => !/status of 404/.test(e))).toEqual([]);
+    await ctx.close();
   });
 });
