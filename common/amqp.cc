@@ -3,6 +3,7 @@
 #include <amqp_tcp_socket.h>
 #include <sys/time.h>
 
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -34,9 +35,54 @@ constexpr int64_t kDeliveryLimit = 2;
 
 }  // namespace
 
-Result<std::unique_ptr<Connection>> Connection::open(const std::string& url,
+std::vector<std::string> Connection::splitUrls(const std::string& urls) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= urls.size()) {
+    std::size_t end = urls.find(',', start);
+    if (end == std::string::npos) end = urls.size();
+    std::string one = urls.substr(start, end - start);
+    while (!one.empty() && (one.front() == ' ' || one.front() == '\t')) one.erase(0, 1);
+    while (!one.empty() && (one.back() == ' ' || one.back() == '\t')) one.pop_back();
+    if (!one.empty()) out.push_back(std::move(one));
+    start = end + 1;
+  }
+  return out;
+}
+
+Result<std::unique_ptr<Connection>> Connection::open(const std::string& urls,
                                                      const std::string& conn_name,
                                                      int heartbeat_seconds) {
+  std::vector<std::string> list = splitUrls(urls);
+  if (list.empty()) return Status(500, "EQ_AMQP_URL is empty");
+  if (list.size() == 1) return openOne(list[0], conn_name, heartbeat_seconds);
+  // Several addresses: the nodes of one cluster (declareTopology's queue
+  // types depend on it).
+  // The broker this process last reached is tried first; every thread of a
+  // process shares the hint (one process, one cluster).
+  static std::atomic<std::size_t> last_good{0};
+  std::size_t first = last_good.load(std::memory_order_relaxed) % list.size();
+  std::string errors;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    std::size_t at = (first + i) % list.size();
+    Result<std::unique_ptr<Connection>> c = openOne(list[at], conn_name, heartbeat_seconds);
+    if (c.isOk()) {
+      last_good.store(at, std::memory_order_relaxed);
+      c.value()->cluster_ = true;
+      return c;
+    }
+    if (c.status().code() == 500) return c.status();  // a malformed URL: no use trying others
+    errors += (errors.empty() ? "" : "; ") + c.status().msg();
+  }
+  // Next time, start after the first one tried: a broker that hangs rather
+  // than refusing must not be waited on first by every attempt.
+  last_good.store((first + 1) % list.size(), std::memory_order_relaxed);
+  return Status(503, "amqp: no broker reachable: " + errors);
+}
+
+Result<std::unique_ptr<Connection>> Connection::openOne(const std::string& url,
+                                                        const std::string& conn_name,
+                                                        int heartbeat_seconds) {
   std::vector<char> buf(url.begin(), url.end());
   buf.push_back('\0');
   amqp_connection_info info;
@@ -66,11 +112,23 @@ Result<std::unique_ptr<Connection>> Connection::open(const std::string& url,
     return Status(503, std::string("amqp: cannot connect to ") + info.host + ":" +
                            std::to_string(info.port) + ": " + amqp_error_string2(rc));
   }
-  amqp_table_entry_t props[1];
+  // consumer_cancel_notify: when a queue we consume is deleted (in a
+  // cluster, a transient queue whose node stopped) the broker says so with
+  // basic.cancel instead of leaving the consumer silently idle; next()
+  // then reports the connection broken and its owner reconnects and
+  // re-declares the queue on a live node.
+  amqp_table_entry_t caps[1];
+  caps[0].key = amqp_cstring_bytes("consumer_cancel_notify");
+  caps[0].value.kind = AMQP_FIELD_KIND_BOOLEAN;
+  caps[0].value.value.boolean = 1;
+  amqp_table_entry_t props[2];
   props[0].key = amqp_cstring_bytes("connection_name");
   props[0].value.kind = AMQP_FIELD_KIND_UTF8;
   props[0].value.value.bytes = bytes(conn_name);
-  amqp_table_t client_props = {1, props};
+  props[1].key = amqp_cstring_bytes("capabilities");
+  props[1].value.kind = AMQP_FIELD_KIND_TABLE;
+  props[1].value.value.table = amqp_table_t{1, caps};
+  amqp_table_t client_props = {2, props};
   amqp_rpc_reply_t login = amqp_login_with_properties(
       conn, info.vhost, 0, AMQP_DEFAULT_FRAME_SIZE, heartbeat_seconds, &client_props,
       AMQP_SASL_METHOD_PLAIN, info.user, info.password);
@@ -158,16 +216,21 @@ Status Connection::declareTopology() {
     }
   }
 
-  // Sync job queues: classic and durable (the queue outlives a broker
-  // restart; its transient messages do not, and their callers have had a
-  // 503 by then). No dead-letter exchange: a sync job that expires (its
-  // caller had its 504) is simply dropped; one that was redelivered is moved
-  // by the worker to the counting quorum queue above.
-  amqp_table_entry_t classic[1];
-  classic[0].key = amqp_cstring_bytes("x-queue-type");
-  classic[0].value.kind = AMQP_FIELD_KIND_UTF8;
-  classic[0].value.value.bytes = amqp_cstring_bytes("classic");
-  amqp_table_t sync_args = {1, classic};
+  // Sync job queues: classic and durable on one broker (the queue outlives
+  // a broker restart; its transient messages do not, and their callers have
+  // had a 503 by then). On a cluster (several addresses in EQ_AMQP_URL) they
+  // are quorum queues: a classic queue lives on one node, and while that
+  // node is down it can be neither used nor declared anywhere else, which
+  // would stop every process's (re)connect; a quorum queue elects a new
+  // leader and its consumers carry on. No dead-letter exchange either way:
+  // a sync job that expires (its caller had its 504) is simply dropped; one
+  // that was redelivered is moved by the worker to the counting quorum queue
+  // above.
+  amqp_table_entry_t sync_type[1];
+  sync_type[0].key = amqp_cstring_bytes("x-queue-type");
+  sync_type[0].value.kind = AMQP_FIELD_KIND_UTF8;
+  sync_type[0].value.value.bytes = amqp_cstring_bytes(cluster_ ? "quorum" : "classic");
+  amqp_table_t sync_args = {1, sync_type};
   for (const char* q : {msg::kQueueSyncFast, msg::kQueueSyncStandard, msg::kQueueSyncPerfect,
                         msg::kQueueSyncAnalyze}) {
     amqp_queue_declare(conn_, kChannel, amqp_cstring_bytes(q), 0, 1, 0, 0, sync_args);
@@ -332,6 +395,11 @@ Result<Event> Connection::readOneFrame(int timeout_ms) {
         amqp_destroy_message(&message);
         return Event(Timeout{});
       }
+      case AMQP_BASIC_CANCEL_METHOD:
+        // The queue we consumed is gone (its cluster node stopped, or it
+        // was deleted): reconnecting re-declares it.
+        broken_ = true;
+        return Status(503, "amqp: the broker cancelled our consumer (its queue is gone)");
       case AMQP_CHANNEL_CLOSE_METHOD: {
         broken_ = true;
         auto* m = static_cast<amqp_channel_close_t*>(frame.payload.method.decoded);

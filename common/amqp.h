@@ -59,9 +59,18 @@ class Connection {
  public:
   // Connects, logs in and opens channel 1. conn_name shows in the RabbitMQ
   // management UI's connection list.
+  //
+  // `url` may list several brokers, comma-separated (the nodes of a
+  // cluster): they are tried in turn, starting with the one this process
+  // last reached, so a reconnect after a node stops lands on a live one at
+  // once (a stopped node refuses the connection in microseconds; a hung one
+  // costs its connect or handshake timeout). The error names every address.
   static Result<std::unique_ptr<Connection>> open(const std::string& url,
                                                   const std::string& conn_name,
                                                   int heartbeat_seconds);
+  // The addresses of a comma-separated EQ_AMQP_URL, trimmed; empty entries
+  // are dropped.
+  static std::vector<std::string> splitUrls(const std::string& urls);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -107,6 +116,10 @@ class Connection {
   bool broken() const { return broken_; }
 
  private:
+  // One broker address.
+  static Result<std::unique_ptr<Connection>> openOne(const std::string& url,
+                                                     const std::string& conn_name,
+                                                     int heartbeat_seconds);
   explicit Connection(amqp_connection_state_t conn) : conn_(conn) {}
   Status rpcStatus(const char* what);
   Status libStatus(int rc, const char* what);
@@ -114,6 +127,7 @@ class Connection {
 
   amqp_connection_state_t conn_;
   bool broken_ = false;
+  bool cluster_ = false;  // opened from several addresses: sync queues are quorum
   bool confirms_ = false;
   uint64_t next_publish_seq_ = 1;
   std::deque<Event> pending_;  // events read while waiting for a confirm

@@ -4,6 +4,9 @@
 #   eq_broker_start VAR_DIR        start (or reuse) the node, export EQ_* vars
 #   eq_broker_stop  VAR_DIR        stop it (idempotent)
 #   eq_broker_ctl   VAR_DIR ARGS   rabbitmqctl ARGS against it
+#   eq_broker_cluster_start DIR N  N nodes in DIR/node1..N joined in one cluster;
+#                                  writes DIR/cluster.env (EQ_AMQP_URL lists them all)
+#   eq_broker_cluster_stop  DIR    stops every node of that cluster
 #
 # The system's default node (rabbit@HOST, port 5672, epmd 4369) is never
 # touched: every file lives under VAR_DIR/rabbitmq, the node name is derived
@@ -311,6 +314,13 @@ _eq_broker_start_locked() {
         return 1
     }
     read -r EQB_AMQP_PORT EQB_MGMT_PORT EQB_PROM_PORT EQB_DIST_PORT EQB_EPMD_PORT <<<"$ports"
+    # The nodes of one cluster must find each other through one epmd
+    # (eq_broker_cluster_start); then stopping one node leaves it running.
+    local EQB_SHARED_EPMD=0
+    if [[ -n "${EQ_BROKER_EPMD_PORT:-}" ]]; then
+        EQB_EPMD_PORT="$EQ_BROKER_EPMD_PORT"
+        EQB_SHARED_EPMD=1
+    fi
     [[ "$EQB_AMQP_PORT" == "$want_amqp" ]] || _eq_broker_log "port $want_amqp taken, AMQP on $EQB_AMQP_PORT"
     [[ "$EQB_MGMT_PORT" == "$want_mgmt" ]] || _eq_broker_log "port $want_mgmt taken, management on $EQB_MGMT_PORT"
     [[ "$EQB_PROM_PORT" == "$want_prom" ]] || _eq_broker_log "port $want_prom taken, prometheus on $EQB_PROM_PORT"
@@ -345,7 +355,11 @@ json.dump({
     "vhosts": [{"name": "/"}],
     "permissions": [{"user": u, "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}],
 }, sys.stdout)' "$user" "$pass" >"$d/definitions.json") || return 1
-    if [[ ! -s "$d/.erlang.cookie" ]]; then
+    if [[ -n "${EQ_BROKER_COOKIE:-}" ]]; then
+        # A cluster's nodes share one cookie.
+        rm -f "$d/.erlang.cookie"
+        (umask 077 && printf '%s' "$EQ_BROKER_COOKIE" >"$d/.erlang.cookie")
+    elif [[ ! -s "$d/.erlang.cookie" ]]; then
         # od, not `tr </dev/urandom | head`: the latter dies of SIGPIPE under pipefail.
         (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' | tr a-f A-F >"$d/.erlang.cookie")
     fi
@@ -377,7 +391,8 @@ json.dump({
         EQB_DIR "$EQB_DIR" EQB_NODENAME "$EQB_NODENAME" \
         EQB_AMQP_PORT "$EQB_AMQP_PORT" EQB_MGMT_PORT "$EQB_MGMT_PORT" \
         EQB_PROM_PORT "$EQB_PROM_PORT" EQB_DIST_PORT "$EQB_DIST_PORT" \
-        EQB_EPMD_PORT "$EQB_EPMD_PORT" EQB_RUN_AS "$EQB_RUN_AS" >"$d/node.env"
+        EQB_EPMD_PORT "$EQB_EPMD_PORT" EQB_RUN_AS "$EQB_RUN_AS" \
+        EQB_SHARED_EPMD "$EQB_SHARED_EPMD" >"$d/node.env"
 
     _eq_broker_log "starting $EQB_NODENAME: amqp $EQB_AMQP_PORT, management $EQB_MGMT_PORT, prometheus $EQB_PROM_PORT, dist $EQB_DIST_PORT, epmd $EQB_EPMD_PORT"
     # setsid: own session, so a Ctrl-C aimed at the calling script does not
@@ -497,7 +512,7 @@ eq_broker_stop() {
     local var_dir
     var_dir="$(_eq_broker_abs "$1")"
     local EQB_DIR EQB_NODENAME EQB_AMQP_PORT EQB_MGMT_PORT EQB_PROM_PORT
-    local EQB_DIST_PORT EQB_EPMD_PORT EQB_LAUNCHER_PID="" EQB_RUN_AS="" pid
+    local EQB_DIST_PORT EQB_EPMD_PORT EQB_LAUNCHER_PID="" EQB_RUN_AS="" EQB_SHARED_EPMD=0 pid
     if ! _eq_broker_load "$var_dir"; then
         _eq_broker_log "no broker started in $var_dir, nothing to stop"
         return 0
@@ -529,7 +544,9 @@ eq_broker_stop() {
         done
         if [[ ${#left[@]} -gt 0 ]]; then kill -KILL "${left[@]}" 2>/dev/null || true; fi
     fi
-    _eq_broker_kill_epmd "$EQB_EPMD_PORT"
+    # A cluster's shared epmd outlives each node (eq_broker_cluster_stop
+    # stops it after the last one).
+    if [[ "${EQB_SHARED_EPMD:-0}" != 1 ]]; then _eq_broker_kill_epmd "$EQB_EPMD_PORT"; fi
     rm -f "$var_dir/broker.env" "$EQB_DIR/rabbitmq.pid" "$EQB_DIR/node.env"
     _eq_broker_log "stopped $EQB_NODENAME"
 }
@@ -549,4 +566,66 @@ eq_broker_ctl() {
         return 1
     fi
     _eq_broker_tool rabbitmqctl "$@"
+}
+
+# A RabbitMQ cluster of N private nodes (issue 13: a broker cluster), for
+# tests and local trials: DIR/node1..N each a private node as above, sharing
+# one epmd port and one cookie, nodes 2..N joined to node 1. Writes
+# DIR/cluster.env: EQ_AMQP_URL with every node's address (comma-separated,
+# as the processes accept it), EQ_CLUSTER_NODES (node names) and
+# EQ_CLUSTER_DIRS (their VAR_DIRs, for eq_broker_ctl), EQ_RABBITMQ_MGMT_PORT
+# of node 1.
+eq_broker_cluster_start() {
+    if [[ $# -ne 2 || -z "$1" || ! "$2" =~ ^[2-9]$ ]]; then
+        _eq_broker_log "usage: eq_broker_cluster_start DIR N (N from 2 to 9)"
+        return 2
+    fi
+    local dir n="$2" i epmd cookie urls="" nodes="" dirs="" mgmt="" first=""
+    dir="$(_eq_broker_abs "$1")"
+    mkdir -p "$dir"
+    epmd="$(_eq_broker_pick_ports 0)" || return 1
+    cookie="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' | tr a-f A-F)"
+    local user="${EQ_AMQP_USER:-eq}" pass="${EQ_AMQP_PASSWORD:-eq}"
+    for ((i = 1; i <= n; i++)); do
+        # Free ports for every listener: several nodes on one host.
+        EQ_BROKER_EPMD_PORT="$epmd" EQ_BROKER_COOKIE="$cookie" EQ_AMQP_PORT=0 \
+            EQ_RABBITMQ_MGMT_PORT=0 EQ_RABBITMQ_PROM_PORT=0 \
+            eq_broker_start "$dir/node$i" >/dev/null || return 1
+        local EQB_NODENAME="" EQB_DIR="" EQB_RUN_AS="" EQB_AMQP_PORT="" EQB_MGMT_PORT=""
+        _eq_broker_load "$dir/node$i" || return 1
+        [[ -n "$first" ]] || { first="$EQB_NODENAME"; mgmt="$EQB_MGMT_PORT"; }
+        urls+="${urls:+,}amqp://$(_eq_broker_urlencode "$user"):$(_eq_broker_urlencode "$pass")@127.0.0.1:$EQB_AMQP_PORT/"
+        nodes+="${nodes:+ }$EQB_NODENAME"
+        dirs+="${dirs:+ }$dir/node$i"
+        if ((i > 1)); then
+            _eq_broker_log "joining $EQB_NODENAME to $first"
+            eq_broker_ctl "$dir/node$i" -q stop_app >/dev/null &&
+                eq_broker_ctl "$dir/node$i" -q reset >/dev/null &&
+                eq_broker_ctl "$dir/node$i" -q join_cluster "$first" >/dev/null &&
+                eq_broker_ctl "$dir/node$i" -q start_app >/dev/null || {
+                _eq_broker_log "could not join $EQB_NODENAME to $first"
+                return 1
+            }
+        fi
+    done
+    {
+        printf '# Written by scripts/lib/broker.sh: the cluster in %s\n' "$dir"
+        printf 'export %s=%q\n' EQ_AMQP_URL "$urls" EQ_CLUSTER_NODES "$nodes" \
+            EQ_CLUSTER_DIRS "$dirs" EQ_RABBITMQ_MGMT_PORT "$mgmt" EQ_CLUSTER_EPMD_PORT "$epmd"
+    } >"$dir/cluster.env"
+    _eq_broker_log "cluster of $n nodes up: $nodes"
+}
+
+eq_broker_cluster_stop() {
+    local dir d epmd=""
+    dir="$(_eq_broker_abs "${1:?usage: eq_broker_cluster_stop DIR}")"
+    for d in "$dir"/node*; do
+        [[ -d "$d" ]] || continue
+        if [[ -z "$epmd" && -f "$d/rabbitmq/node.env" ]]; then
+            epmd="$(. "$d/rabbitmq/node.env" && printf '%s' "$EQB_EPMD_PORT")"
+        fi
+        eq_broker_stop "$d" >/dev/null 2>&1 || true
+    done
+    [[ -n "$epmd" ]] && _eq_broker_kill_epmd "$epmd"
+    return 0
 }
