@@ -203,6 +203,13 @@ class ApiService {
   bool hashingBusy(const CallPtr& c);
   void setPasswordThroughLink(const CallPtr& c, const std::string& token,
                               const std::string& password);
+  // Hashes `password` off the loop, runs `step` with the hash in a database
+  // step (a link used, a person registered), then signs the person in.
+  using PersonStep =
+      std::function<Result<Person>(Store& store, const std::string& hash, int64_t now_ms)>;
+  void hashThenSignIn(const CallPtr& c, const std::string& password, PersonStep step);
+  // A DbRequest stamped with the clock and the api's database deadline.
+  std::unique_ptr<DbRequest> newDbRequest() const;
   static constexpr int kMaxHashing = 8;  // libuv's pool has 4 threads; a few may wait
   int hashing_in_flight_ = 0;            // loop thread
 

@@ -84,6 +84,13 @@ bool plausibleEmail(const std::string& e) {
   return true;
 }
 
+// A new password: 400 naming `field` unless it has 10 code points and at
+// most kMaxPasswordBytes bytes.
+Status checkNewPassword(const std::string& pass, const char* field) {
+  if (password::acceptable(pass) && pass.size() <= kMaxPasswordBytes) return Status::ok();
+  return Status(400, std::string(field) + ": at least 10 characters (and at most 1024 bytes)");
+}
+
 std::string hexAddress(const std::string& raw) {
   return raw.empty() ? "unknown" : crypto::hex(raw);
 }
@@ -195,6 +202,13 @@ void ApiService::offLoop(std::function<void()> work, std::function<void()> then)
   }
 }
 
+std::unique_ptr<DbRequest> ApiService::newDbRequest() const {
+  auto r = std::make_unique<DbRequest>();
+  r->now_ms = ctx_.clock->nowMs();
+  r->deadline_ms = dbDeadline();
+  return r;
+}
+
 bool ApiService::hashingBusy(const CallPtr& c) {
   // Each scrypt holds 32 MiB and a pool thread for ~0.1 s, and sign-in,
   // registration and links need no key: without a bound, a burst of them
@@ -229,9 +243,7 @@ void ApiService::withSession(const CallPtr& c, SessionWork work, SessionThen the
   const std::string* csrf_header = c->req.header("x-csrf-token");
   std::string csrf = csrf_header != nullptr ? *csrf_header : "";
   auto step = std::make_shared<Step>();
-  auto r = std::make_unique<DbRequest>();
-  r->now_ms = ctx_.clock->nowMs();
-  r->deadline_ms = dbDeadline();
+  std::unique_ptr<DbRequest> r = newDbRequest();
   int64_t now = r->now_ms;
   r->work = [step, session_id, csrf, mutating, now, work = std::move(work)](
                 Store& store, const AuthContext*) -> Status {
@@ -309,9 +321,7 @@ std::string ApiService::sessionCookie(const std::string& session_id) const {
 void ApiService::startSession(const CallPtr& c, const std::string& person_id,
                               const std::string& email) {
   auto created = std::make_shared<NewSession>();
-  auto r = std::make_unique<DbRequest>();
-  r->now_ms = ctx_.clock->nowMs();
-  r->deadline_ms = dbDeadline();
+  std::unique_ptr<DbRequest> r = newDbRequest();
   int64_t now = r->now_ms;
   r->work = [created, person_id, now](Store& store, const AuthContext*) -> Status {
     Result<NewSession> s = store.createSession(person_id, now);
@@ -346,9 +356,7 @@ void ApiService::portalConfig(const CallPtr& c) {
 void ApiService::portalLink(const CallPtr& c) {
   std::string token = c->req.path.substr(std::string_view("/portal/api/links/").size());
   auto link = std::make_shared<std::optional<PortalLink>>();
-  auto r = std::make_unique<DbRequest>();
-  r->now_ms = ctx_.clock->nowMs();
-  r->deadline_ms = dbDeadline();
+  std::unique_ptr<DbRequest> r = newDbRequest();
   r->writes = false;
   int64_t now = r->now_ms;
   r->work = [link, token, now](Store& store, const AuthContext*) -> Status {
@@ -396,17 +404,13 @@ void ApiService::portalUseLink(const CallPtr& c) {
     portalAnswer(c->info, c->res, Status(400, "token: the link's token is required"), "", "");
     return;
   }
-  if (!password::acceptable(pass) || pass.size() > kMaxPasswordBytes) {
-    portalAnswer(c->info, c->res,
-                 Status(400, "password: at least 10 characters (and at most 1024 bytes)"), "",
-                 "");
+  if (Status bad = checkNewPassword(pass, "password"); !bad.isOk()) {
+    portalAnswer(c->info, c->res, bad, "", "");
     return;
   }
   // The link is checked first (a read): an unknown token costs no scrypt.
   auto valid = std::make_shared<bool>(false);
-  auto check = std::make_unique<DbRequest>();
-  check->now_ms = ctx_.clock->nowMs();
-  check->deadline_ms = dbDeadline();
+  std::unique_ptr<DbRequest> check = newDbRequest();
   check->writes = false;
   int64_t checked_at = check->now_ms;
   check->work = [valid, token, checked_at](Store& store, const AuthContext*) -> Status {
@@ -434,21 +438,25 @@ void ApiService::portalUseLink(const CallPtr& c) {
 
 void ApiService::setPasswordThroughLink(const CallPtr& c, const std::string& token,
                                         const std::string& pass) {
+  hashThenSignIn(c, pass, [token](Store& store, const std::string& hash, int64_t now) {
+    return store.usePortalLink(token, hash, now);
+  });
+}
+
+void ApiService::hashThenSignIn(const CallPtr& c, const std::string& pass, PersonStep step) {
   auto hashed = std::make_shared<std::string>();
   offLoop([hashed, pass] { *hashed = password::hash(pass); },
-          [this, c, hashed, token] {
+          [this, c, hashed, step = std::move(step)] {
             if (hashed->empty()) {
               portalAnswer(c->info, c->res, Status(500, "password hashing failed"), "", "");
               return;
             }
             auto person = std::make_shared<Result<Person>>(Status(500, "not run"));
-            auto r = std::make_unique<DbRequest>();
-            r->now_ms = ctx_.clock->nowMs();
-            r->deadline_ms = dbDeadline();
+            std::unique_ptr<DbRequest> r = newDbRequest();
             int64_t now = r->now_ms;
-            r->work = [person, token, hashed, now](Store& store, const AuthContext*) -> Status {
-              *person = store.usePortalLink(token, *hashed, now);
-              // A refused link is an answer, not a database failure.
+            r->work = [person, hashed, now, step](Store& store, const AuthContext*) -> Status {
+              *person = step(store, *hashed, now);
+              // A refused link or a taken email is an answer, not a database failure.
               return person->isOk() || person->status().code() < 500 ? Status::ok()
                                                                      : person->status();
             };
@@ -461,9 +469,8 @@ void ApiService::setPasswordThroughLink(const CallPtr& c, const std::string& tok
                 portalAnswer(c->info, c->res, person->status(), "", "");
                 return;
               }
-              log::info("portal password set through a link",
-                        {{"request_id", c->info->request_id},
-                         {"person_id", person->value().person_id}});
+              log::info("portal password set", {{"request_id", c->info->request_id},
+                                                 {"person_id", person->value().person_id}});
               startSession(c, person->value().person_id, person->value().email);
             };
             ctx_.db->submit(std::move(r));
@@ -492,39 +499,14 @@ void ApiService::portalRegister(const CallPtr& c) {
     portalAnswer(c->info, c->res, Status(400, "email: an address like name@example.com"), "", "");
     return;
   }
-  if (!password::acceptable(pass) || pass.size() > kMaxPasswordBytes) {
-    portalAnswer(c->info, c->res,
-                 Status(400, "password: at least 10 characters (and at most 1024 bytes)"), "",
-                 "");
+  if (Status bad = checkNewPassword(pass, "password"); !bad.isOk()) {
+    portalAnswer(c->info, c->res, bad, "", "");
     return;
   }
   if (hashingBusy(c)) return;
-  auto hashed = std::make_shared<std::string>();
-  offLoop([hashed, pass] { *hashed = password::hash(pass); },
-          [this, c, hashed, email] {
-            auto person = std::make_shared<Result<Person>>(Status(500, "not run"));
-            auto r = std::make_unique<DbRequest>();
-            r->now_ms = ctx_.clock->nowMs();
-            r->deadline_ms = dbDeadline();
-            int64_t now = r->now_ms;
-            r->work = [person, email, hashed, now](Store& store, const AuthContext*) -> Status {
-              *person = store.registerPerson(email, *hashed, now);
-              return person->isOk() || person->status().code() < 500 ? Status::ok()
-                                                                     : person->status();
-            };
-            r->done = [this, c, person](DbRequest& done) {
-              if (!done.status.isOk()) {
-                unavailable(c->info, c->res, "the database is busy");
-                return;
-              }
-              if (!person->isOk()) {
-                portalAnswer(c->info, c->res, person->status(), "", "");
-                return;
-              }
-              startSession(c, person->value().person_id, person->value().email);
-            };
-            ctx_.db->submit(std::move(r));
-          });
+  hashThenSignIn(c, pass, [email](Store& store, const std::string& hash, int64_t now) {
+    return store.registerPerson(email, hash, now);
+  });
 }
 
 void ApiService::portalSignin(const CallPtr& c) {
@@ -553,9 +535,7 @@ void ApiService::portalSignin(const CallPtr& c) {
   }
   a->email_scope = "email:" + a->email;
   a->addr_scope = "addr:" + hexAddress(c->req.client);
-  auto r = std::make_unique<DbRequest>();
-  r->now_ms = ctx_.clock->nowMs();
-  r->deadline_ms = dbDeadline();
+  std::unique_ptr<DbRequest> r = newDbRequest();
   r->writes = false;
   int64_t now = r->now_ms;
   r->work = [a, now](Store& store, const AuthContext*) -> Status {
@@ -604,9 +584,7 @@ void ApiService::portalSignin(const CallPtr& c) {
             startSession(c, a->person->person_id, a->person->email);
             return;
           }
-          auto r2 = std::make_unique<DbRequest>();
-          r2->now_ms = ctx_.clock->nowMs();
-          r2->deadline_ms = dbDeadline();
+          std::unique_ptr<DbRequest> r2 = newDbRequest();
           int64_t at = r2->now_ms;
           r2->work = [a, at](Store& store, const AuthContext*) -> Status {
             if (Status s = store.recordSigninFailure(a->email_scope, at); !s.isOk()) return s;
@@ -704,10 +682,8 @@ void ApiService::portalPassword(const CallPtr& c) {
   }
   std::string current = member(doc, "current_password");
   std::string next = member(doc, "new_password");
-  if (!password::acceptable(next) || next.size() > kMaxPasswordBytes) {
-    portalAnswer(c->info, c->res,
-                 Status(400, "new_password: at least 10 characters (and at most 1024 bytes)"), "",
-                 "");
+  if (Status bad = checkNewPassword(next, "new_password"); !bad.isOk()) {
+    portalAnswer(c->info, c->res, bad, "", "");
     return;
   }
   std::string session_id = cookieValue(c->req, kCookie);
@@ -716,9 +692,7 @@ void ApiService::portalPassword(const CallPtr& c) {
     auto hashed = std::make_shared<std::string>();
     offLoop([hashed, next] { *hashed = password::hash(next); },
             [this, call, hashed, p, session_id] {
-              auto r = std::make_unique<DbRequest>();
-              r->now_ms = ctx_.clock->nowMs();
-              r->deadline_ms = dbDeadline();
+              std::unique_ptr<DbRequest> r = newDbRequest();
               int64_t now = r->now_ms;
               r->work = [hashed, p, session_id, now](Store& store, const AuthContext*) -> Status {
                 if (Status s = store.setPassword(p.person_id, *hashed, now); !s.isOk()) return s;
@@ -997,9 +971,7 @@ void ApiService::portalWebhookSecret(const CallPtr& c, bool rotate) {
   std::string pass = member(doc, "password");
   checkPassword(c, pass, [this, rotate](const CallPtr& call, const Person& p) {
     auto data = std::make_shared<std::string>();
-    auto r = std::make_unique<DbRequest>();
-    r->now_ms = ctx_.clock->nowMs();
-    r->deadline_ms = dbDeadline();
+    std::unique_ptr<DbRequest> r = newDbRequest();
     int64_t now = r->now_ms;
     r->work = [data, rotate, p, now](Store& store, const AuthContext*) -> Status {
       if (rotate) {
