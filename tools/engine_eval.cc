@@ -2,7 +2,7 @@
 // labelled file and prints accuracy, macro-F1, per-class precision/recall and
 // the confusion matrix (the numbers in docs/engine.md).
 //
-//   engine_eval [--misses] [--half even|odd] FILE...
+//   engine_eval [--misses] [--half even|odd] [--balanced N] FILE...
 //   engine_eval --reply MODE[:COUNT] [--scene S] [--context C] MESSAGE...
 //
 // A FILE named acts_*.tsv is a speech-act set (tests/data/acts_*.tsv): its
@@ -21,10 +21,17 @@
 // confirmed on the odd half, so that a rule that only fits the lines it was
 // tried on shows up (docs/engine.md).
 //
+// --balanced N keeps N samples of every gold label (fewer where a label has
+// fewer), the same ones on every run: the class-balanced view of CLUE, whose
+// full split is dominated by two labels.
+//
 // --reply prints the analysis and the replies for each MESSAGE (MODE is fast,
 // standard or perfect, COUNT 1..5, default 3), so replies can be read the way
 // a user reads them while the phrase bank is edited.
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <map>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -86,6 +93,30 @@ void printReplies(const BuiltinEngine& engine, eq::engine::Mode mode, int count,
   }
 }
 
+// A class-balanced sample: `per_label` samples of every gold label (all of
+// a label that has fewer). Which ones is fixed and does not follow the
+// file's order: samples are ranked by a hash of their line number, so the
+// sample is the same on every run and spread over the whole file.
+std::vector<eval::Sample> balancedSample(std::vector<eval::Sample> all, int per_label) {
+  auto rank = [](int line) {
+    uint64_t x = static_cast<uint64_t>(line) + 0x9E3779B97F4A7C15ULL;  // splitmix64
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+  };
+  std::stable_sort(all.begin(), all.end(), [&](const eval::Sample& a, const eval::Sample& b) {
+    return rank(a.line) < rank(b.line);
+  });
+  std::map<std::string, int> taken;
+  std::vector<eval::Sample> out;
+  for (eval::Sample& s : all) {
+    if (taken[s.emotion]++ < per_label) out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const eval::Sample& a, const eval::Sample& b) { return a.line < b.line; });
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,11 +125,18 @@ int main(int argc, char** argv) {
   std::string scene;
   std::string context;
   std::string half;
+  int balanced = 0;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--misses") {
       listMisses = true;
+    } else if (arg == "--balanced" && i + 1 < argc) {
+      balanced = std::atoi(argv[++i]);
+      if (balanced < 1) {
+        std::fprintf(stderr, "engine_eval: --balanced takes a count per label (e.g. 60)\n");
+        return 2;
+      }
     } else if (arg == "--half" && i + 1 < argc) {
       half = argv[++i];
       if (half != "even" && half != "odd") {
@@ -109,7 +147,7 @@ int main(int argc, char** argv) {
       (arg == "--reply" ? replyMode : arg == "--scene" ? scene : context) = argv[++i];
     } else if (arg == "-h" || arg == "--help") {
       std::printf(
-          "usage: engine_eval [--misses] [--half even|odd] FILE.tsv|FILE.jsonl...\n"
+          "usage: engine_eval [--misses] [--half even|odd] [--balanced N] FILE.tsv|FILE.jsonl...\n"
           "       engine_eval --reply MODE[:COUNT] [--scene S] [--context C] MESSAGE...\n");
       return 0;
     } else {
@@ -118,7 +156,7 @@ int main(int argc, char** argv) {
   }
   if (files.empty()) {
     std::fprintf(stderr,
-                 "usage: engine_eval [--misses] [--half even|odd] FILE.tsv|FILE.jsonl...\n");
+                 "usage: engine_eval [--misses] [--half even|odd] [--balanced N] FILE.tsv|FILE.jsonl...\n");
     return 2;
   }
 
@@ -199,6 +237,7 @@ int main(int argc, char** argv) {
       const int keep = half == "even" ? 1 : 0;
       std::erase_if(samples.value(), [keep](const eval::Sample& s) { return s.line % 2 != keep; });
     }
+    if (balanced > 0) samples.value() = balancedSample(std::move(samples).value(), balanced);
     std::vector<eval::Miss> misses;
     const eval::Report report =
         eval::evaluate(*engine, samples.value(), (listMisses && !clue) ? &misses : nullptr);
