@@ -795,9 +795,13 @@ void ApiService::portalKeyCreate(const CallPtr& c) {
     return;
   }
   int64_t now = ctx_.clock->nowMs();
-  portalSimple(c, [name, env, now](Store& store, const PortalSession& s, Status&,
+  portalSimple(c, [name, env, now](Store& store, const PortalSession& s, Status& answer,
                                    std::string& data) -> Status {
     Result<CreatedKey> k = store.createAccountKey(s.account_id, name, env, now);
+    if (!k.isOk() && k.status().code() == 409) {
+      answer = k.status();
+      return Status::ok();
+    }
     if (!k.isOk()) return k.status();
     rapidjson::StringBuffer sb;
     Writer w(sb);
@@ -1016,6 +1020,10 @@ void ApiService::portalWebhookTest(const CallPtr& c) {
       return Status::ok();
     }
     Result<DeliveryRecord> d = store.createTestDelivery(s.account_id, ws.value().default_url, now);
+    if (!d.isOk() && d.status().code() == 409) {
+      answer = d.status();
+      return Status::ok();
+    }
     if (!d.isOk()) return d.status();
     rapidjson::StringBuffer sb;
     Writer w(sb);

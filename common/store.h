@@ -500,6 +500,7 @@ class Store {
   static constexpr int64_t kSecretOverlapMs = 24 * 3'600'000LL;
   static constexpr int64_t kSigninWindowMs = 15 * 60'000LL;
   static constexpr int kSigninMaxFailures = 10;
+  static constexpr int64_t kMaxActiveKeys = 50;  // per account, made in the developer center
   // An invitation (kind "invite") or a reset link; returns the token, which
   // is shown once. A reset needs a person with that email (404).
   Result<std::string> createPortalLink(const std::string& kind, const std::string& email,
@@ -544,7 +545,7 @@ class Store {
                       int64_t now_ms);
   Result<std::vector<AccountKey>> accountKeys(const std::string& account_id, int64_t now_ms);
   // A new key for an existing account (the account's secret is unchanged
-  // and not returned).
+  // and not returned); 409 at kMaxActiveKeys active keys.
   Result<CreatedKey> createAccountKey(const std::string& account_id, const std::string& name,
                                       const std::string& env, int64_t now_ms);
   Result<WebhookSettings> webhookSettings(const std::string& account_id, int64_t now_ms);
@@ -553,6 +554,7 @@ class Store {
   // Returns the new secret.
   Result<std::string> rotateWebhookSecret(const std::string& account_id, int64_t now_ms);
   // A delivery of event "test" to url, pending and due now; one attempt.
+  // 409 while the account's previous test event is still pending.
   Result<DeliveryRecord> createTestDelivery(const std::string& account_id,
                                             const std::string& url, int64_t now_ms);
   Result<std::vector<DeliveryRecord>> accountDeliveries(const std::string& account_id,

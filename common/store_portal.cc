@@ -357,6 +357,17 @@ Result<std::vector<AccountKey>> Store::accountKeys(const std::string& account_id
 
 Result<CreatedKey> Store::createAccountKey(const std::string& account_id, const std::string& name,
                                            const std::string& env, int64_t now_ms) {
+  {
+    // A bound on what one account can make: every key is a row the
+    // authentication index carries.
+    Query n(prepare("SELECT count(*) FROM api_keys WHERE account_id = ? AND status = 'active'"));
+    n.bind(1, account_id);
+    if (n.step() != SQLITE_ROW) return error("count keys");
+    if (n.int64(0) >= kMaxActiveKeys) {
+      return Status(409, "this account has " + std::to_string(kMaxActiveKeys) +
+                             " active keys: revoke one first");
+    }
+  }
   CreatedKey out;
   out.account_id = account_id;
   out.key_id = ids::newKeyId();
@@ -420,6 +431,17 @@ Result<std::string> Store::rotateWebhookSecret(const std::string& account_id, in
 
 Result<DeliveryRecord> Store::createTestDelivery(const std::string& account_id,
                                                  const std::string& url, int64_t now_ms) {
+  {
+    // One test event in flight per account: the button cannot be turned
+    // into a request generator against someone's server.
+    Query pending(prepare(
+        "SELECT 1 FROM deliveries WHERE account_id = ? AND task_id IS NULL AND status = 'pending' "
+        "LIMIT 1"));
+    pending.bind(1, account_id);
+    int rc = pending.step();
+    if (rc == SQLITE_ROW) return Status(409, "a test event is still on its way; wait for its answer");
+    if (rc != SQLITE_DONE) return error("read test deliveries");
+  }
   std::string id = ids::newDeliveryId();
   Query q(prepare(
       "INSERT INTO deliveries (id, task_id, account_id, url, event, status, created_at, "

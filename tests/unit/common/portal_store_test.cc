@@ -242,4 +242,27 @@ BOOST_AUTO_TEST_CASE(test_deliveries_belong_to_the_account_and_are_purged_when_o
   BOOST_TEST(db.store->accountDeliveries(k.account_id, "", 10).value().empty());
 }
 
+BOOST_AUTO_TEST_CASE(one_test_event_at_a_time_and_a_bound_on_keys) {
+  test::TempDb db("portal");
+  CreatedKey k = db.newKey();
+  int64_t now = nowMs();
+  auto first = db.store->createTestDelivery(k.account_id, "http://127.0.0.1:9/hook", now);
+  BOOST_REQUIRE(first.isOk());
+  BOOST_TEST(db.store->createTestDelivery(k.account_id, "http://127.0.0.1:9/hook", now)
+                 .status()
+                 .code() == 409);
+  DeliveryAttempt a{now, 500, 5, "", 1};
+  BOOST_REQUIRE(db.store->finishAttempt(first.value().delivery_id, a, "failed", 0).value());
+  BOOST_TEST(db.store->createTestDelivery(k.account_id, "http://127.0.0.1:9/hook", now).isOk());
+
+  for (int64_t i = 1; i < Store::kMaxActiveKeys; ++i) {  // newKey made the first
+    BOOST_REQUIRE(db.store->createAccountKey(k.account_id, "k" + std::to_string(i), "production", now)
+                      .isOk());
+  }
+  Result<CreatedKey> over = db.store->createAccountKey(k.account_id, "one more", "production", now);
+  BOOST_TEST(over.status().code() == 409);
+  BOOST_REQUIRE(db.store->revokeKey(k.key_id).isOk());
+  BOOST_TEST(db.store->createAccountKey(k.account_id, "one more", "production", now).isOk());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
