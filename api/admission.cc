@@ -7,7 +7,6 @@
 #include "api/validation.h"
 #include "common/crypto.h"
 #include "common/ids.h"
-#include "common/json.h"
 #include "common/log.h"
 #include "common/messages.h"
 
@@ -190,7 +189,7 @@ void ApiService::replyAdmitted(const CallPtr& c, bool async, const ReplyAdmissio
         // The unit is kept: its open charge is closed after the answer
         // (finish()), not before, so a sync reply waits for no database.
         info->close_charge_after_answer = true;
-        info->result_json = out.value().data_json;  // its tokens go to the usage record
+        info->tokens_used = out.value().tokens_used;  // for the usage record
         sendJson(info, res, 200, out.value().data_json, "ok");
         return;
       }
@@ -250,17 +249,11 @@ void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) 
     close->now_ms = ctx_.clock->nowMs();
     close->deadline_ms = close->now_ms + util::kCloseChargeWaitMs;
     close->work = [id = info->open_charge, account = info->account_id, mode = info->mode,
-                   result = std::move(info->result_json),
+                   tokens = info->tokens_used,
                    now = close->now_ms](Store& store, const AuthContext*) -> Status {
       Result<bool> closed = store.closeCharge(id);
       if (!closed.isOk()) return closed.status();
-      // Parsed here, on the database thread, not on the loop: the usage
-      // record's tokens of the call (the worker wrote this JSON).
-      rapidjson::Document doc;
-      int64_t tokens = 0;
-      if (!doc.Parse(result.data(), result.size()).HasParseError() && doc.IsObject()) {
-        tokens = json::getInt(doc, "tokens_used");
-      }
+      // The usage record's tokens of the call, with the close of its charge.
       if (!closed.value() || tokens <= 0) return Status::ok();
       return store.recordTokens(account, mode, tokens, now);
     };

@@ -85,7 +85,7 @@ struct RequestInfo {
   // was still open (a sweeper may have settled it; see Store::closeCharge).
   std::string open_charge;
   bool close_charge_after_answer = false;  // a sync 200: close it without waiting
-  std::string result_json;  // a sync 200's data: its tokens_used goes to the usage record
+  int64_t tokens_used = 0;  // a sync 200's tokens_used, for the usage record
 };
 
 struct ReplyAdmission;  // handlers.cc: what the reply endpoints' database step decided

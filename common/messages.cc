@@ -154,6 +154,9 @@ Result<SyncResult> decodeSyncResult(std::string_view body) {
       return Status(400, "result: no data object");
     }
     r.data_json = json::toString(data->value);
+    // Read here, from the parsed document, so nobody parses data_json again
+    // for it (eq-api's usage record).
+    r.tokens_used = json::getInt(data->value, "tokens_used", 0);
   } else {
     r.code = static_cast<int>(json::getInt(doc, "code", 500));
     r.msg = json::getString(doc, "msg", "generation failed");

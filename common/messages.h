@@ -74,6 +74,7 @@ struct SyncResult {
   std::string data_json;
   int code = 0;
   std::string msg;
+  int64_t tokens_used = 0;  // data's tokens_used (decode fills it; not encoded separately)
 };
 
 std::string encodeSyncResult(const SyncResult& r);

@@ -46,6 +46,12 @@ BOOST_AUTO_TEST_CASE(sync_result_round_trips) {
   auto ok = msg::decodeSyncResult(msg::encodeSyncResult({true, R"({"a":1})", 0, ""}));
   BOOST_REQUIRE(ok.isOk());
   BOOST_TEST(ok.value().data_json == R"({"a":1})");
+  BOOST_TEST(ok.value().tokens_used == 0);
+  // The tokens of a reply are read while decoding, for the usage record.
+  auto reply = msg::decodeSyncResult(
+      msg::encodeSyncResult({true, R"({"replies":[],"tokens_used":42})", 0, ""}));
+  BOOST_REQUIRE(reply.isOk());
+  BOOST_TEST(reply.value().tokens_used == 42);
   auto bad = msg::decodeSyncResult(msg::encodeSyncResult({false, "", 500, "x"}));
   BOOST_REQUIRE(bad.isOk());
   BOOST_TEST(!bad.value().ok);
