@@ -172,6 +172,10 @@ test.describe.serial('developer center', () => {
     await page.getByRole('link', { name: 'Usage' }).click();
     await expect(page.locator('#usage-totals tr[data-mode=fast] td').first()).toHaveText('1');
     await expect(page.locator('#usage-totals tr[data-mode=standard] td').first()).toHaveText('1');
+    // Tokens of the sync call (recorded with the close of its charge) and of
+    // the async task (with its success) reach the record too.
+    await expect(page.locator('#usage-totals tr[data-mode=fast] td').nth(2)).not.toHaveText('0');
+    await expect(page.locator('#usage-totals tr[data-mode=standard] td').nth(2)).not.toHaveText('0');
     await expect(page.locator('svg.chart rect')).toHaveCount(2);
     await shoot(page, 'usage');
   });
