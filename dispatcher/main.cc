@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/allocator.h"
 #include "common/config.h"
 #include "common/defaults.h"
 #include "common/log.h"
@@ -28,6 +29,7 @@ void onSignal(int) { g_stop.store(true); }
 
 int main() {
   eq::log::setComponent("dispatcher");
+  eq::tuneAllocator();
   eq::Result<eq::Config> cfg = eq::Config::fromEnv();
   if (!cfg.isOk()) {
     eq::log::error("bad configuration", {{"error", cfg.status().msg()}});

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/allocator.h"
 #include "common/config.h"
 #include "common/defaults.h"
 #include "common/log.h"
@@ -33,6 +34,7 @@ int usage() {
 
 int main(int argc, char** argv) {
   eq::log::setComponent("worker");
+  eq::tuneAllocator();
   eq::worker::WorkerOptions opts;
   bool analyze_only = false;
   for (int i = 1; i < argc; ++i) {
