@@ -119,13 +119,44 @@ Status Store::migrate() {
   return commit();
 }
 
+namespace {
+
+// Savepoint statements by depth, as literals so that control() can keep them
+// prepared (Store::prepare is keyed by the literal's address). A batch nests
+// one level (a request's savepoint inside the batch's BEGIN); deeper levels
+// are rare and built as text.
+constexpr int kPreparedDepths = 4;
+constexpr const char* kSavepoint[kPreparedDepths] = {"", "SAVEPOINT sp1", "SAVEPOINT sp2",
+                                                     "SAVEPOINT sp3"};
+constexpr const char* kRelease[kPreparedDepths] = {"", "RELEASE sp1", "RELEASE sp2",
+                                                   "RELEASE sp3"};
+constexpr const char* kRollbackTo[kPreparedDepths] = {"", "ROLLBACK TO sp1", "ROLLBACK TO sp2",
+                                                      "ROLLBACK TO sp3"};
+
+}  // namespace
+
+Status Store::control(const char* sql) {
+  // Transaction control runs several times per batch of the api's database
+  // thread: parsed once, like every other statement, rather than by
+  // sqlite3_exec each time.
+  Query q(prepare(sql));
+  if (!q.valid()) return exec(sql);
+  int rc = q.step();
+  if (rc == SQLITE_DONE || rc == SQLITE_ROW) return Status::ok();
+  return Status(503, std::string("sqlite: ") + sqlite3_errmsg(db_));
+}
+
+Status Store::controlAtDepth(const char* const* prepared, const char* verb, int depth) {
+  if (depth < kPreparedDepths) return control(prepared[depth]);
+  return exec((std::string(verb) + " sp" + std::to_string(depth)).c_str());
+}
+
 Status Store::begin() {
   if (depth_ > 0 && sqlite3_get_autocommit(db_) != 0) depth_ = 0;  // lost to an error
   if (depth_ == 0) {
-    if (Status s = exec("BEGIN IMMEDIATE"); !s.isOk()) return s;
+    if (Status s = control("BEGIN IMMEDIATE"); !s.isOk()) return s;
   } else {
-    std::string sql = "SAVEPOINT sp" + std::to_string(depth_);
-    if (Status s = exec(sql.c_str()); !s.isOk()) return s;
+    if (Status s = controlAtDepth(kSavepoint, "SAVEPOINT", depth_); !s.isOk()) return s;
   }
   ++depth_;
   return Status::ok();
@@ -140,14 +171,11 @@ Status Store::commit() {
     return Status(503, "sqlite: the transaction was rolled back");
   }
   --depth_;
-  if (depth_ > 0) {
-    std::string sql = "RELEASE sp" + std::to_string(depth_);
-    return exec(sql.c_str());
-  }
-  Status s = exec("COMMIT");
+  if (depth_ > 0) return controlAtDepth(kRelease, "RELEASE", depth_);
+  Status s = control("COMMIT");
   // After some errors (SQLITE_FULL, SQLITE_IOERR) the transaction stays
   // open and would keep the write lock from every other process.
-  if (!s.isOk() && sqlite3_get_autocommit(db_) == 0) exec("ROLLBACK");
+  if (!s.isOk() && sqlite3_get_autocommit(db_) == 0) control("ROLLBACK");
   return s;
 }
 
@@ -159,13 +187,11 @@ Status Store::rollback() {
     return Status::ok();
   }
   if (depth_ > 0) {
-    std::string sql = "ROLLBACK TO sp" + std::to_string(depth_);
-    Status s = exec(sql.c_str());
-    sql = "RELEASE sp" + std::to_string(depth_);
-    Status r = exec(sql.c_str());
+    Status s = controlAtDepth(kRollbackTo, "ROLLBACK TO", depth_);
+    Status r = controlAtDepth(kRelease, "RELEASE", depth_);
     return s.isOk() ? r : s;
   }
-  return exec("ROLLBACK");
+  return control("ROLLBACK");
 }
 
 bool Store::inTransaction() const { return sqlite3_get_autocommit(db_) == 0; }

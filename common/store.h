@@ -582,6 +582,12 @@ class Store {
   explicit Store(sqlite3* db) : db_(db) {}
   Status migrate();
   Status exec(const char* sql);
+  // A transaction-control statement (BEGIN, COMMIT, SAVEPOINT ...), kept
+  // prepared; `sql` must be a string literal, as for prepare().
+  Status control(const char* sql);
+  // control() of prepared[depth] ("SAVEPOINT sp<depth>" and the like: one
+  // of store.cc's tables), or "<verb> sp<depth>" run as text past them.
+  Status controlAtDepth(const char* const* prepared, const char* verb, int depth);
   // The usage record's side of a charge (calls) or refund (refunded).
   Status countUsage(const std::string& account_id, const std::string& mode, int64_t now_ms,
                     int64_t calls, int64_t refunded);
