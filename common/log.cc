@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <climits>
+
 #include <string>
 
 #include "common/json.h"
@@ -13,6 +16,38 @@ namespace {
 // Set once before threads start (see the header); plain statics are enough.
 Level g_min_level = Level::kInfo;
 std::string g_component = "eq";
+
+// Lines held by this thread since its last flush (see holdLines()).
+thread_local bool t_holding = false;
+thread_local std::string t_held;
+constexpr std::size_t kMaxHeldBytes = 64 * 1024;
+
+// Where the first write of `text` ends: after the last whole line within
+// PIPE_BUF bytes, or after the first line if that one alone is longer.
+std::size_t firstWriteEnd(std::string_view text) {
+  if (text.size() <= PIPE_BUF) return text.size();
+  std::size_t last = text.rfind('\n', PIPE_BUF - 1);
+  if (last != std::string_view::npos) return last + 1;
+  std::size_t first = text.find('\n');
+  return first == std::string_view::npos ? text.size() : first + 1;
+}
+
+// Whole lines, in writes of at most PIPE_BUF bytes where lines allow: the
+// kernel keeps such a write to a pipe in one piece, so another thread's line
+// never lands inside one of ours (a regular file keeps any write whole). A
+// closed or broken stderr is not worth handling.
+void writeLines(std::string_view text) {
+  while (!text.empty()) {
+    std::string_view chunk = text.substr(0, firstWriteEnd(text));
+    text.remove_prefix(chunk.size());
+    while (!chunk.empty()) {
+      ssize_t n = ::write(STDERR_FILENO, chunk.data(), chunk.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      chunk.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+}
 
 const char* levelName(Level level) {
   switch (level) {
@@ -62,10 +97,23 @@ void write(Level level, std::string_view msg, std::initializer_list<Field> field
     }
   }
   line += "}\n";
-  // One write per line keeps lines whole across threads; a short write to a
-  // closed stderr is not worth handling.
-  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
-  (void)ignored;
+  if (t_holding) {
+    t_held += line;
+    // A warning or an error is not held back, nor are the lines before it.
+    if (level >= Level::kWarn || t_held.size() >= kMaxHeldBytes) flushHeld();
+    return;
+  }
+  // One write per line (or per held batch of whole lines) keeps lines whole
+  // across threads.
+  writeLines(line);
+}
+
+void holdLines() { t_holding = true; }
+
+void flushHeld() {
+  if (t_held.empty()) return;
+  writeLines(t_held);
+  t_held.clear();
 }
 
 }  // namespace eq::log

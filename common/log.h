@@ -2,8 +2,9 @@
 //
 // The minimum level is the one piece of process-wide state in the project: it
 // is set once in main() before any thread starts and only read afterwards.
-// Each line is formatted into one buffer and written with a single write(2),
-// so lines from several threads never interleave.
+// Each line is formatted into one buffer and written with a single write(2)
+// (or several whole lines in one, see holdLines()), so lines from several
+// threads never interleave.
 #pragma once
 
 #include <initializer_list>
@@ -26,6 +27,15 @@ void setComponent(std::string_view component);  // "api", "worker", ...
 bool enabled(Level level);
 
 void write(Level level, std::string_view msg, std::initializer_list<Field> fields = {});
+
+// From now on, lines this thread writes below warn level are held in a
+// buffer of the thread's and written by flushHeld(), one write(2) for all
+// of them; a warning or an error, or 64 KiB held, flushes at once. eq-api's
+// loop thread holds its access-log lines and flushes once per loop
+// iteration, before it waits for I/O: one write per iteration instead of one
+// per request. A crash loses at most the lines of the iteration in progress.
+void holdLines();
+void flushHeld();  // this thread's held lines, if any
 
 inline void debug(std::string_view msg, std::initializer_list<Field> f = {}) {
   write(Level::kDebug, msg, f);
