@@ -245,26 +245,12 @@ void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) 
     // its open charge, which need not hold the answer: if this process dies
     // before the close commits, the sweeper refunds a call that was
     // answered (a free call, never a lost unit), a window of milliseconds.
-    auto close = std::make_unique<DbRequest>();
-    close->now_ms = ctx_.clock->nowMs();
-    close->deadline_ms = close->now_ms + util::kCloseChargeWaitMs;
-    close->work = [id = info->open_charge, account = info->account_id, mode = info->mode,
-                   tokens = info->tokens_used,
-                   now = close->now_ms](Store& store, const AuthContext*) -> Status {
-      Result<bool> closed = store.closeCharge(id);
-      if (!closed.isOk()) return closed.status();
-      // The usage record's tokens of the call, with the close of its charge.
-      if (!closed.value() || tokens <= 0) return Status::ok();
-      return store.recordTokens(account, mode, tokens, now);
-    };
-    close->done = [request_id = info->request_id](DbRequest& done) {
-      if (!done.status.isOk()) {
-        log::warn("open charge not closed; the sweeper will refund it after its deadline",
-                  {{"request_id", request_id}, {"error", done.status.msg()}});
-      }
-    };
+    // The closes of one loop iteration go to the database as one step
+    // (closeAnsweredCharges()).
+    answered_.push_back(AnsweredCharge{std::move(info->open_charge), info->account_id,
+                                       info->mode, info->tokens_used});
     info->open_charge.clear();
-    ctx_.db->submit(std::move(close));
+    if (answered_.size() >= kMaxClosesPerStep) closeAnsweredCharges();
     send(info, res, std::move(r));
     return;
   }
@@ -350,6 +336,39 @@ void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) 
     send(info, res, std::move(r));
   };
   ctx_.db->submit(std::move(req));
+}
+
+void ApiService::closeAnsweredCharges() {
+  if (answered_.empty()) return;
+  auto closes = std::make_shared<std::vector<AnsweredCharge>>();
+  closes->swap(answered_);
+  auto close = std::make_unique<DbRequest>();
+  close->now_ms = ctx_.clock->nowMs();
+  close->deadline_ms = close->now_ms + util::kCloseChargeWaitMs;
+  close->work = [closes, now = close->now_ms](Store& store, const AuthContext*) -> Status {
+    // The usage record's tokens, summed per account and mode, counted only
+    // for the charges this process closed (a sweeper that closed one first
+    // refunded it).
+    std::map<std::pair<std::string, std::string>, int64_t> tokens;
+    for (const AnsweredCharge& a : *closes) {
+      Result<bool> closed = store.closeCharge(a.request_id);
+      if (!closed.isOk()) return closed.status();
+      if (closed.value() && a.tokens > 0) tokens[{a.account_id, a.mode}] += a.tokens;
+    }
+    for (const auto& [who, n] : tokens) {
+      if (Status s = store.recordTokens(who.first, who.second, n, now); !s.isOk()) return s;
+    }
+    return Status::ok();
+  };
+  close->done = [closes](DbRequest& done) {
+    if (!done.status.isOk()) {
+      log::warn("open charges not closed; the sweeper will refund them after their deadline",
+                {{"charges", static_cast<long long>(closes->size())},
+                 {"first_request_id", closes->front().request_id},
+                 {"error", done.status.msg()}});
+    }
+  };
+  ctx_.db->submit(std::move(close));
 }
 
 }  // namespace eq::api

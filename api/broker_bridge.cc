@@ -32,6 +32,11 @@ BrokerBridge::BrokerBridge(uv_loop_t* loop, std::string amqp_url, std::string co
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   uv_async_init(loop_, &async_, &BrokerBridge::onAsync);
   async_.data = this;
+  uv_prepare_init(loop_, &prepare_);
+  prepare_.data = this;
+  uv_prepare_start(&prepare_, &BrokerBridge::onPrepare);
+  // Never what keeps the loop alive: async_ is, until the thread exits.
+  uv_unref(reinterpret_cast<uv_handle_t*>(&prepare_));
   uv_timer_init(loop_, &sweep_);
   sweep_.data = this;
 }
@@ -46,6 +51,7 @@ void BrokerBridge::start() {
 }
 
 void BrokerBridge::stop() {
+  handIn();  // the broker thread still publishes what was handed in
   stop_.store(true);
   uint64_t one = 1;
   ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
@@ -68,18 +74,31 @@ void BrokerBridge::closeAsync() {
   if (async_closed_) return;
   async_closed_ = true;
   uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&prepare_), nullptr);
 }
 
 // ------------------------------------------------------------ loop thread
 
-void BrokerBridge::submit(Outgoing op) {
+void BrokerBridge::submit(Outgoing op) { submitted_.push_back(std::move(op)); }
+
+void BrokerBridge::handIn() {
+  if (submitted_.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    inbox_.push_back(std::move(op));
+    if (inbox_.empty()) {
+      inbox_.swap(submitted_);
+    } else {
+      for (Outgoing& op : submitted_) inbox_.push_back(std::move(op));
+      submitted_.clear();
+    }
   }
   uint64_t one = 1;
   ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
   (void)ignored;
+}
+
+void BrokerBridge::onPrepare(uv_prepare_t* handle) {
+  static_cast<BrokerBridge*>(handle->data)->handIn();
 }
 
 void BrokerBridge::call(const msg::Job& job, CallDone done) {

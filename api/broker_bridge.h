@@ -9,8 +9,10 @@
 // AMQP socket and an eventfd, checks rabbitmq-c's buffers before sleeping,
 // and wakes at least once a second so heartbeats keep flowing.
 //
-// Hand-over: the loop thread pushes publish operations into an inbox (mutex +
-// eventfd wake-up); the broker thread pushes outcomes (confirms, replies,
+// Hand-over: the loop thread collects the publish operations of one loop
+// iteration and hands them in together before the loop waits for I/O (a
+// uv_prepare handle; handIn()), into an inbox (mutex + one eventfd wake-up
+// per iteration, not per request); the broker thread pushes outcomes (confirms, replies,
 // disconnects) into an outbox and wakes the loop with uv_async_send. All
 // callbacks given to the bridge run on the loop thread, never on the broker
 // thread, so handlers need no locks.
@@ -114,6 +116,11 @@ class BrokerBridge {
   // it (ok) or could not take it (503). Loop thread only.
   void publishPersistent(const std::string& queue, std::string body, PublishDone done);
 
+  // Loop thread: hands the operations of this iteration to the broker
+  // thread now (call() and publishPersistent() leave them for the bridge's
+  // uv_prepare handle, which runs before the loop waits for I/O).
+  void handIn();
+
  private:
   struct Outgoing {
     uint64_t op_id = 0;
@@ -153,6 +160,7 @@ class BrokerBridge {
 
   // Loop thread.
   static void onAsync(uv_async_t* handle);
+  static void onPrepare(uv_prepare_t* handle);
   static void onSweep(uv_timer_t* timer);
   void handleOutcome(Outcome& o);
   void submit(Outgoing op);
@@ -161,6 +169,7 @@ class BrokerBridge {
   std::string url_;
   std::string conn_name_;
   uv_async_t async_;
+  uv_prepare_t prepare_;  // hands in each loop iteration's operations
   uv_timer_t sweep_;
   int wake_fd_ = -1;  // eventfd: loop -> broker thread
   std::thread thread_;
@@ -173,7 +182,7 @@ class BrokerBridge {
   std::deque<Outgoing> inbox_;
   std::deque<Outcome> outbox_;
   bool exited_ = false;  // guarded by mu_: the broker thread has finished
-  bool async_closed_ = false;  // loop thread
+  bool async_closed_ = false;  // loop thread: async_ and prepare_ closed
   void closeAsync();
 
   // Broker thread only.
@@ -190,6 +199,7 @@ class BrokerBridge {
   int64_t failed_attempts_ = 0;  // connect attempts since the last success
 
   // Loop thread only.
+  std::deque<Outgoing> submitted_;  // not yet handed in
   uint64_t next_op_id_ = 1;
   std::unordered_map<std::string, PendingCall> calls_;      // by correlation id
   std::unordered_map<uint64_t, PublishDone> publishes_;  // by op id

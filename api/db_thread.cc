@@ -14,6 +14,11 @@ DbThread::DbThread(uv_loop_t* loop, std::unique_ptr<Store> store, const Clock* c
     : loop_(loop), store_(std::move(store)), clock_(clock), instance_id_(std::move(instance_id)) {
   uv_async_init(loop_, &async_, &DbThread::onAsync);
   async_.data = this;
+  uv_prepare_init(loop_, &prepare_);
+  prepare_.data = this;
+  uv_prepare_start(&prepare_, &DbThread::onPrepare);
+  // Never what keeps the loop alive: async_ is, until the thread exits.
+  uv_unref(reinterpret_cast<uv_handle_t*>(&prepare_));
   store_->setBusyTimeout(kBusySliceMs);
 }
 
@@ -25,14 +30,19 @@ DbThread::~DbThread() {
 void DbThread::start() { thread_ = std::thread([this] { run(); }); }
 
 void DbThread::stop() {
+  handIn();  // what was submitted is run before the thread exits
   std::lock_guard<std::mutex> lock(mu_);
   stopping_ = true;
   cv_.notify_one();
-  if (!thread_.joinable() && !closed_) {
-    // Never started: nothing will hand over, so close the handle now.
-    closed_ = true;
-    uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
-  }
+  // Never started: nothing will hand over, so close the handles now.
+  if (!thread_.joinable()) closeHandles();
+}
+
+void DbThread::closeHandles() {
+  if (closed_) return;
+  closed_ = true;
+  uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&prepare_), nullptr);
 }
 
 void DbThread::join() {
@@ -42,10 +52,25 @@ void DbThread::join() {
 // ------------------------------------------------------------ loop thread
 
 void DbThread::submit(std::unique_ptr<DbRequest> r) {
-  std::lock_guard<std::mutex> lock(mu_);
-  inbox_.push_back(std::move(r));
+  submitted_.push_back(std::move(r));
+  if (submitted_.size() >= kMaxBatch) handIn();
+}
+
+void DbThread::handIn() {
+  if (submitted_.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (inbox_.empty()) {
+      inbox_.swap(submitted_);
+    } else {
+      for (auto& r : submitted_) inbox_.push_back(std::move(r));
+      submitted_.clear();
+    }
+  }
   cv_.notify_one();
 }
+
+void DbThread::onPrepare(uv_prepare_t* handle) { static_cast<DbThread*>(handle->data)->handIn(); }
 
 void DbThread::onAsync(uv_async_t* handle) { static_cast<DbThread*>(handle->data)->drainOutbox(); }
 
@@ -62,12 +87,9 @@ void DbThread::drainOutbox() {
     // submit only queues, so this loop is not re-entered.
     if (r->done) r->done(*r);
   }
-  if (exited && !closed_) {
-    // The thread sent its last wake-up while holding mu_ before setting
-    // exited_, so no uv_async_send can follow this close.
-    closed_ = true;
-    uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
-  }
+  // The thread sent its last wake-up while holding mu_ before setting
+  // exited_, so no uv_async_send can follow this close.
+  if (exited) closeHandles();
 }
 
 // -------------------------------------------------------- database thread

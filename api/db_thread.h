@@ -8,9 +8,12 @@
 // included. Here the loop never calls SQLite: it hands each request's
 // database work to this thread and goes on serving other connections.
 //
-// Hand-over (like api/broker_bridge.h): the loop thread pushes DbRequests
-// into an inbox (mutex + condition variable); the database thread pushes
-// them back, filled in, into an outbox and wakes the loop with
+// Hand-over (like api/broker_bridge.h): the loop thread collects the
+// DbRequests of one loop iteration and hands them in together, before the
+// loop waits for I/O (a uv_prepare handle; handIn()), into an inbox (mutex +
+// condition variable): one lock and one wake-up per iteration, not per
+// request, and the requests of an iteration share a batch. The database
+// thread pushes them back, filled in, into an outbox and wakes the loop with
 // uv_async_send. Every `done` callback runs on the loop thread, never on the
 // database thread, so handlers need no locks.
 //
@@ -123,8 +126,14 @@ class DbThread {
   void join();
 
   // Loop thread. `r->done` runs later on the loop thread, never inside this
-  // call.
+  // call. The request reaches the database thread at the end of this loop
+  // iteration (or at once, past kMaxBatch waiting).
   void submit(std::unique_ptr<DbRequest> r);
+  // Loop thread: hands what was submitted in this iteration to the database
+  // thread now. The thread's own uv_prepare handle does it every iteration;
+  // a submit from another prepare callback calls it itself, since the order
+  // of prepare callbacks is libuv's.
+  void handIn();
 
   // Batches committed and requests handled, for /metrics (loop thread).
   int64_t batches() const { return batches_.load(std::memory_order_relaxed); }
@@ -140,7 +149,9 @@ class DbThread {
  private:
   using Batch = std::vector<std::unique_ptr<DbRequest>>;
   static void onAsync(uv_async_t* handle);
+  static void onPrepare(uv_prepare_t* handle);
   void drainOutbox();
+  void closeHandles();  // loop thread, once the database thread exited
   void run();                 // database thread
   void runBatch(Batch batch);  // database thread
   bool takeInbox(Batch& into);  // moves queued requests into `into`, up to kMaxBatch
@@ -154,6 +165,8 @@ class DbThread {
   std::string instance_id_;      // empty: no heartbeat (tests)
   int64_t next_heartbeat_ms_ = 0;  // database thread
   uv_async_t async_;
+  uv_prepare_t prepare_;  // hands in each loop iteration's submits
+  Batch submitted_;       // loop thread: not yet handed in
   std::thread thread_;
 
   std::mutex mu_;
@@ -162,7 +175,7 @@ class DbThread {
   Batch outbox_;
   bool stopping_ = false;  // guarded by mu_
   bool exited_ = false;    // guarded by mu_: the thread handed over its last results
-  bool closed_ = false;    // loop thread: async_ closed
+  bool closed_ = false;    // loop thread: async_ and prepare_ closed
   std::atomic<int64_t> batches_{0};
 };
 

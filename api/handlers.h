@@ -112,6 +112,11 @@ class ApiService {
 
   void handle(HttpRequest&& req, Responder res);
 
+  // Closes, in one database step, the open charges of the sync calls
+  // answered since the last time. main() calls it once per loop iteration
+  // and before the database thread stops.
+  void closeAnsweredCharges();
+
   // Requests answered so far by (route, status), refusals by rate limit and
   // quota, and latencies; rendered by /metrics. Counts are per process.
   std::string renderMetrics();
@@ -224,6 +229,15 @@ class ApiService {
   int64_t dbDeadline() const;
 
   void finish(const Info& info, const Responder& res, HttpResponse r);
+  // A sync call answered 200 whose open charge is still to be closed.
+  struct AnsweredCharge {
+    std::string request_id;
+    std::string account_id;
+    std::string mode;
+    int64_t tokens = 0;  // its tokens_used, for the usage record
+  };
+  std::vector<AnsweredCharge> answered_;  // loop thread
+  static constexpr std::size_t kMaxClosesPerStep = 256;
   void send(const Info& info, const Responder& res, HttpResponse r);
   void sendJson(const Info& info, const Responder& res, int status, std::string_view data_json,
                 std::string_view msg);
