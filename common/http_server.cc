@@ -193,9 +193,10 @@ class HttpConnection {
  private:
   // ---- libuv callbacks
 
-  static void onAlloc(uv_handle_t*, size_t suggested, uv_buf_t* buf) {
-    buf->base = new char[suggested];
-    buf->len = suggested;
+  static void onAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
+    std::vector<char>& shared = static_cast<HttpConnection*>(handle->data)->server_->read_buffer_;
+    buf->base = shared.data();
+    buf->len = shared.size();
   }
 
   static void onRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
@@ -203,7 +204,6 @@ class HttpConnection {
     if (nread > 0 && !self->shutdown_after_write_) {
       self->in_.append(buf->base, static_cast<size_t>(nread));
     }
-    delete[] buf->base;
     if (nread < 0) {
       self->close();  // EOF or error: nothing left to answer
       return;
