@@ -1,12 +1,19 @@
 #include "common/messages.h"
 
 #include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+
+#include <climits>
+#include <optional>
 
 #include "common/enums.h"
 #include "common/ids.h"
 #include "common/json.h"
+#include "common/utf8.h"
 
 namespace eq::msg {
 namespace {
@@ -32,6 +39,112 @@ Status parseObject(std::string_view body, rapidjson::Document* doc) {
   if (!doc->IsObject()) return Status(400, "message is not a JSON object");
   return Status::ok();
 }
+
+// SAX reader of a SyncResult ({"ok":true,"data":{...}} or
+// {"ok":false,"code":N,"msg":"..."}): checks what json::parse checks (the
+// encoding, decoded text, depth) and notes the members, the data object as
+// the byte range it spans in the body. A member's first occurrence counts,
+// as with FindMember.
+class SyncResultScanner
+    : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, SyncResultScanner> {
+ public:
+  SyncResultScanner(const rapidjson::MemoryStream& in, int max_depth)
+      : in_(in), max_depth_(max_depth) {}
+
+  // Any value the cases below do not take: a member of no interest.
+  bool Default() {
+    key_.clear();
+    return true;
+  }
+  bool Bool(bool b) {
+    if (depth_ == 1 && key_ == "ok" && !ok_) ok_ = b;
+    return Default();
+  }
+  bool Int(int i) { return number(i); }
+  bool Uint(unsigned u) { return number(u); }
+  bool Int64(int64_t i) { return number(i); }
+  bool Uint64(uint64_t u) {
+    return number(u > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(u));
+  }
+  bool String(const char* s, rapidjson::SizeType n, bool) {
+    if (!decodedOk(s, n)) return false;
+    if (depth_ == 1 && key_ == "msg" && !msg_) msg_ = std::string(s, n);
+    return Default();
+  }
+  bool Key(const char* s, rapidjson::SizeType n, bool) {
+    if (!decodedOk(s, n)) return false;
+    if (depth_ == 1 || (depth_ == 2 && in_data_)) key_.assign(s, n);
+    return true;
+  }
+  bool StartObject() {
+    if (depth_ == 0) is_object_ = true;
+    if (depth_ == 1 && key_ == "data" && !data_) {
+      in_data_ = true;
+      data_begin_ = in_.Tell() - 1;  // the reader has taken the '{'
+    }
+    key_.clear();
+    return enter();
+  }
+  bool EndObject(rapidjson::SizeType) {
+    --depth_;
+    if (depth_ == 1 && in_data_) {
+      in_data_ = false;
+      data_ = std::string_view(in_.begin_ + data_begin_, in_.Tell() - data_begin_);
+    }
+    return true;
+  }
+  bool StartArray() {
+    key_.clear();
+    return enter();
+  }
+  bool EndArray(rapidjson::SizeType) {
+    --depth_;
+    return true;
+  }
+
+  bool tooDeep() const { return too_deep_; }
+  bool badText() const { return bad_text_; }
+  bool isObject() const { return is_object_; }
+  const std::optional<bool>& ok() const { return ok_; }
+  const std::optional<std::string_view>& data() const { return data_; }
+  int64_t tokensUsed() const { return tokens_used_.value_or(0); }
+  const std::optional<int64_t>& code() const { return code_; }
+  const std::optional<std::string>& msg() const { return msg_; }
+
+ private:
+  bool number(int64_t v) {
+    if (depth_ == 1 && key_ == "code" && !code_) code_ = v;
+    if (depth_ == 2 && in_data_ && key_ == "tokens_used" && !tokens_used_) tokens_used_ = v;
+    return Default();
+  }
+  bool decodedOk(const char* s, rapidjson::SizeType n) {
+    if (utf8::isValid(std::string_view(s, n))) return true;
+    bad_text_ = true;
+    return false;
+  }
+  bool enter() {
+    if (++depth_ > max_depth_) {
+      too_deep_ = true;
+      return false;
+    }
+    return true;
+  }
+
+  const rapidjson::MemoryStream& in_;
+  int max_depth_;
+  int depth_ = 0;
+  std::string key_;  // the member whose value comes next (depth 1, or 2 in data)
+  bool is_object_ = false;
+  bool in_data_ = false;
+  std::size_t data_begin_ = 0;
+  bool too_deep_ = false;
+  bool bad_text_ = false;
+  std::optional<bool> ok_;
+  std::optional<std::string_view> data_;
+  std::optional<int64_t> tokens_used_;
+  std::optional<int64_t> code_;
+  std::optional<std::string> msg_;
+};
 
 std::string member(const rapidjson::Value& obj, const char* name) {
   auto it = obj.FindMember(name);
@@ -142,24 +255,32 @@ std::string encodeSyncResult(const SyncResult& r) {
 }
 
 Result<SyncResult> decodeSyncResult(std::string_view body) {
-  rapidjson::Document doc;
-  if (Status s = parseObject(body, &doc); !s.isOk()) return s;
-  auto ok = doc.FindMember("ok");
-  if (ok == doc.MemberEnd() || !ok->value.IsBool()) return Status(400, "result: no ok flag");
+  // Read without building a document: a worker's data object is the
+  // response's data, so it is handed on as the bytes the worker wrote,
+  // after the whole body was checked as strictly as parseObject() would.
+  rapidjson::MemoryStream in(body.data(), body.size());
+  SyncResultScanner scan(in, kMaxDepth);
+  rapidjson::Reader reader;
+  rapidjson::ParseResult parsed = reader.Parse<rapidjson::kParseValidateEncodingFlag>(in, scan);
+  if (scan.tooDeep()) return Status(400, "message nests too deeply");
+  if (scan.badText()) return Status(400, "message has a string that is not valid Unicode text");
+  if (parsed.IsError()) {
+    return Status(400, std::string("message is not valid JSON: ") +
+                           rapidjson::GetParseError_En(parsed.Code()));
+  }
+  if (!scan.isObject()) return Status(400, "message is not a JSON object");
+  if (!scan.ok()) return Status(400, "result: no ok flag");
   SyncResult r;
-  r.ok = ok->value.GetBool();
+  r.ok = *scan.ok();
   if (r.ok) {
-    auto data = doc.FindMember("data");
-    if (data == doc.MemberEnd() || !data->value.IsObject()) {
-      return Status(400, "result: no data object");
-    }
-    r.data_json = json::toString(data->value);
-    // Read here, from the parsed document, so nobody parses data_json again
-    // for it (eq-api's usage record).
-    r.tokens_used = json::getInt(data->value, "tokens_used", 0);
+    if (!scan.data()) return Status(400, "result: no data object");
+    r.data_json = std::string(*scan.data());
+    // Read here, in the same pass, so nobody parses data_json again for it
+    // (eq-api's usage record).
+    r.tokens_used = scan.tokensUsed();
   } else {
-    r.code = static_cast<int>(json::getInt(doc, "code", 500));
-    r.msg = json::getString(doc, "msg", "generation failed");
+    r.code = scan.code() ? static_cast<int>(*scan.code()) : 500;
+    r.msg = scan.msg() ? *scan.msg() : "generation failed";
   }
   return r;
 }

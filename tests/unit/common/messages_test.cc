@@ -58,4 +58,43 @@ BOOST_AUTO_TEST_CASE(sync_result_round_trips) {
   BOOST_TEST(bad.value().code == 500);
 }
 
+// decodeSyncResult reads without a document and hands the data object on as
+// the worker wrote it; it must still refuse everything parseObject() would.
+BOOST_AUTO_TEST_CASE(sync_result_data_passes_through_as_written) {
+  std::string data = R"({"replies":[{"text":"抱抱你","tokens_used":7,"ok":false}],)"
+                     R"("analysis":{"data":{"x":[1,2,{}]}},"tokens_used":42})";
+  auto r = msg::decodeSyncResult(std::string(R"({ "ok" : true , "data" : )") + data + " }");
+  BOOST_REQUIRE(r.isOk());
+  BOOST_TEST(r.value().ok);
+  BOOST_TEST(r.value().data_json == data);  // byte for byte, spacing around it left out
+  BOOST_TEST(r.value().tokens_used == 42);  // data's own, not a nested one
+  // The first occurrence of a member counts, as with FindMember.
+  auto twice = msg::decodeSyncResult(R"({"ok":true,"data":{"a":1},"data":{"b":2},"ok":false})");
+  BOOST_REQUIRE(twice.isOk());
+  BOOST_TEST(twice.value().ok);
+  BOOST_TEST(twice.value().data_json == R"({"a":1})");
+  auto failed = msg::decodeSyncResult(R"({"ok":false,"code":503,"msg":"busy \u00e9"})");
+  BOOST_REQUIRE(failed.isOk());
+  BOOST_TEST(failed.value().code == 503);
+  BOOST_TEST(failed.value().msg == "busy \xC3\xA9");
+  auto bare = msg::decodeSyncResult(R"({"ok":false})");
+  BOOST_REQUIRE(bare.isOk());
+  BOOST_TEST(bare.value().code == 500);
+  BOOST_TEST(bare.value().msg == "generation failed");
+}
+
+BOOST_AUTO_TEST_CASE(sync_result_refuses_what_is_not_ours) {
+  std::string deep = std::string(R"({"ok":true,"data":)") + std::string(20, '[') +
+                     std::string(20, ']') + "}";
+  for (const std::string& body : std::vector<std::string>{
+           "", "[]", "true", R"("ok")", R"({"ok":true,"data":{"a":1})",  // cut short
+           R"({"ok":true,"data":{"a":1}} trailing)", R"({"data":{"a":1}})",  // no ok
+           R"({"ok":"yes","data":{}})", R"({"ok":true})", R"({"ok":true,"data":[1]})",
+           R"({"ok":true,"data":{"t":"\udc00"}})",  // a lone surrogate escape
+           "{\"ok\":true,\"data\":{\"t\":\"\xff\"}}",  // a raw byte that is not UTF-8
+           deep}) {
+    BOOST_TEST(!msg::decodeSyncResult(body).isOk(), body);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
