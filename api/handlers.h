@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -197,7 +198,14 @@ class ApiService {
   void portalAuthorize(const CallPtr& c, DbWork work, Then then);
   // Verifies the signed-in person's password off the loop: 403 if wrong.
   void checkPassword(const CallPtr& c, const std::string& password, PersonThen then);
-  void startSession(const CallPtr& c, const std::string& person_id, const std::string& email);
+  // Signs the person in (a session and its cookie); `forget_failures` are
+  // the rows of this sign-in's attempt (Store::beginPasswordAttempt), taken
+  // back in the same step.
+  void startSession(const CallPtr& c, const std::string& person_id, const std::string& email,
+                    std::vector<int64_t> forget_failures = {});
+  // 429 with Retry-After when an attempt was limited (retry_at_ms > 0).
+  bool tooManyAttempts(const CallPtr& c, int64_t retry_at_ms, int64_t now_ms,
+                       std::string_view what);
   std::string sessionCookie(const std::string& session_id) const;
   void portalAnswer(const Info& info, const Responder& res, const Status& s,
                     std::string_view data_json, std::string_view msg);
@@ -205,7 +213,12 @@ class ApiService {
   // Runs `work` (password hashing) on libuv's thread pool, then `then` on
   // the loop thread; hashingBusy() answers 503 while kMaxHashing run.
   void offLoop(std::function<void()> work, std::function<void()> then);
-  bool hashingBusy(const CallPtr& c);
+  // 503 with Retry-After while `limit` hashes run (checkPassword, for the
+  // signed-in, gets half the slots).
+  bool hashingBusy(const CallPtr& c, int limit = kMaxHashing);
+  // A developer-center POST not from a page of its origin (see
+  // portalOriginAllowed in api/validation.h): answers 403 and returns true.
+  bool refuseCrossOrigin(const CallPtr& c);
   void setPasswordThroughLink(const CallPtr& c, const std::string& token,
                               const std::string& password);
   // Hashes `password` off the loop, runs `step` with the hash in a database
@@ -217,6 +230,7 @@ class ApiService {
   std::unique_ptr<DbRequest> newDbRequest() const;
   static constexpr int kMaxHashing = 8;  // libuv's pool has 4 threads; a few may wait
   int hashing_in_flight_ = 0;            // loop thread
+  std::set<std::string> checking_people_;  // loop thread: a checkPassword is hashing
 
   // Authentication and rate limit, with the route's database work in the
   // same batch: 401, 429 or 503 are answered here; `then` runs (on the loop)

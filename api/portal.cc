@@ -21,6 +21,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/password.h"
+#include "common/utf8.h"
 
 namespace eq::api {
 using util::putString;
@@ -55,16 +56,6 @@ std::string cookieValue(const HttpRequest& req, std::string_view name) {
   return "";
 }
 
-// A state-changing request must come from a page of this origin: its Origin
-// header names the host it was sent to. Browsers send Origin on every POST
-// made by fetch(), same-origin included.
-bool sameOrigin(const HttpRequest& req) {
-  const std::string* origin = req.header("origin");
-  const std::string* host = req.header("host");
-  if (origin == nullptr || host == nullptr || host->empty()) return false;
-  return *origin == "http://" + *host || *origin == "https://" + *host;
-}
-
 std::string lowerAscii(std::string s) {
   for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return s;
@@ -91,8 +82,14 @@ Status checkNewPassword(const std::string& pass, const char* field) {
   return Status(400, std::string(field) + ": at least 10 characters (and at most 1024 bytes)");
 }
 
-std::string hexAddress(const std::string& raw) {
-  return raw.empty() ? "unknown" : crypto::hex(raw);
+// The sign-in limit's scope for a client address (HttpRequest::client, the
+// raw bytes; IPv4-mapped peers already come as IPv4): an IPv4 address as it
+// is, an IPv6 one by its /64, since one host is usually given a whole /64
+// and could otherwise step through it to dodge the per-address limit.
+std::string addressScope(const std::string& raw) {
+  if (raw.empty()) return "addr:unknown";
+  if (raw.size() == 16) return "addr:" + crypto::hex(raw.substr(0, 8)) + "/64";
+  return "addr:" + crypto::hex(raw);
 }
 
 // The body as a JSON object; a 400 message otherwise.
@@ -209,19 +206,46 @@ std::unique_ptr<DbRequest> ApiService::newDbRequest() const {
   return r;
 }
 
-bool ApiService::hashingBusy(const CallPtr& c) {
+bool ApiService::hashingBusy(const CallPtr& c, int limit) {
   // Each scrypt holds 32 MiB and a pool thread for ~0.1 s, and sign-in,
   // registration and links need no key: without a bound, a burst of them
   // would queue memory and CPU without limit. Past the bound: 503, retry.
-  if (hashing_in_flight_ < kMaxHashing) return false;
+  if (hashing_in_flight_ < limit) return false;
   c->info->extra_headers.emplace_back("Retry-After", "1");
   portalAnswer(c->info, c->res, Status(503, "busy checking passwords; retry after 1 s"), "", "");
+  return true;
+}
+
+bool ApiService::tooManyAttempts(const CallPtr& c, int64_t retry_at_ms, int64_t now_ms,
+                                 std::string_view what) {
+  if (retry_at_ms <= 0) return false;
+  int64_t secs = std::max<int64_t>(1, (retry_at_ms - now_ms + 999) / 1000);
+  c->info->extra_headers.emplace_back("Retry-After", std::to_string(secs));
+  portalAnswer(c->info, c->res,
+               Status(429, "too many " + std::string(what) + "; retry after " +
+                               std::to_string(secs) + " s"),
+               "", "");
+  return true;
+}
+
+bool ApiService::refuseCrossOrigin(const CallPtr& c) {
+  if (portalOriginAllowed(c->req.header("origin"), c->req.header("host"),
+                          ctx_.config->portal_origin, ctx_.config->portal_host)) {
+    return false;
+  }
+  std::string msg = "cross-origin request refused";
+  if (!ctx_.config->portal_origin.empty()) {
+    msg += ": the developer center takes changes only from " + ctx_.config->portal_origin +
+           " (EQ_PORTAL_URL)";
+  }
+  portalAnswer(c->info, c->res, Status(403, msg), "", "");
   return true;
 }
 
 void ApiService::portalAnswer(const Info& info, const Responder& res, const Status& s,
                               std::string_view data_json, std::string_view msg) {
   info->extra_headers.emplace_back("Cache-Control", "no-store");
+  info->extra_headers.emplace_back("X-Content-Type-Options", "nosniff");
   if (!s.isOk()) {
     sendError(info, res, s.code(), s.msg());
     return;
@@ -231,10 +255,7 @@ void ApiService::portalAnswer(const Info& info, const Responder& res, const Stat
 
 void ApiService::withSession(const CallPtr& c, SessionWork work, SessionThen then) {
   bool mutating = c->req.method == "POST";
-  if (mutating && !sameOrigin(c->req)) {
-    portalAnswer(c->info, c->res, Status(403, "cross-origin request refused"), "", "");
-    return;
-  }
+  if (mutating && refuseCrossOrigin(c)) return;
   std::string session_id = cookieValue(c->req, kCookie);
   if (session_id.empty()) {
     portalAnswer(c->info, c->res, Status(401, "not signed in"), "", "");
@@ -319,11 +340,13 @@ std::string ApiService::sessionCookie(const std::string& session_id) const {
 }
 
 void ApiService::startSession(const CallPtr& c, const std::string& person_id,
-                              const std::string& email) {
+                              const std::string& email, std::vector<int64_t> forget_failures) {
   auto created = std::make_shared<NewSession>();
   std::unique_ptr<DbRequest> r = newDbRequest();
   int64_t now = r->now_ms;
-  r->work = [created, person_id, now](Store& store, const AuthContext*) -> Status {
+  r->work = [created, person_id, now, forget = std::move(forget_failures)](
+                Store& store, const AuthContext*) -> Status {
+    if (Status s = store.forgetSigninFailures(forget); !s.isOk()) return s;
     Result<NewSession> s = store.createSession(person_id, now);
     if (!s.isOk()) return s.status();
     *created = s.value();
@@ -389,10 +412,7 @@ void ApiService::portalLink(const CallPtr& c) {
 }
 
 void ApiService::portalUseLink(const CallPtr& c) {
-  if (!sameOrigin(c->req)) {
-    portalAnswer(c->info, c->res, Status(403, "cross-origin request refused"), "", "");
-    return;
-  }
+  if (refuseCrossOrigin(c)) return;
   rapidjson::Document doc;
   if (Status s = parseObject(c->req.body, &doc); !s.isOk()) {
     portalAnswer(c->info, c->res, s, "", "");
@@ -484,10 +504,7 @@ void ApiService::portalRegister(const CallPtr& c) {
                  "");
     return;
   }
-  if (!sameOrigin(c->req)) {
-    portalAnswer(c->info, c->res, Status(403, "cross-origin request refused"), "", "");
-    return;
-  }
+  if (refuseCrossOrigin(c)) return;
   rapidjson::Document doc;
   if (Status s = parseObject(c->req.body, &doc); !s.isOk()) {
     portalAnswer(c->info, c->res, s, "", "");
@@ -510,18 +527,15 @@ void ApiService::portalRegister(const CallPtr& c) {
 }
 
 void ApiService::portalSignin(const CallPtr& c) {
-  if (!sameOrigin(c->req)) {
-    portalAnswer(c->info, c->res, Status(403, "cross-origin request refused"), "", "");
-    return;
-  }
+  if (refuseCrossOrigin(c)) return;
   rapidjson::Document doc;
   if (Status s = parseObject(c->req.body, &doc); !s.isOk()) {
     portalAnswer(c->info, c->res, s, "", "");
     return;
   }
   struct Attempt {
-    std::string email, password, email_scope, addr_scope;
-    int64_t retry_at = 0;  // > 0: limited
+    std::string email, password;
+    Store::PasswordAttempt counted;
     std::optional<Person> person;
     bool ok = false;
   };
@@ -533,22 +547,17 @@ void ApiService::portalSignin(const CallPtr& c) {
     portalAnswer(c->info, c->res, Status(400, "email and password are required"), "", "");
     return;
   }
-  a->email_scope = "email:" + a->email;
-  a->addr_scope = "addr:" + hexAddress(c->req.client);
+  // Checked before the attempt is counted, so a busy 503 costs no attempt;
+  // checked again after the step, as the pool may have filled meanwhile.
+  if (hashingBusy(c)) return;
+  std::vector<std::string> scopes = {"email:" + a->email, addressScope(c->req.client)};
   std::unique_ptr<DbRequest> r = newDbRequest();
-  r->writes = false;
   int64_t now = r->now_ms;
-  r->work = [a, now](Store& store, const AuthContext*) -> Status {
-    for (const std::string* scope : {&a->email_scope, &a->addr_scope}) {
-      Result<int64_t> n = store.signinFailures(*scope, now);
-      if (!n.isOk()) return n.status();
-      if (n.value() >= Store::kSigninMaxFailures) {
-        Result<int64_t> at = store.signinRetryAt(*scope, now);
-        if (!at.isOk()) return at.status();
-        a->retry_at = std::max(a->retry_at, at.value());
-      }
-    }
-    if (a->retry_at > 0) return Status::ok();
+  r->work = [a, scopes, now](Store& store, const AuthContext*) -> Status {
+    Result<Store::PasswordAttempt> counted = store.beginPasswordAttempt(scopes, now);
+    if (!counted.isOk()) return counted.status();
+    a->counted = counted.value();
+    if (a->counted.retry_at_ms > 0) return Status::ok();
     Result<std::optional<Person>> p = store.personByEmail(a->email);
     if (!p.isOk()) return p.status();
     a->person = p.value();
@@ -559,18 +568,12 @@ void ApiService::portalSignin(const CallPtr& c) {
       unavailable(c->info, c->res, "the database is busy");
       return;
     }
-    if (a->retry_at > 0) {
-      int64_t secs = std::max<int64_t>(1, (a->retry_at - now + 999) / 1000);
-      c->info->extra_headers.emplace_back("Retry-After", std::to_string(secs));
-      portalAnswer(c->info, c->res,
-                   Status(429, "too many failed sign-ins; retry after " + std::to_string(secs) +
-                                   " s"),
-                   "", "");
-      return;
-    }
-    // The same work whether or not the email is known: an unknown email and
-    // a wrong password take the same time and get the same answer.
+    if (tooManyAttempts(c, a->counted.retry_at_ms, now, "failed sign-ins")) return;
     if (hashingBusy(c)) return;
+    // The same work whether or not the email is known: an unknown email and
+    // a wrong password take the same time and get the same answer. The
+    // attempt is already counted as a failure; a right password takes it
+    // back with the session's step.
     offLoop(
         [a] {
           if (a->person && a->person->status == "active" && !a->person->password_hash.empty()) {
@@ -580,20 +583,11 @@ void ApiService::portalSignin(const CallPtr& c) {
           }
         },
         [this, c, a] {
-          if (a->ok) {
-            startSession(c, a->person->person_id, a->person->email);
+          if (!a->ok) {
+            portalAnswer(c->info, c->res, Status(401, "wrong email or password"), "", "");
             return;
           }
-          std::unique_ptr<DbRequest> r2 = newDbRequest();
-          int64_t at = r2->now_ms;
-          r2->work = [a, at](Store& store, const AuthContext*) -> Status {
-            if (Status s = store.recordSigninFailure(a->email_scope, at); !s.isOk()) return s;
-            return store.recordSigninFailure(a->addr_scope, at);
-          };
-          r2->done = [this, c](DbRequest&) {
-            portalAnswer(c->info, c->res, Status(401, "wrong email or password"), "", "");
-          };
-          ctx_.db->submit(std::move(r2));
+          startSession(c, a->person->person_id, a->person->email, a->counted.counted);
         });
   };
   ctx_.db->submit(std::move(r));
@@ -713,33 +707,66 @@ void ApiService::portalPassword(const CallPtr& c) {
 }
 
 void ApiService::checkPassword(const CallPtr& c, const std::string& pass, PersonThen then) {
-  auto person = std::make_shared<std::optional<Person>>();
+  // A signed-in person may check passwords only in a part of the hashing
+  // slots (sign-ins keep the rest), one at a time, and with the sign-in
+  // limit on wrong ones: a stolen session can neither starve sign-ins nor
+  // guess at the password.
+  if (hashingBusy(c, kMaxHashing / 2)) return;
+  struct Check {
+    std::optional<Person> person;
+    Store::PasswordAttempt counted;
+    bool ok = false;
+  };
+  auto check = std::make_shared<Check>();
+  int64_t now = ctx_.clock->nowMs();
   withSession(
       c,
-      [person](Store& store, const PortalSession& s, Status&, std::string&) -> Status {
+      [check, now](Store& store, const PortalSession& s, Status&, std::string&) -> Status {
         Result<std::optional<Person>> p = store.person(s.person_id);
         if (!p.isOk()) return p.status();
-        *person = p.value();
+        check->person = p.value();
+        Result<Store::PasswordAttempt> counted =
+            store.beginPasswordAttempt({"person:" + s.person_id}, now);
+        if (!counted.isOk()) return counted.status();
+        check->counted = counted.value();
         return Status::ok();
       },
-      [this, person, pass, then = std::move(then)](const CallPtr& call, const PortalSession&,
-                                                   const Status&, const std::string&) {
-        if (hashingBusy(call)) return;
-        auto ok = std::make_shared<bool>(false);
+      [this, check, pass, now, then = std::move(then)](const CallPtr& call,
+                                                       const PortalSession& session,
+                                                       const Status&, const std::string&) {
+        if (tooManyAttempts(call, check->counted.retry_at_ms, now, "wrong passwords")) return;
+        if (checking_people_.count(session.person_id) > 0) {
+          call->info->extra_headers.emplace_back("Retry-After", "1");
+          portalAnswer(call->info, call->res,
+                       Status(429, "a password check is already running; retry after 1 s"), "",
+                       "");
+          return;
+        }
+        if (hashingBusy(call, kMaxHashing / 2)) return;
+        checking_people_.insert(session.person_id);
         offLoop(
-            [person, pass, ok] {
-              if (*person && !(*person)->password_hash.empty()) {
-                *ok = password::verify(pass, (*person)->password_hash);
+            [check, pass] {
+              if (check->person && !check->person->password_hash.empty()) {
+                check->ok = password::verify(pass, check->person->password_hash);
               } else {
                 password::burnVerifyTime(pass);
               }
             },
-            [this, call, person, ok, then] {
-              if (!*ok) {
+            [this, call, check, then, person_id = session.person_id] {
+              checking_people_.erase(person_id);
+              if (!check->ok) {
                 portalAnswer(call->info, call->res, Status(403, "wrong password"), "", "");
                 return;
               }
-              then(call, **person);
+              // The right password takes its attempt back, in the batch of
+              // whatever `then` writes.
+              std::unique_ptr<DbRequest> forget = newDbRequest();
+              forget->work = [rows = check->counted.counted](Store& store,
+                                                              const AuthContext*) -> Status {
+                return store.forgetSigninFailures(rows);
+              };
+              ctx_.db->submit(std::move(forget));
+              then(call, *check->person);
             });
       });
 }
@@ -785,6 +812,14 @@ void ApiService::portalKeyCreate(const CallPtr& c) {
   if (env.empty()) env = ctx_.config->env;
   if (name.empty() || codePoints(name) > kMaxKeyNameChars) {
     portalAnswer(c->info, c->res, Status(400, "name: 1 to 64 characters"), "", "");
+    return;
+  }
+  if (utf8::hasDisplayControl(name)) {
+    // Shown again in the page, in eqctl's terminal output and in logs: a
+    // control character or a bidirectional override would change how
+    // everything after it reads there.
+    portalAnswer(c->info, c->res,
+                 Status(400, "name: no control or bidirectional-formatting characters"), "", "");
     return;
   }
   if (env != ctx_.config->env) {

@@ -204,4 +204,14 @@ Result<AnalyzeRequest> parseAnalyzeRequest(std::string_view body) {
   return r;
 }
 
+bool portalOriginAllowed(const std::string* origin, const std::string* host,
+                         std::string_view portal_origin, std::string_view portal_host) {
+  if (origin == nullptr || host == nullptr || host->empty()) return false;
+  auto same = [](std::string_view a, std::string_view b) {
+    return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
+  };
+  if (!portal_origin.empty()) return same(*origin, portal_origin) && same(*host, portal_host);
+  return same(*origin, "http://" + *host) || same(*origin, "https://" + *host);
+}
+
 }  // namespace eq::api

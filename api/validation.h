@@ -1,5 +1,6 @@
-// Validation of request bodies against PRODUCT.md §3. Pure functions of the
-// body text: no I/O, no state, so the unit tests exercise them directly.
+// Validation of request bodies against PRODUCT.md §3, and of the headers the
+// developer center relies on (§9). Pure functions of the request's text: no
+// I/O, no state, so the unit tests exercise them directly.
 // Every rejection is a 400 Status whose message names the field and says
 // what is allowed.
 #pragma once
@@ -36,6 +37,17 @@ struct AnalyzeRequest {
 Result<ReplyRequest> parseReplyRequest(std::string_view body, bool async,
                                        const net::CidrSet& webhook_allow);
 Result<AnalyzeRequest> parseAnalyzeRequest(std::string_view body);
+
+// Whether a developer-center POST comes from a page of its own origin. Its
+// Origin header names the page's origin (browsers send it on every POST made
+// by fetch(), same-origin included). With EQ_PORTAL_URL set (portal_origin
+// and portal_host, see Config), Origin must be that origin and the request
+// must be addressed to that host: a page of another name that resolves here
+// (DNS rebinding) has an Origin and a Host of its own name. Without it,
+// Origin must name the Host the request was sent to. A missing header is a
+// refusal. Hosts compare without regard to ASCII case.
+bool portalOriginAllowed(const std::string* origin, const std::string* host,
+                         std::string_view portal_origin, std::string_view portal_host);
 
 // The Idempotency-Key header's value: 1 to 255 printable ASCII characters
 // (PRODUCT.md §3). The bound lives here rather than in common/defaults.h,

@@ -1,6 +1,7 @@
 #include "common/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -167,6 +168,12 @@ Result<Config> Config::fromEnv() {
     return Status(500, "EQ_PORTAL_INSECURE_COOKIES must be 0 or 1");
   }
   c.portal_insecure_cookies = insecure == "1";
+  c.portal_url = envOr("EQ_PORTAL_URL", "");
+  if (!c.portal_url.empty()) {
+    if (Status s = parsePortalUrl(c.portal_url, &c.portal_origin, &c.portal_host); !s.isOk()) {
+      return s;
+    }
+  }
   if (Status s = intFromEnv("EQ_SYNC_DEADLINE_MS", 0, 3'600'000, &c.sync_deadline_ms);
       !s.isOk()) {
     return s;
@@ -233,6 +240,38 @@ Result<Config> Config::fromEnv() {
   }
   c.metrics_host = envOr("EQ_METRICS_HOST", defaults::kMetricsHost);
   return c;
+}
+
+Status parsePortalUrl(const std::string& url, std::string* origin, std::string* host) {
+  auto bad = [&](const std::string& why) {
+    return Status(500, "EQ_PORTAL_URL must be an http:// or https:// URL such as "
+                       "https://eq.example.com (" + why + "), got '" + url + "'");
+  };
+  std::string lower;
+  for (char ch : url) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  std::string scheme;
+  if (lower.rfind("http://", 0) == 0) scheme = "http";
+  else if (lower.rfind("https://", 0) == 0) scheme = "https";
+  else return bad("no http:// or https://");
+  std::string authority = lower.substr(scheme.size() + 3);
+  authority = authority.substr(0, authority.find_first_of("/?#"));
+  if (authority.empty()) return bad("no host");
+  if (authority.find('@') != std::string::npos) return bad("user info is not allowed");
+  for (char ch : authority) {
+    if (static_cast<unsigned char>(ch) <= 0x20 || ch == '\\') {
+      return bad("a space, a control or a backslash in the host");
+    }
+  }
+  // Browsers leave a scheme's default port out of Origin and Host.
+  std::string default_port = scheme == "http" ? ":80" : ":443";
+  if (authority.size() > default_port.size() &&
+      authority.compare(authority.size() - default_port.size(), default_port.size(),
+                        default_port) == 0) {
+    authority.resize(authority.size() - default_port.size());
+  }
+  *origin = scheme + "://" + authority;
+  *host = authority;
+  return Status::ok();
 }
 
 }  // namespace eq

@@ -79,6 +79,15 @@ struct Config {
   bool portal = true;                    // EQ_PORTAL: on | off
   std::string portal_signup = "invite";  // EQ_PORTAL_SIGNUP: invite | open | off
   bool portal_insecure_cookies = false;  // EQ_PORTAL_INSECURE_COOKIES=1: no Secure flag (local http)
+  // EQ_PORTAL_URL: where people open it. When set, eq-api takes a
+  // state-changing request of the developer center only from a page of this
+  // origin, sent to this host (see api/portal.cc, sameOrigin); eqctl prints
+  // its links with it. Parsed into the origin ("https://eq.example.com",
+  // default port left out, as browsers send it) and the Host header it
+  // implies ("eq.example.com").
+  std::string portal_url;
+  std::string portal_origin;
+  std::string portal_host;
 
   // Key prefix of this environment: eq_live_ in production, eq_test_ in staging.
   std::string keyPrefix() const { return env == "staging" ? "eq_test_" : "eq_live_"; }
@@ -86,6 +95,10 @@ struct Config {
   // Reads the environment; a malformed value is an error naming the variable.
   static Result<Config> fromEnv();
 };
+
+// Parses EQ_PORTAL_URL ("http[s]://host[:port][/...]") into its origin and
+// the Host header a browser sends to it; an error names what is wrong.
+Status parsePortalUrl(const std::string& url, std::string* origin, std::string* host);
 
 // Parses EQ_WEBHOOK_RETRY_SCHEDULE: comma-separated delays in seconds, the
 // n-th being the wait after the n-th failed attempt, so N steps make N + 1

@@ -535,9 +535,24 @@ class Store {
   Status endOtherSessions(const std::string& person_id, const std::string& keep_session_id);
   // Failed sign-ins in the window before now_ms, per scope.
   Result<int64_t> signinFailures(const std::string& scope, int64_t now_ms);
-  Status recordSigninFailure(const std::string& scope, int64_t now_ms);
+  // Records one; returns its row id (for forgetSigninFailures).
+  Result<int64_t> recordSigninFailure(const std::string& scope, int64_t now_ms);
   // The oldest failure still in the window: when the limit lifts.
   Result<int64_t> signinRetryAt(const std::string& scope, int64_t now_ms);
+  // A password about to be checked (a sign-in, or a signed-in person's
+  // password before a secret is shown or changed), in one writing step: if
+  // any scope has kSigninMaxFailures in the window, retry_at_ms says when
+  // the first of them lifts and nothing is recorded; otherwise the attempt
+  // is recorded as a failure in every scope now, before the slow check, so
+  // that attempts running at the same time count each other. A right
+  // password takes its rows back (forgetSigninFailures).
+  struct PasswordAttempt {
+    int64_t retry_at_ms = 0;      // > 0: limited, not recorded
+    std::vector<int64_t> counted;  // the rows recorded
+  };
+  Result<PasswordAttempt> beginPasswordAttempt(const std::vector<std::string>& scopes,
+                                               int64_t now_ms);
+  Status forgetSigninFailures(const std::vector<int64_t>& rows);
 
   Result<std::vector<UsageRow>> usage(const std::string& account_id, int64_t since_ms);
   // Tokens of a call that succeeded, added to its hour.

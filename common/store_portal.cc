@@ -298,10 +298,39 @@ Result<int64_t> Store::signinRetryAt(const std::string& scope, int64_t now_ms) {
   return q.int64(0) + kSigninWindowMs;
 }
 
-Status Store::recordSigninFailure(const std::string& scope, int64_t now_ms) {
+Result<int64_t> Store::recordSigninFailure(const std::string& scope, int64_t now_ms) {
   Query q(prepare("INSERT INTO signin_failures (scope, at) VALUES (?, ?)"));
   q.bind(1, scope).bind(2, now_ms);
   if (q.step() != SQLITE_DONE) return error("record failure");
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+Result<Store::PasswordAttempt> Store::beginPasswordAttempt(const std::vector<std::string>& scopes,
+                                                           int64_t now_ms) {
+  PasswordAttempt a;
+  for (const std::string& scope : scopes) {
+    Result<int64_t> n = signinFailures(scope, now_ms);
+    if (!n.isOk()) return n.status();
+    if (n.value() < kSigninMaxFailures) continue;
+    Result<int64_t> at = signinRetryAt(scope, now_ms);
+    if (!at.isOk()) return at.status();
+    a.retry_at_ms = std::max(a.retry_at_ms, at.value());
+  }
+  if (a.retry_at_ms > 0) return a;
+  for (const std::string& scope : scopes) {
+    Result<int64_t> row = recordSigninFailure(scope, now_ms);
+    if (!row.isOk()) return row.status();
+    a.counted.push_back(row.value());
+  }
+  return a;
+}
+
+Status Store::forgetSigninFailures(const std::vector<int64_t>& rows) {
+  for (int64_t row : rows) {
+    Query q(prepare("DELETE FROM signin_failures WHERE rowid = ?"));
+    q.bind(1, row);
+    if (q.step() != SQLITE_DONE) return error("forget failure");
+  }
   return Status::ok();
 }
 

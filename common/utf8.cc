@@ -1,5 +1,7 @@
 #include "common/utf8.h"
 
+#include <cstdio>
+
 namespace eq::utf8 {
 namespace {
 
@@ -76,6 +78,56 @@ std::string sanitize(std::string_view s) {
       out += "\xEF\xBF\xBD";  // U+FFFD
       i += maximalSubpart(s, i);
     }
+  }
+  return out;
+}
+
+namespace {
+
+// The code point of the well-formed sequence of n bytes at s[i].
+char32_t decodeAt(std::string_view s, std::size_t i, std::size_t n) {
+  auto b = [&](std::size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(s[i + k])); };
+  switch (n) {
+    case 1: return b(0);
+    case 2: return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
+    case 3: return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+    default:
+      return ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
+  }
+}
+
+}  // namespace
+
+bool isDisplayControl(char32_t cp) {
+  return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0x200E || cp == 0x200F ||
+         (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+bool hasDisplayControl(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    std::size_t n = sequenceLength(s, i);
+    if (n == 0) return false;  // not well-formed: not this function's question
+    if (isDisplayControl(decodeAt(s, i, n))) return true;
+    i += n;
+  }
+  return false;
+}
+
+std::string escapeDisplayControls(std::string_view raw) {
+  std::string s = sanitize(raw);
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    std::size_t n = sequenceLength(s, i);
+    char32_t cp = decodeAt(s, i, n);
+    if (isDisplayControl(cp)) {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "\\u{%04X}", static_cast<unsigned>(cp));
+      out += buf;
+    } else {
+      out.append(s, i, n);
+    }
+    i += n;
   }
   return out;
 }

@@ -36,4 +36,18 @@ std::size_t firstInvalid(std::string_view s);
 // line without making it invalid UTF-8.
 std::string sanitize(std::string_view s);
 
+// True for code points that change how text around them is shown rather
+// than being text: C0 and C1 controls, DEL, and the bidirectional
+// formatting controls (U+200E, U+200F, U+202A..U+202E, U+2066..U+2069). A
+// name a person chose may contain none of them: echoed to an operator's
+// terminal they move the cursor or reorder what the operator reads.
+bool isDisplayControl(char32_t cp);
+
+// True when well-formed s contains a display control (see above).
+bool hasDisplayControl(std::string_view s);
+
+// s (sanitized first) with every display control written as \u{XXXX}: safe
+// to print on a terminal.
+std::string escapeDisplayControls(std::string_view s);
+
 }  // namespace eq::utf8

@@ -16,6 +16,7 @@
 #include "common/defaults.h"
 #include "common/netaddr.h"
 #include "common/timefmt.h"
+#include "common/utf8.h"
 #include "tools/reports.h"
 
 namespace eq::tools {
@@ -305,7 +306,13 @@ int fail(const Status& s, std::ostream& err) {
 class Table {
  public:
   explicit Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
-  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  // Cells may hold what people typed (key names, URLs, errors): a control
+  // or bidirectional-formatting character would act on the terminal, so it
+  // is shown escaped.
+  void add(std::vector<std::string> row) {
+    for (std::string& cell : row) cell = utf8::escapeDisplayControls(cell);
+    rows_.push_back(std::move(row));
+  }
   void print(std::ostream& out) const {
     std::vector<size_t> width;
     for (const auto& row : rows_) {
@@ -492,7 +499,7 @@ int keyShow(Store& store, const std::string& key_id, const Args& a, std::ostream
   auto orNone = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
   out << "key_id:              " << k.key.key_id << "\n"
       << "account_id:          " << k.key.account_id << "\n"
-      << "name:                " << k.key.name << "\n"
+      << "name:                " << utf8::escapeDisplayControls(k.key.name) << "\n"
       << "prefix:              " << k.key.display_prefix << "...\n"
       << "env:                 " << k.key.env << "\n"
       << "status:              " << status << "\n"
@@ -1360,7 +1367,7 @@ int accountShow(Store& store, const std::string& email, const Args& a, std::ostr
     out << sb.GetString() << "\n";
     return kExitOk;
   }
-  out << "email:      " << person.email << "\n"
+  out << "email:      " << utf8::escapeDisplayControls(person.email) << "\n"
       << "account_id: " << person.account_id << "\n"
       << "status:     " << person.status << "\n"
       << "tier:       " << q.value().tier << "\n"

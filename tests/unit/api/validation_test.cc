@@ -1,5 +1,7 @@
 #include "api/validation.h"
 
+#include "common/config.h"
+
 #include <boost/test/unit_test.hpp>
 #include <string>
 
@@ -151,6 +153,41 @@ BOOST_AUTO_TEST_CASE(idempotency_key_is_1_to_255_printable_ascii) {
   BOOST_TEST(checkIdempotencyKey("").code() == 400);
   BOOST_TEST(checkIdempotencyKey("tab\there").code() == 400);
   BOOST_TEST(checkIdempotencyKey("\xE4\xBD\xA0\xE5\xA5\xBD").code() == 400);  // 你好
+}
+
+// The developer center's same-origin rule (issue 12 attack, finding 4: DNS
+// rebinding passed a rule that compared Origin with Host only).
+BOOST_AUTO_TEST_CASE(portal_posts_come_from_the_configured_origin) {
+  using eq::api::portalOriginAllowed;
+  std::string origin, host;
+  BOOST_REQUIRE(eq::parsePortalUrl("HTTPS://EQ.Example.com:443/portal/", &origin, &host).isOk());
+  BOOST_TEST(origin == "https://eq.example.com");  // default port left out, as browsers do
+  BOOST_TEST(host == "eq.example.com");
+  BOOST_REQUIRE(eq::parsePortalUrl("http://127.0.0.1:8080", &origin, &host).isOk());
+  BOOST_TEST(origin == "http://127.0.0.1:8080");
+  BOOST_TEST(host == "127.0.0.1:8080");
+  for (const char* bad : {"", "127.0.0.1:8080", "ftp://x", "https://", "https://u:p@x.example",
+                          "https://a b.example"}) {
+    std::string o, h;
+    BOOST_TEST(!eq::parsePortalUrl(bad, &o, &h).isOk(), bad);
+  }
+  auto allowed = [&](const char* o, const char* h) {
+    std::string so = o ? o : "", sh = h ? h : "";
+    return portalOriginAllowed(o ? &so : nullptr, h ? &sh : nullptr, origin, host);
+  };
+  BOOST_TEST(allowed("http://127.0.0.1:8080", "127.0.0.1:8080"));
+  // A rebinding page: its own name in both Origin and Host.
+  BOOST_TEST(!allowed("http://rebind.example:8080", "rebind.example:8080"));
+  BOOST_TEST(!allowed("http://127.0.0.1:8080", "rebind.example:8080"));
+  BOOST_TEST(!allowed("http://evil.example", "127.0.0.1:8080"));
+  BOOST_TEST(!allowed("null", "127.0.0.1:8080"));
+  BOOST_TEST(!allowed(nullptr, "127.0.0.1:8080"));
+  BOOST_TEST(!allowed("http://127.0.0.1:8080", nullptr));
+  // Without EQ_PORTAL_URL: Origin must name the Host the request went to.
+  std::string o = "http://localhost:8080", h = "localhost:8080";
+  BOOST_TEST(portalOriginAllowed(&o, &h, "", ""));
+  std::string evil = "http://evil.example";
+  BOOST_TEST(!portalOriginAllowed(&evil, &h, "", ""));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -150,6 +150,40 @@ BOOST_AUTO_TEST_CASE(signin_failures_limit_per_scope_within_the_window) {
              9);
 }
 
+// Attempts counted before the password is checked see each other: ten at
+// once cannot all pass a limit of ten (the attack on the developer center
+// sent 50 concurrent sign-ins through it), and a right password takes its
+// count back.
+BOOST_AUTO_TEST_CASE(password_attempts_are_counted_before_the_check) {
+  test::TempDb db("portal");
+  int64_t now = nowMs();
+  const std::vector<std::string> scopes = {"email:a@example.com", "addr:7f000001"};
+  std::vector<Store::PasswordAttempt> begun;
+  for (int i = 0; i < Store::kSigninMaxFailures + 3; ++i) {
+    Result<Store::PasswordAttempt> a = db.store->beginPasswordAttempt(scopes, now + i);
+    BOOST_REQUIRE(a.isOk());
+    begun.push_back(a.value());
+  }
+  for (int i = 0; i < Store::kSigninMaxFailures; ++i) {
+    BOOST_TEST(begun[i].retry_at_ms == 0);
+    BOOST_TEST(begun[i].counted.size() == 2u);  // one row per scope
+  }
+  for (int i = Store::kSigninMaxFailures; i < Store::kSigninMaxFailures + 3; ++i) {
+    BOOST_TEST(begun[i].retry_at_ms == now + Store::kSigninWindowMs);  // the first one's
+    BOOST_TEST(begun[i].counted.empty());
+  }
+  BOOST_TEST(db.store->signinFailures("addr:7f000001", now + 20).value() == 10);
+  // The last counted attempt had the right password: its rows go, and the
+  // next attempt is allowed again.
+  BOOST_REQUIRE(db.store->forgetSigninFailures(begun[Store::kSigninMaxFailures - 1].counted).isOk());
+  BOOST_TEST(db.store->signinFailures("email:a@example.com", now + 20).value() == 9);
+  BOOST_TEST(db.store->beginPasswordAttempt(scopes, now + 21).value().retry_at_ms == 0);
+  // One scope at its limit is enough to refuse.
+  BOOST_TEST(db.store->beginPasswordAttempt({"email:other@example.com", "addr:7f000001"}, now + 22)
+                 .value()
+                 .retry_at_ms > 0);
+}
+
 BOOST_AUTO_TEST_CASE(usage_agrees_with_the_quota_through_charges_and_refunds) {
   test::TempDb db("portal");
   CreatedKey k = db.newKey(50);

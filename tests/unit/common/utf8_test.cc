@@ -77,4 +77,23 @@ BOOST_AUTO_TEST_CASE(an_unreadable_job_still_names_its_task) {
   BOOST_TEST(msg::salvageTaskId("not json").empty());
 }
 
+// Names people choose are shown in the page, in logs and on an operator's
+// terminal (issue 12 attack, finding 3).
+BOOST_AUTO_TEST_CASE(display_controls_are_found_and_escaped) {
+  for (std::string_view s : {"my key", "测试 key", "emoji \xF0\x9F\x98\x80", "", "tab-free"}) {
+    BOOST_TEST(!utf8::hasDisplayControl(s), s);
+    BOOST_TEST(utf8::escapeDisplayControls(s) == s);
+  }
+  BOOST_TEST(utf8::hasDisplayControl("a\tb"));
+  BOOST_TEST(utf8::hasDisplayControl("bell\x07"));
+  BOOST_TEST(utf8::hasDisplayControl("del\x7F"));
+  BOOST_TEST(utf8::hasDisplayControl("c1 \xC2\x9B"));               // U+009B, CSI
+  BOOST_TEST(utf8::hasDisplayControl("evil\xE2\x80\xAE" "exe.txt"));   // U+202E, RLO
+  BOOST_TEST(utf8::hasDisplayControl("\xE2\x81\xA6isolate"));       // U+2066, LRI
+  BOOST_TEST(utf8::hasDisplayControl("mark\xE2\x80\x8F"));          // U+200F, RLM
+  BOOST_TEST(utf8::escapeDisplayControls("\x1B[2Jkey\xE2\x80\xAE") == "\\u{001B}[2Jkey\\u{202E}");
+  // Not well-formed: sanitized first, so the output is always valid UTF-8.
+  BOOST_TEST(utf8::escapeDisplayControls("a\xFF" "b") == "a\xEF\xBF\xBD" "b");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
