@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "common/defaults.h"
@@ -329,6 +330,10 @@ void BrokerBridge::drainInbox() {
     std::lock_guard<std::mutex> lock(mu_);
     ops.swap(inbox_);
   }
+  if (ops.empty()) return;
+  // The batch's publishes leave together (see amqp::Connection::Cork).
+  std::optional<amqp::Connection::Cork> cork;
+  if (conn_) cork.emplace(*conn_);
   for (size_t i = 0; i < ops.size(); ++i) {
     Outgoing& op = ops[i];
     // Stalled: the broker is not reading what we publish, so answer now
@@ -353,6 +358,7 @@ void BrokerBridge::drainInbox() {
       // disconnect() retries or fails it with the others; the ops after it
       // are handled by the !conn_ branch above.
       unconfirmed_[next_unknown_seq_--] = std::move(op);
+      cork.reset();  // while the connection (and its fd) still exists
       disconnect(seq.status().msg());
       continue;
     }

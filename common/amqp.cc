@@ -1,6 +1,9 @@
 #include "common/amqp.h"
 
 #include <amqp_tcp_socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
 #include <atomic>
@@ -430,6 +433,16 @@ Status Connection::reject(uint64_t tag, bool requeue) {
 }
 
 int Connection::fd() const { return amqp_get_sockfd(conn_); }
+
+Connection::Cork::Cork(const Connection& c) : fd_(c.fd()) {
+  int on = 1;
+  if (fd_ >= 0) setsockopt(fd_, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+}
+
+Connection::Cork::~Cork() {
+  int off = 0;
+  if (fd_ >= 0) setsockopt(fd_, IPPROTO_TCP, TCP_CORK, &off, sizeof off);
+}
 
 bool Connection::hasBuffered() const {
   return !pending_.empty() || amqp_data_in_buffer(conn_) != 0 || amqp_frames_enqueued(conn_) != 0;

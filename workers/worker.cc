@@ -181,6 +181,8 @@ Status Worker::pump(amqp::Connection& conn, int wait_ms) {
   // rabbitmq-c send a heartbeat that is due. The turn ends after a bounded
   // number of frames so that acks (and with them new deliveries) keep
   // flowing while the broker streams to us.
+  // The outcomes published (and acks sent) in this turn leave together.
+  amqp::Connection::Cork cork(conn);
   for (int frames = 0; frames < kFramesPerTurn; ++frames) {
     Result<amqp::Event> ev = conn.next(0);
     if (!ev.isOk()) return ev.status();
