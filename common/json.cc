@@ -11,13 +11,10 @@
 namespace eq::json {
 namespace {
 
-// Forwards SAX events to a Document and refuses to open a container past the
-// depth limit; returning false from a handler stops the reader before it
-// recurses further, which is what bounds the stack.
+// Forwards SAX events to a Document, with SaxChecks' checks before each.
 class DepthLimitedHandler {
  public:
-  DepthLimitedHandler(rapidjson::Document& doc, int max_depth)
-      : doc_(doc), max_depth_(max_depth) {}
+  DepthLimitedHandler(rapidjson::Document& doc, int max_depth) : doc_(doc), checks_(max_depth) {}
 
   bool Null() { return doc_.Null(); }
   bool Bool(bool b) { return doc_.Bool(b); }
@@ -32,45 +29,28 @@ class DepthLimitedHandler {
   // Decoded strings are checked again: see common/utf8.h for the escapes
   // that pass RapidJSON's own validation and still decode to bad bytes.
   bool String(const char* s, rapidjson::SizeType n, bool copy) {
-    return decodedOk(s, n) && doc_.String(s, n, copy);
+    return checks_.text(s, n) && doc_.String(s, n, copy);
   }
   bool Key(const char* s, rapidjson::SizeType n, bool copy) {
-    return decodedOk(s, n) && doc_.Key(s, n, copy);
+    return checks_.text(s, n) && doc_.Key(s, n, copy);
   }
-  bool StartObject() { return enter() && doc_.StartObject(); }
+  bool StartObject() { return checks_.enter() && doc_.StartObject(); }
   bool EndObject(rapidjson::SizeType n) {
-    --depth_;
+    checks_.leave();
     return doc_.EndObject(n);
   }
-  bool StartArray() { return enter() && doc_.StartArray(); }
+  bool StartArray() { return checks_.enter() && doc_.StartArray(); }
   bool EndArray(rapidjson::SizeType n) {
-    --depth_;
+    checks_.leave();
     return doc_.EndArray(n);
   }
 
-  bool tooDeep() const { return too_deep_; }
-  bool badText() const { return bad_text_; }
+  bool tooDeep() const { return checks_.tooDeep(); }
+  bool badText() const { return checks_.badText(); }
 
  private:
-  bool decodedOk(const char* s, rapidjson::SizeType n) {
-    if (utf8::isValid(std::string_view(s, n))) return true;
-    bad_text_ = true;
-    return false;
-  }
-
-  bool enter() {
-    if (++depth_ > max_depth_) {
-      too_deep_ = true;
-      return false;
-    }
-    return true;
-  }
-
   rapidjson::Document& doc_;
-  int max_depth_;
-  int depth_ = 0;
-  bool too_deep_ = false;
-  bool bad_text_ = false;
+  SaxChecks checks_;
 };
 
 // No kParseFullPrecisionFlag: its slow path (internal/diyfp.h in RapidJSON
@@ -81,6 +61,20 @@ class DepthLimitedHandler {
 constexpr unsigned kParseFlags = rapidjson::kParseValidateEncodingFlag;
 
 }  // namespace
+
+bool SaxChecks::text(const char* s, std::size_t n) {
+  if (utf8::isValid(std::string_view(s, n))) return true;
+  bad_text_ = true;
+  return false;
+}
+
+bool SaxChecks::enter() {
+  if (++depth_ > max_depth_) {
+    too_deep_ = true;
+    return false;
+  }
+  return true;
+}
 
 Status parse(std::string_view text, rapidjson::Document* doc, int max_depth) {
   rapidjson::MemoryStream ms(text.data(), text.size());

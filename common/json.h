@@ -19,6 +19,27 @@ namespace eq::json {
 // error message says what is wrong and at which byte offset.
 Status parse(std::string_view text, rapidjson::Document* doc, int max_depth);
 
+// The checks parse() makes of a reader's events, for SAX handlers that build
+// no document (common/messages.cc reads sync results this way): decoded text
+// must be valid UTF-8, and no container may open past max_depth. Each check
+// returns false to stop the reader, which is what bounds its recursion.
+class SaxChecks {
+ public:
+  explicit SaxChecks(int max_depth) : max_depth_(max_depth) {}
+  bool text(const char* s, std::size_t n);  // a string or a key, decoded
+  bool enter();                             // a container opens
+  void leave() { --depth_; }                // a container closes
+  int depth() const { return depth_; }      // 1 inside the top-level container
+  bool tooDeep() const { return too_deep_; }
+  bool badText() const { return bad_text_; }
+
+ private:
+  int max_depth_;
+  int depth_ = 0;
+  bool too_deep_ = false;
+  bool bad_text_ = false;
+};
+
 // Appends s as a JSON string literal, quotes included. Ill-formed UTF-8 in s
 // is written as U+FFFD, so the output is always valid UTF-8.
 void appendQuoted(std::string& out, std::string_view s);

@@ -13,7 +13,6 @@
 #include "common/enums.h"
 #include "common/ids.h"
 #include "common/json.h"
-#include "common/utf8.h"
 
 namespace eq::msg {
 namespace {
@@ -42,14 +41,14 @@ Status parseObject(std::string_view body, rapidjson::Document* doc) {
 
 // SAX reader of a SyncResult ({"ok":true,"data":{...}} or
 // {"ok":false,"code":N,"msg":"..."}): checks what json::parse checks (the
-// encoding, decoded text, depth) and notes the members, the data object as
+// encoding, and json::SaxChecks: decoded text, depth) and notes the members, the data object as
 // the byte range it spans in the body. A member's first occurrence counts,
 // as with FindMember.
 class SyncResultScanner
     : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, SyncResultScanner> {
  public:
   SyncResultScanner(const rapidjson::MemoryStream& in, int max_depth)
-      : in_(in), max_depth_(max_depth) {}
+      : in_(in), checks_(max_depth) {}
 
   // Any value the cases below do not take: a member of no interest.
   bool Default() {
@@ -57,7 +56,7 @@ class SyncResultScanner
     return true;
   }
   bool Bool(bool b) {
-    if (depth_ == 1 && key_ == "ok" && !ok_) ok_ = b;
+    if (checks_.depth() == 1 && key_ == "ok" && !ok_) ok_ = b;
     return Default();
   }
   bool Int(int i) { return number(i); }
@@ -67,27 +66,27 @@ class SyncResultScanner
     return number(u > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(u));
   }
   bool String(const char* s, rapidjson::SizeType n, bool) {
-    if (!decodedOk(s, n)) return false;
-    if (depth_ == 1 && key_ == "msg" && !msg_) msg_ = std::string(s, n);
+    if (!checks_.text(s, n)) return false;
+    if (checks_.depth() == 1 && key_ == "msg" && !msg_) msg_ = std::string(s, n);
     return Default();
   }
   bool Key(const char* s, rapidjson::SizeType n, bool) {
-    if (!decodedOk(s, n)) return false;
-    if (depth_ == 1 || (depth_ == 2 && in_data_)) key_.assign(s, n);
+    if (!checks_.text(s, n)) return false;
+    if (checks_.depth() == 1 || (checks_.depth() == 2 && in_data_)) key_.assign(s, n);
     return true;
   }
   bool StartObject() {
-    if (depth_ == 0) is_object_ = true;
-    if (depth_ == 1 && key_ == "data" && !data_) {
+    if (checks_.depth() == 0) is_object_ = true;
+    if (checks_.depth() == 1 && key_ == "data" && !data_) {
       in_data_ = true;
       data_begin_ = in_.Tell() - 1;  // the reader has taken the '{'
     }
     key_.clear();
-    return enter();
+    return checks_.enter();
   }
   bool EndObject(rapidjson::SizeType) {
-    --depth_;
-    if (depth_ == 1 && in_data_) {
+    checks_.leave();
+    if (checks_.depth() == 1 && in_data_) {
       in_data_ = false;
       data_ = std::string_view(in_.begin_ + data_begin_, in_.Tell() - data_begin_);
     }
@@ -95,15 +94,15 @@ class SyncResultScanner
   }
   bool StartArray() {
     key_.clear();
-    return enter();
+    return checks_.enter();
   }
   bool EndArray(rapidjson::SizeType) {
-    --depth_;
+    checks_.leave();
     return true;
   }
 
-  bool tooDeep() const { return too_deep_; }
-  bool badText() const { return bad_text_; }
+  bool tooDeep() const { return checks_.tooDeep(); }
+  bool badText() const { return checks_.badText(); }
   bool isObject() const { return is_object_; }
   const std::optional<bool>& ok() const { return ok_; }
   const std::optional<std::string_view>& data() const { return data_; }
@@ -113,32 +112,18 @@ class SyncResultScanner
 
  private:
   bool number(int64_t v) {
-    if (depth_ == 1 && key_ == "code" && !code_) code_ = v;
-    if (depth_ == 2 && in_data_ && key_ == "tokens_used" && !tokens_used_) tokens_used_ = v;
+    int depth = checks_.depth();
+    if (depth == 1 && key_ == "code" && !code_) code_ = v;
+    if (depth == 2 && in_data_ && key_ == "tokens_used" && !tokens_used_) tokens_used_ = v;
     return Default();
-  }
-  bool decodedOk(const char* s, rapidjson::SizeType n) {
-    if (utf8::isValid(std::string_view(s, n))) return true;
-    bad_text_ = true;
-    return false;
-  }
-  bool enter() {
-    if (++depth_ > max_depth_) {
-      too_deep_ = true;
-      return false;
-    }
-    return true;
   }
 
   const rapidjson::MemoryStream& in_;
-  int max_depth_;
-  int depth_ = 0;
+  json::SaxChecks checks_;
   std::string key_;  // the member whose value comes next (depth 1, or 2 in data)
   bool is_object_ = false;
   bool in_data_ = false;
   std::size_t data_begin_ = 0;
-  bool too_deep_ = false;
-  bool bad_text_ = false;
   std::optional<bool> ok_;
   std::optional<std::string_view> data_;
   std::optional<int64_t> tokens_used_;
