@@ -233,8 +233,8 @@ void BrokerBridge::emit(Outcome o) {
 }
 
 bool BrokerBridge::connect() {
-  Result<std::unique_ptr<amqp::Connection>> c =
-      amqp::Connection::open(url_, conn_name_, defaults::kAmqpHeartbeatSeconds);
+  Result<std::unique_ptr<amqp::Connection>> c = amqp::Connection::open(
+      url_, conn_name_, defaults::kAmqpHeartbeatSeconds, &first_broker_);
   if (!c.isOk()) {
     // One attempt a second during an outage: log the first failure and then
     // every 30th, so an hour-long outage is 120 lines, not 3600.

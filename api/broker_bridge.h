@@ -196,6 +196,7 @@ class BrokerBridge {
   std::unordered_map<std::string, int64_t> sync_in_flight_;
   int64_t last_prune_ms_ = 0;
   bool ever_connected_ = false;
+  std::size_t first_broker_ = 0;  // of a cluster's addresses (amqp::Connection::open)
   int64_t failed_attempts_ = 0;  // connect attempts since the last success
 
   // Loop thread only.

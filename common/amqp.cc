@@ -6,7 +6,6 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -55,31 +54,27 @@ std::vector<std::string> Connection::splitUrls(const std::string& urls) {
 
 Result<std::unique_ptr<Connection>> Connection::open(const std::string& urls,
                                                      const std::string& conn_name,
-                                                     int heartbeat_seconds) {
+                                                     int heartbeat_seconds,
+                                                     std::size_t* first_to_try) {
   std::vector<std::string> list = splitUrls(urls);
   if (list.empty()) return Status(500, "EQ_AMQP_URL is empty");
   if (list.size() == 1) return openOne(list[0], conn_name, heartbeat_seconds);
   // Several addresses: the nodes of one cluster (declareTopology's queue
   // types depend on it).
-  // The broker this process last reached is tried first; every thread of a
-  // process shares the hint (one process, one cluster).
-  static std::atomic<std::size_t> last_good{0};
-  std::size_t first = last_good.load(std::memory_order_relaxed) % list.size();
+  std::size_t first = first_to_try != nullptr ? *first_to_try % list.size() : 0;
   std::string errors;
   for (std::size_t i = 0; i < list.size(); ++i) {
     std::size_t at = (first + i) % list.size();
     Result<std::unique_ptr<Connection>> c = openOne(list[at], conn_name, heartbeat_seconds);
     if (c.isOk()) {
-      last_good.store(at, std::memory_order_relaxed);
+      if (first_to_try != nullptr) *first_to_try = at;
       c.value()->cluster_ = true;
       return c;
     }
     if (c.status().code() == 500) return c.status();  // a malformed URL: no use trying others
     errors += (errors.empty() ? "" : "; ") + c.status().msg();
   }
-  // Next time, start after the first one tried: a broker that hangs rather
-  // than refusing must not be waited on first by every attempt.
-  last_good.store((first + 1) % list.size(), std::memory_order_relaxed);
+  if (first_to_try != nullptr) *first_to_try = (first + 1) % list.size();
   return Status(503, "amqp: no broker reachable: " + errors);
 }
 

@@ -61,13 +61,19 @@ class Connection {
   // management UI's connection list.
   //
   // `url` may list several brokers, comma-separated (the nodes of a
-  // cluster): they are tried in turn, starting with the one this process
-  // last reached, so a reconnect after a node stops lands on a live one at
-  // once (a stopped node refuses the connection in microseconds; a hung one
-  // costs its connect or handshake timeout). The error names every address.
+  // cluster): they are tried in turn, starting with *first_to_try, so a
+  // reconnect after a node stops lands on a live one at once (a stopped
+  // node refuses the connection in microseconds; a hung one costs its
+  // connect or handshake timeout). The error names every address.
+  // *first_to_try, kept by the caller across its reconnects (one per
+  // connection it maintains; nullptr: start with the first address), is
+  // updated to the address reached, or after a failed round to the one
+  // after the round's first, so a hung broker is not waited on first every
+  // time.
   static Result<std::unique_ptr<Connection>> open(const std::string& url,
                                                   const std::string& conn_name,
-                                                  int heartbeat_seconds);
+                                                  int heartbeat_seconds,
+                                                  std::size_t* first_to_try = nullptr);
   // The addresses of a comma-separated EQ_AMQP_URL, trimmed; empty entries
   // are dropped.
   static std::vector<std::string> splitUrls(const std::string& urls);

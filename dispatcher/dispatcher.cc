@@ -29,9 +29,10 @@ int Dispatcher::run() {
   // Task state waits for the dispatcher to reconnect (webhooks already
   // pending do not: the sender thread goes on); see common/reconnect.h.
   ReconnectBackoff backoff;
+  std::size_t first_broker = 0;  // of a cluster's addresses, see Connection::open
   while (!stop_.load()) {
-    Result<std::unique_ptr<amqp::Connection>> c =
-        amqp::Connection::open(amqp_url_, "eq-dispatcher", defaults::kAmqpHeartbeatSeconds);
+    Result<std::unique_ptr<amqp::Connection>> c = amqp::Connection::open(
+        amqp_url_, "eq-dispatcher", defaults::kAmqpHeartbeatSeconds, &first_broker);
     if (!c.isOk()) {
       log::warn("broker connect failed; retrying", {{"error", c.status().msg()}});
       backoff.sleep(stop_);

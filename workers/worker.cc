@@ -80,10 +80,11 @@ std::string Worker::analysisJson(const engine::Analysis& a) {
 
 int Worker::run() {
   ReconnectBackoff backoff;
+  std::size_t first_broker = 0;  // of a cluster's addresses, see Connection::open
   while (!stop_.load()) {
     std::string name = "eq-worker " + (opts_.mode.empty() ? std::string("analyze") : opts_.mode);
-    Result<std::unique_ptr<amqp::Connection>> c =
-        amqp::Connection::open(opts_.amqp_url, name, defaults::kAmqpHeartbeatSeconds);
+    Result<std::unique_ptr<amqp::Connection>> c = amqp::Connection::open(
+        opts_.amqp_url, name, defaults::kAmqpHeartbeatSeconds, &first_broker);
     if (!c.isOk()) {
       log::warn("broker connect failed; retrying", {{"error", c.status().msg()}});
       backoff.sleep(stop_);

@@ -32,4 +32,23 @@ BOOST_AUTO_TEST_CASE(no_reachable_node_is_a_503_naming_every_address) {
   BOOST_TEST(Connection::open("", "test", 5).status().code() == 500);
 }
 
+// The caller's hint of which address to try first (one per connection it
+// keeps, not a process-wide global): after a round where none answered, the
+// next round starts one further along, so a broker that hangs instead of
+// refusing is not the first one waited on every time.
+BOOST_AUTO_TEST_CASE(a_failed_round_moves_the_first_address_along) {
+  const std::string urls =
+      "amqp://eq:eq@127.0.0.1:1/,amqp://eq:eq@127.0.0.1:2/,amqp://eq:eq@127.0.0.1:3/";
+  std::size_t first = 0;
+  BOOST_TEST(!Connection::open(urls, "test", 5, &first).isOk());
+  BOOST_TEST(first == 1u);
+  BOOST_TEST(!Connection::open(urls, "test", 5, &first).isOk());
+  BOOST_TEST(first == 2u);
+  BOOST_TEST(!Connection::open(urls, "test", 5, &first).isOk());
+  BOOST_TEST(first == 0u);
+  std::size_t other = 7;  // taken modulo the number of addresses
+  BOOST_TEST(!Connection::open(urls, "test", 5, &other).isOk());
+  BOOST_TEST(other == 2u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
