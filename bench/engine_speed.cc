@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
   const char* env = std::getenv("EQ_ENGINE_DATA_DIR");
   const std::string dir = (env != nullptr && *env != '\0') ? env : "workers/engine/builtin/data";
   auto created =
-      BuiltinEngine::create(readFile(dir + "/lexicon.tsv"), readFile(dir + "/phrases.tsv"));
+      BuiltinEngine::create(readFile(dir + "/lexicon.tsv"), readFile(dir + "/phrases.tsv"),
+                            readFile(dir + "/examples.tsv"));
   if (!created.isOk()) {
     std::fprintf(stderr, "engine_speed: %s (set EQ_ENGINE_DATA_DIR)\n",
                  created.status().msg().c_str());

@@ -93,30 +93,6 @@ void printReplies(const BuiltinEngine& engine, eq::engine::Mode mode, int count,
   }
 }
 
-// A class-balanced sample: `per_label` samples of every gold label (all of
-// a label that has fewer). Which ones is fixed and does not follow the
-// file's order: samples are ranked by a hash of their line number, so the
-// sample is the same on every run and spread over the whole file.
-std::vector<eval::Sample> balancedSample(std::vector<eval::Sample> all, int per_label) {
-  auto rank = [](int line) {
-    uint64_t x = static_cast<uint64_t>(line) + 0x9E3779B97F4A7C15ULL;  // splitmix64
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-    return x ^ (x >> 31);
-  };
-  std::stable_sort(all.begin(), all.end(), [&](const eval::Sample& a, const eval::Sample& b) {
-    return rank(a.line) < rank(b.line);
-  });
-  std::map<std::string, int> taken;
-  std::vector<eval::Sample> out;
-  for (eval::Sample& s : all) {
-    if (taken[s.emotion]++ < per_label) out.push_back(std::move(s));
-  }
-  std::sort(out.begin(), out.end(),
-            [](const eval::Sample& a, const eval::Sample& b) { return a.line < b.line; });
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -164,13 +140,16 @@ int main(int argc, char** argv) {
   const std::string dir = (env != nullptr && *env != '\0') ? env : "workers/engine/builtin/data";
   std::string lexicon;
   std::string phrases;
-  if (!readFile(dir + "/lexicon.tsv", &lexicon) || !readFile(dir + "/phrases.tsv", &phrases)) {
+  std::string examples;
+  if (!readFile(dir + "/lexicon.tsv", &lexicon) || !readFile(dir + "/phrases.tsv", &phrases) ||
+      !readFile(dir + "/examples.tsv", &examples)) {
     std::fprintf(stderr,
-                 "engine_eval: cannot read %s/{lexicon,phrases}.tsv (set EQ_ENGINE_DATA_DIR)\n",
+                 "engine_eval: cannot read %s/{lexicon,phrases,examples}.tsv (set "
+                 "EQ_ENGINE_DATA_DIR)\n",
                  dir.c_str());
     return 1;
   }
-  auto created = BuiltinEngine::create(lexicon, phrases);
+  auto created = BuiltinEngine::create(lexicon, phrases, examples);
   if (!created.isOk()) {
     std::fprintf(stderr, "engine_eval: %s\n", created.status().msg().c_str());
     return 1;
@@ -237,7 +216,7 @@ int main(int argc, char** argv) {
       const int keep = half == "even" ? 1 : 0;
       std::erase_if(samples.value(), [keep](const eval::Sample& s) { return s.line % 2 != keep; });
     }
-    if (balanced > 0) samples.value() = balancedSample(std::move(samples).value(), balanced);
+    if (balanced > 0) samples.value() = eval::balancedSample(std::move(samples).value(), balanced);
     std::vector<eval::Miss> misses;
     const eval::Report report =
         eval::evaluate(*engine, samples.value(), (listMisses && !clue) ? &misses : nullptr);

@@ -48,11 +48,16 @@ const std::string& phrases() {
   return text;
 }
 
+const std::string& examples() {
+  static const std::string text = readFile("examples.tsv");
+  return text;
+}
+
 // One engine for the whole suite: building it is deterministic and the engine
 // is immutable, so sharing it cannot couple tests.
 const BuiltinEngine& engine() {
   static const std::unique_ptr<BuiltinEngine> e = [] {
-    auto r = BuiltinEngine::create(lexicon(), phrases());
+    auto r = BuiltinEngine::create(lexicon(), phrases(), examples());
     BOOST_TEST_REQUIRE(r.isOk(), "create failed: " << r.status().msg());
     return std::move(r).value();
   }();
@@ -228,8 +233,9 @@ BOOST_AUTO_TEST_CASE(a_single_character_speaks_only_when_no_word_does) {
   // With a word that names a feeling, the character is not counted at all.
   BOOST_TEST(analyze("羡煞旁人，好难过").emotion == "sadness");
   BOOST_TEST(analyze("吃不到火锅，馋哭了").emotion == "sadness");
-  // Compounds where the character has no feeling are shielded.
-  BOOST_TEST(analyze("周末去看乐队演出").emotion == "neutral");
+  // Compounds where the character has no feeling are shielded. (Short, so
+  // that the examples, which read a longer message, do not speak either.)
+  BOOST_TEST(analyze("看乐队演出").emotion == "neutral");
 }
 
 BOOST_AUTO_TEST_CASE(unexpectedly_takes_the_feeling_named_with_it) {
@@ -363,7 +369,7 @@ BOOST_AUTO_TEST_CASE(same_input_gives_identical_output) {
   const auto first = engine().reply(in);
   // A second, independently built engine must agree too: nothing depends on
   // addresses, time or process state.
-  auto other = BuiltinEngine::create(lexicon(), phrases());
+  auto other = BuiltinEngine::create(lexicon(), phrases(), examples());
   BOOST_TEST_REQUIRE(other.isOk());
   const auto second = other.value()->reply(in);
   BOOST_TEST_REQUIRE(first.isOk());
@@ -638,13 +644,13 @@ BOOST_AUTO_TEST_CASE(malformed_lexicon_line_is_reported_with_its_number) {
       {good + "w\temotion\tjoy\t3\tbackoff\n", "line 2"},
   };
   for (const Case& c : cases) {
-    const auto r = BuiltinEngine::create(c.text, phrases());
+    const auto r = BuiltinEngine::create(c.text, phrases(), examples());
     BOOST_TEST_REQUIRE(!r.isOk(), c.text);
     BOOST_TEST(r.status().code() == 500);
     BOOST_TEST(r.status().msg().find("lexicon.tsv " + c.expect) != std::string::npos,
                r.status().msg());
   }
-  BOOST_TEST(BuiltinEngine::create(good, phrases()).isOk());
+  BOOST_TEST(BuiltinEngine::create(good, phrases(), examples()).isOk());
 }
 
 BOOST_AUTO_TEST_CASE(malformed_phrase_line_is_reported_with_its_number) {
@@ -659,7 +665,7 @@ BOOST_AUTO_TEST_CASE(malformed_phrase_line_is_reported_with_its_number) {
       "reply\tzh\tempathize\t*\t「{echo」\n",
   };
   for (const std::string& line : bad) {
-    const auto r = BuiltinEngine::create(lexicon(), base + line);
+    const auto r = BuiltinEngine::create(lexicon(), base + line, examples());
     BOOST_TEST_REQUIRE(!r.isOk(), line);
     BOOST_TEST(r.status().code() == 500);
     BOOST_TEST(
@@ -667,7 +673,8 @@ BOOST_AUTO_TEST_CASE(malformed_phrase_line_is_reported_with_its_number) {
         r.status().msg());
   }
   // A bank missing a whole strategy is refused too.
-  const auto r = BuiltinEngine::create(lexicon(), "name\tzh\tstrategy.empathize\t*\t共情\n");
+  const auto r =
+      BuiltinEngine::create(lexicon(), "name\tzh\tstrategy.empathize\t*\t共情\n", examples());
   BOOST_TEST(!r.isOk());
   BOOST_TEST(r.status().code() == 500);
 }
@@ -705,6 +712,92 @@ BOOST_AUTO_TEST_CASE(a_long_message_is_answered_the_same_every_time) {
     eq::Result<ReplyOutput> r = engine().reply(ri);
     BOOST_TEST_REQUIRE(r.isOk());
     BOOST_TEST(r.value().replies.front().text == first.value().replies.front().text);
+  }
+}
+
+// Reading by example (example_reader.h; docs/engine.md, "Reading by
+// example"), with a few examples written here so each rule shows in the test
+// and none depends on the shipped examples.tsv.
+namespace {
+
+const char* const kFewExamples =
+    "# a comment\n"
+    "joy\t周末去海边晒太阳吃烧烤\n"
+    "affection\t我家猫咪每天在门口等我回家\n"
+    "anger\t外卖又送错了客服还挂我电话\n"
+    "anger\t等了一个小时的车司机直接开走了\n"
+    "sadness\t外婆的老房子下个月就要拆了\n"
+    "anxiety\t明天就要体检了结果还不知道\n"
+    "disgust\t楼道里又有人乱扔垃圾\n"
+    "surprise\t十年没见的同学竟在地铁上碰到\n"
+    "neutral\t明天上午九点在三楼开会\n"
+    "neutral\t文件我已经发到你邮箱了\n";
+
+const BuiltinEngine& fewExamplesEngine() {
+  static const std::unique_ptr<BuiltinEngine> e = [] {
+    auto r = BuiltinEngine::create(lexicon(), phrases(), kFewExamples);
+    BOOST_TEST_REQUIRE(r.isOk(), "create failed: " << r.status().msg());
+    return std::move(r).value();
+  }();
+  return *e;
+}
+
+Analysis analyzeByFew(const std::string& message) {
+  AnalyzeInput in;
+  in.message = message;
+  auto r = fewExamplesEngine().analyze(in);
+  BOOST_TEST_REQUIRE(r.isOk(), r.status().msg());
+  return r.value();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_message_that_names_no_feeling_is_read_by_example) {
+  // No word of the lexicon names a feeling here; the examples do the reading.
+  const Analysis a = analyzeByFew("外卖送错了，客服也不接电话");
+  BOOST_TEST(a.emotion == "anger");
+  // Never strongly: no word said it.
+  BOOST_TEST(a.intensity > 0.0);
+  BOOST_TEST(a.intensity <= 0.5);
+  // Below six Chinese characters there is not enough to go on.
+  BOOST_TEST(analyzeByFew("客服挂电话").emotion == "neutral");
+  // Chat logistics read as the neutral examples they resemble.
+  BOOST_TEST(analyzeByFew("下午三点在三楼开会").emotion == "neutral");
+}
+
+BOOST_AUTO_TEST_CASE(words_decide_before_the_examples) {
+  // One word that names a feeling outweighs any resemblance.
+  BOOST_TEST(analyzeByFew("外卖送错了，但是好开心").emotion == "joy");
+  // A feeling the message denies is not read back in by example.
+  BOOST_TEST(analyzeByFew("外卖送错了，我一点也不生气").emotion == "neutral");
+  // A question that names no feeling asks for an answer.
+  AnalyzeInput in;
+  in.message = "你为什么把外卖送错了";
+  BOOST_TEST(fewExamplesEngine().analyze(in).value().emotion == "neutral");
+  BOOST_TEST(fewExamplesEngine().actOf(in) == "ask");
+  // English is read by words alone: the examples are Chinese.
+  BOOST_TEST(analyzeByFew("the delivery was wrong and support hung up on me").emotion == "neutral");
+}
+
+BOOST_AUTO_TEST_CASE(malformed_example_line_is_reported_with_its_number) {
+  const std::string good = kFewExamples;
+  struct Case {
+    std::string text;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {good + "rage\t气死了\n", "examples.tsv line 12: unknown emotion 'rage'"},
+      {good + "joy 开心\n", "examples.tsv line 12: expected 2 TAB-separated fields"},
+      {good + "joy\t \n", "examples.tsv line 12: empty example"},
+      {good + "joy\t\xff\xfe\n", "examples.tsv line 12: not UTF-8"},
+      // Every emotion needs examples, or it could never be read.
+      {"joy\t开心\nneutral\t好的\n", "examples.tsv: no example for affection"},
+  };
+  for (const Case& c : cases) {
+    const auto r = BuiltinEngine::create(lexicon(), phrases(), c.text);
+    BOOST_TEST_REQUIRE(!r.isOk(), c.text);
+    BOOST_TEST(r.status().code() == 500);
+    BOOST_TEST(r.status().msg().find(c.expect) != std::string::npos, r.status().msg());
   }
 }
 

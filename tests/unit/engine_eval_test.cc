@@ -36,23 +36,26 @@ using eq::engine::builtin::BuiltinEngine;
 // were set (docs/engine.md has the measured values and the date). The eval
 // sets were used for tuning, so their floors guard against regressions; the
 // held-out sets were not, so theirs are the honest ones.
-constexpr double kZhFloor = 88.5;         // measured 90.0 (438 messages)
+constexpr double kZhFloor = 90.5;         // measured 92.0 (438 messages)
 constexpr double kEnFloor = 96.5;         // measured 97.4 (154 messages)
-constexpr double kZhHoldoutFloor = 80.0;  // measured 81.2 (80 messages)
+constexpr double kZhHoldoutFloor = 90.0;  // measured 92.5 (80 messages)
 constexpr double kEnHoldoutFloor = 77.5;  // measured 80.0 (40 messages)
 // CLUE (Weibo posts, no neutral label): the majority class is 35.1% of the
 // validation split and a fine-tuned BERT-base reaches 60.7% on the test split.
-// The lexicon reaches 40.4%: above the majority class, far from the model.
-// Most of the gap is the 15% of posts in which it finds no feeling at all
-// (neutral, always wrong there); on the posts it commits on it is right
-// 47.5% of the time. Both are asserted. See docs/engine.md.
+// The engine reaches 43.6% (the lexicon alone 40.4%): above the majority
+// class, far from the model. It commits on 95% of the posts (the lexicon
+// alone on 85%: the examples read most posts that name no feeling) and is
+// right on 45.8% of those. On the class-balanced sample (60 posts per
+// label, eval::balancedSample) its macro-F1 is 0.397 (the lexicon alone
+// 0.367; issue 14 asked for 0.45). All three are asserted. docs/engine.md.
 // Speech acts (tests/data/acts_*.tsv, 13 acts, 4 messages per act in each
 // file). The target of issue 14 is 85% on the held-out sets; measured 98.1%
 // (zh) and 100% (en) when set, tuning sets 100%.
 constexpr double kActFloor = 95.0;
 constexpr double kActHoldoutFloor = 85.0;
-constexpr double kClueFloor = 39.5;
-constexpr double kClueAnsweredFloor = 46.5;
+constexpr double kClueFloor = 42.5;
+constexpr double kClueAnsweredFloor = 45.0;
+constexpr double kClueBalancedMacroF1Floor = 0.385;
 
 std::string envOr(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -91,7 +94,8 @@ std::string mustRead(const std::string& path) {
 const BuiltinEngine& engine() {
   static const std::unique_ptr<BuiltinEngine> e = [] {
     const std::string dir = envOr("EQ_ENGINE_DATA_DIR", "workers/engine/builtin/data");
-    auto r = BuiltinEngine::create(mustRead(dir + "/lexicon.tsv"), mustRead(dir + "/phrases.tsv"));
+    auto r = BuiltinEngine::create(mustRead(dir + "/lexicon.tsv"), mustRead(dir + "/phrases.tsv"),
+                                   mustRead(dir + "/examples.tsv"));
     BOOST_TEST_REQUIRE(r.isOk(), "create failed: " << r.status().msg());
     return std::move(r).value();
   }();
@@ -228,6 +232,10 @@ BOOST_AUTO_TEST_CASE(clue_validation_split_when_present) {
   BOOST_TEST(100.0 * r.accuracy() >= kClueFloor);
   BOOST_TEST(100.0 * r.accuracy() > 100.0 * r.majorityBaseline() + 1.5);
   BOOST_TEST(100.0 * r.answeredAccuracy() >= kClueAnsweredFloor);
+  const eval::Report balanced =
+      eval::evaluate(engine(), eval::balancedSample(std::move(samples).value(), 60));
+  BOOST_TEST_MESSAGE("CLUE valid, 60 per label: " << balanced.format());
+  BOOST_TEST(balanced.macroF1() >= kClueBalancedMacroF1Floor);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

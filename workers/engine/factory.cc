@@ -7,9 +7,10 @@
 namespace eq::engine {
 
 Result<std::unique_ptr<Engine>> makeBuiltinEngine() {
-  auto e = builtin::BuiltinEngine::create(
-      embedded::file("workers/engine/builtin/data/lexicon.tsv"),
-      embedded::file("workers/engine/builtin/data/phrases.tsv"));
+  auto e =
+      builtin::BuiltinEngine::create(embedded::file("workers/engine/builtin/data/lexicon.tsv"),
+                                     embedded::file("workers/engine/builtin/data/phrases.tsv"),
+                                     embedded::file("workers/engine/builtin/data/examples.tsv"));
   if (!e.isOk()) return e.status();
   return std::unique_ptr<Engine>(std::move(e).value());
 }

@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "workers/engine/builtin/example_reader.h"
+
 namespace eq::engine::builtin {
 namespace {
 
@@ -624,7 +626,9 @@ struct Data {
   std::vector<Term> term_info;
   Trie stages;  // value: Stage index, or kStageCount for a shield entry ("none")
   std::array<LangTables, kLangCount> lang;
+  ExampleReader examples;  // the team's example posts (parseExamples)
 };
+static_assert(ExampleReader::kClasses == kEmotionCount);
 
 }  // namespace
 
@@ -1010,6 +1014,45 @@ Status parsePhrases(std::string_view text, Data* tables) {
   return Status::ok();
 }
 
+// The code points of normalized text without white space: what the example
+// reader counts (example_reader.h), for the examples and for messages alike.
+std::u32string exampleText(std::string_view normalized) {
+  std::u32string out;
+  out.reserve(normalized.size());
+  for (size_t pos = 0; pos < normalized.size();) {
+    char32_t cp = 0;
+    pos += decodeUtf8(normalized, pos, &cp);
+    if (!isSpace(cp)) out.push_back(cp);
+  }
+  return out;
+}
+
+// examples.tsv: "emotion<TAB>text", one example post per line (format at the
+// top of the file). Every emotion, neutral included, needs examples: a
+// reader that has never seen one emotion would never answer it.
+Status parseExamples(std::string_view text, Data* tables) {
+  constexpr std::string_view kFile = "examples.tsv";
+  std::array<size_t, kEmotionCount> per{};
+  Status st = forEachRecord(text, [&](int line, const std::vector<std::string_view>& f) {
+    if (f.size() != 2) return lineError(kFile, line, "expected 2 TAB-separated fields");
+    const int e = indexOf(kEmotionNames, f[0]);
+    if (e < 0) return lineError(kFile, line, "unknown emotion " + quoted(f[0]));
+    if (trimBlank(f[1]).empty()) return lineError(kFile, line, "empty example");
+    if (sanitizeUtf8(f[1])) return lineError(kFile, line, "not UTF-8");
+    tables->examples.add(static_cast<size_t>(e), exampleText(normalize(f[1]).text));
+    ++per[static_cast<size_t>(e)];
+    return Status::ok();
+  });
+  if (!st.isOk()) return st;
+  for (size_t e = 0; e < kEmotionCount; ++e) {
+    if (per[e] == 0) {
+      return Status(500, "examples.tsv: no example for " + std::string(kEmotionNames[e]));
+    }
+  }
+  tables->examples.finish();
+  return Status::ok();
+}
+
 // ---------------------------------------------------------------------------
 // Scanning. The message (normalized) becomes a list of hits in text order:
 // lexicon terms, clause breaks, and bursts of "?!" that read as surprise.
@@ -1137,6 +1180,20 @@ constexpr double kSharedDelight = 0.5;
 constexpr double kBackoffWeight = 0.5;
 // Below this total score a category is noise and the message is neutral.
 constexpr double kMinEmotionScore = 0.05;
+// Reading by example (example_reader.h). The words decide; the examples add
+// kExampleWeight times their probability to each emotion's share of the
+// lexicon's score, so they settle a message whose words are split between
+// feelings, and read one whose words name none. A message with no feeling
+// word stays neutral unless the examples favour an emotion over neutral by
+// kExampleMargin. Only messages with at least kExampleMinIdeographs Chinese
+// characters are read this way (the examples are Chinese, and a chat line as
+// short as "好的" or "我到了" is not enough to go on); an emotion read from
+// the examples alone is reported at kExampleIntensity times its probability:
+// never strongly, since no word said it.
+constexpr double kExampleWeight = 0.2;
+constexpr double kExampleMargin = 0.3;
+constexpr size_t kExampleMinIdeographs = 6;
+constexpr double kExampleIntensity = 0.5;
 
 // What a single negation does to a term: positive feelings turn into their
 // opposite (weaker), negative ones and surprise are simply cancelled ("一点也
@@ -1172,6 +1229,9 @@ struct EmotionHit {
 struct Signals {
   Lang lang = Lang::kEn;
   Emotion emotion = Emotion::kNeutral;
+  // What the words alone say (before the examples weigh in, scoreEmotion):
+  // a complaint about the reader must be said in words (readAct).
+  Emotion worded_emotion = Emotion::kNeutral;
   double intensity = 0;
   Stage stage = Stage::kUnknown;
   Scene scene = Scene::kNone;
@@ -1548,6 +1608,18 @@ bool isQuestion(std::string_view t) {
   return std::find(kOpeners.begin(), kOpeners.end(), first) != kOpeners.end();
 }
 
+// A Chinese question word anywhere in a message that exclaims nothing ("你为
+// 什么选这个专业" asks without a question mark); a question word in an
+// exclamation asks nothing ("你居然记得我喜欢吃什么！").
+bool hasQuestionWord(std::string_view t) {
+  static constexpr std::array<std::string_view, 12> kZhAsk = {"怎么", "为什么", "哪",     "几点",
+                                                              "什么", "该不该", "多少",   "吗",
+                                                              "谁",   "能不能", "是不是", "如何"};
+  if (t.find('!') != std::string_view::npos) return false;
+  return std::any_of(kZhAsk.begin(), kZhAsk.end(),
+                     [&](std::string_view w) { return t.find(w) != std::string_view::npos; });
+}
+
 // An invitation: a suggestion to do something together, asked or proposed
 // ("周末一起去看电影吧", "wanna grab dinner?").
 bool isInvite(std::string_view t, bool question) {
@@ -1673,8 +1745,8 @@ bool hasCue(std::string_view t, std::string_view cue, bool word) {
   return false;
 }
 
-Act readAct(std::string_view t, Lang lang, bool question, bool invite, bool news,
-            Emotion emotion, bool addressed, bool* greeting) {
+Act readAct(std::string_view t, Lang lang, bool question, bool invite, bool news, Emotion emotion,
+            Emotion worded, bool addressed, bool* greeting) {
   for (const ActCues& cues : kActOrder) {
     // Small talk cues only speak for a short message: "hey, can you help me
     // move" is a request that opens with a greeting.
@@ -1697,20 +1769,14 @@ Act readAct(std::string_view t, Lang lang, bool question, bool invite, bool news
   const bool negative = emotion == Emotion::kSadness || emotion == Emotion::kAnxiety ||
                         emotion == Emotion::kAnger || emotion == Emotion::kDisgust;
   // A bad feeling spoken to the reader is about the reader ("你这个人真的很
-  // 自私"); told about anything else, it is a trouble confided.
-  if (negative && addressed && (emotion == Emotion::kAnger || emotion == Emotion::kDisgust)) {
+  // 自私"); told about anything else, it is a trouble confided. Only words
+  // accuse the reader: anger read from the examples alone ("你为什么选这个专
+  // 业" resembles angry questions) leaves a question a question.
+  if (addressed && (worded == Emotion::kAnger || worded == Emotion::kDisgust)) {
     return Act::kComplainAboutReader;
   }
   if (negative && !question) return Act::kConfideTrouble;
-  if (question) return Act::kAsk;
-  static constexpr std::array<std::string_view, 12> kZhAsk = {
-      "怎么", "为什么", "哪", "几点", "什么", "该不该", "多少", "吗", "谁", "能不能", "是不是", "如何"};
-  // A question word in an exclamation asks nothing ("你居然记得我喜欢吃什么！").
-  if (lang == Lang::kZh && t.find('!') == std::string_view::npos) {
-    for (std::string_view w : kZhAsk) {
-      if (t.find(w) != std::string_view::npos) return Act::kAsk;
-    }
-  }
+  if (question || (lang == Lang::kZh && hasQuestionWord(t))) return Act::kAsk;
   return Act::kSmallTalk;
 }
 
@@ -1729,6 +1795,7 @@ struct Fold {
   std::vector<EmotionHit> found;
   std::vector<Clause> clauses;
   std::vector<size_t> a_not_a_clauses;
+  size_t denied = 0;  // feelings a negation cancelled ("一点也不生气")
 };
 
 // Folds the hits left to right into emotion hits. A "chain" is the run of
@@ -1870,6 +1937,7 @@ Fold foldHits(const Data& tables, std::string_view t, const std::vector<Hit>& hi
         }
         chain = Chain{};
         if (cancelled) {
+          ++fold.denied;
           last = -1;
           break;
         }
@@ -1914,7 +1982,7 @@ void attributeQuestions(std::string_view t, Fold* fold) {
 // Sets sig->emotion and sig->intensity from the hits; returns the index of
 // the strongest echoable hit of the chosen emotion, or -1.
 int scoreEmotion(const std::vector<EmotionHit>& found, double emphasis, bool addressed,
-                 Signals* sig) {
+                 const std::optional<ExampleReader::Posterior>& examples, Signals* sig) {
   // The dominant category by weighted score; ties go to the stronger peak.
   std::array<double, kEmotionCount> score{};
   std::array<double, kEmotionCount> peak{};
@@ -1967,6 +2035,28 @@ int scoreEmotion(const std::vector<EmotionHit>& found, double emphasis, bool add
       dominant = static_cast<int>(i);
     }
   }
+  const size_t neutral = idx(Emotion::kNeutral);
+  sig->worded_emotion = dominant < 0 ? Emotion::kNeutral : static_cast<Emotion>(dominant);
+  if (examples) {
+    const ExampleReader::Posterior& p = *examples;
+    if (dominant >= 0) {
+      double total = 0;
+      for (size_t i = 0; i < neutral; ++i) total += score[i] >= kMinEmotionScore ? score[i] : 0;
+      double best = -1;
+      for (size_t i = 0; i < neutral; ++i) {
+        const double share = score[i] >= kMinEmotionScore ? score[i] / total : 0;
+        const double v = share + kExampleWeight * p[i];
+        if (v > best + 1e-9) {
+          best = v;
+          dominant = static_cast<int>(i);
+        }
+      }
+    } else {
+      const auto top =
+          static_cast<size_t>(std::max_element(p.begin(), p.begin() + neutral) - p.begin());
+      if (p[top] > p[neutral] + kExampleMargin) dominant = static_cast<int>(top);
+    }
+  }
   int strongest = -1;
   if (dominant < 0) {
     sig->emotion = Emotion::kNeutral;
@@ -1993,6 +2083,10 @@ int scoreEmotion(const std::vector<EmotionHit>& found, double emphasis, bool add
     }
     const double raw = (maxV + 0.3 * (sumV - maxV)) * emphasis;
     sig->intensity = std::clamp(1.0 - std::exp(-1.8 * raw), 0.0, 1.0);
+    if (sumV == 0 && examples) {
+      // No word named this feeling: the examples chose it.
+      sig->intensity = kExampleIntensity * (*examples)[idx(sig->emotion)];
+    }
   }
   sig->intensity = std::round(sig->intensity * 1000.0) / 1000.0;
   return strongest;
@@ -2365,21 +2459,36 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
   // letters and no ideograph; Chinese (the service's first language) for a
   // message of punctuation and emoji only ("？？？", "😭").
   bool letters = false;
-  bool ideographs = false;
-  for (size_t pos = 0; pos < message.size() && !ideographs;) {
+  size_t ideographs = 0;
+  for (size_t pos = 0; pos < message.size();) {
     char32_t cp = 0;
     pos += decodeUtf8(message, pos, &cp);
-    ideographs = isCjkIdeograph(cp);
+    ideographs += isCjkIdeograph(cp) ? 1 : 0;
     letters = letters || (cp < 0x80 && isAsciiAlpha(static_cast<unsigned char>(cp)));
   }
-  sig.lang = (ideographs || !letters) ? Lang::kZh : Lang::kEn;
+  sig.lang = (ideographs > 0 || !letters) ? Lang::kZh : Lang::kEn;
 
   const Normalized n = normalize(message);
   const std::string_view t = n.text;
   sig.message_units = countUnits(t, 0, t.size());
   Fold fold = foldHits(tables, t, scan(tables.terms, t));
   attributeQuestions(t, &fold);
-  const int strongest = scoreEmotion(fold.found, emphasisOf(message, t), mentionsYou(t), &sig);
+  // The examples are not asked about a message that denies the only
+  // feeling it names ("我一点也不生气": it says it is calm, and the examples
+  // would read 生气 there), nor about a question that names no feeling ("你为
+  // 什么选这个专业"): without a word of feeling a question asks for an answer,
+  // however much it resembles an angry one, and angry questions that mean it
+  // carry their words (凭什么, 有完没完).
+  const bool question = isQuestion(t) || !fold.a_not_a_clauses.empty();
+  const bool asks = question || (sig.lang == Lang::kZh && hasQuestionWord(t));
+  const bool silent = fold.found.empty();
+  const bool denies = silent && fold.denied > 0;
+  const std::optional<ExampleReader::Posterior> examples =
+      ideographs >= kExampleMinIdeographs && !denies && !(silent && asks)
+          ? tables.examples.read(exampleText(t))
+          : std::nullopt;
+  const int strongest =
+      scoreEmotion(fold.found, emphasisOf(message, t), mentionsYou(t), examples, &sig);
 
   size_t chainBegin = std::string_view::npos;
   size_t chainEnd = std::string_view::npos;
@@ -2392,7 +2501,6 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
 
   // Spoken to the reader ("你怎么又迟到了，我真的很生气"): with anger, replies then
   // own their part instead of taking the sender's side against a third party.
-  const bool question = isQuestion(t) || !fold.a_not_a_clauses.empty();
   bool news = false;
   for (const EmotionHit& e : fold.found) {
     news = news || (e.news && (e.emotion == Emotion::kJoy || e.emotion == Emotion::kSurprise));
@@ -2402,7 +2510,7 @@ Signals readMessage(const Data& tables, std::string_view message, std::string_vi
       (isInvite(t, question) ? kCondInvite | kCondQuestion : 0) | (news ? kCondNews : 0));
 
   sig.act = readAct(t, sig.lang, question, (sig.conditions & kCondInvite) != 0, news, sig.emotion,
-                    (sig.conditions & kCondAddressed) != 0, &sig.greeting);
+                    sig.worded_emotion, (sig.conditions & kCondAddressed) != 0, &sig.greeting);
 
   auto [s, e] = pickTopic(t, fold, sig.emotion, sig.lang, chainBegin, chainEnd);
   // No fragment is ever said back: a cut that stops mid-sentence is carried
@@ -3038,11 +3146,14 @@ BuiltinEngine::BuiltinEngine(std::unique_ptr<const Tables> tables) : tables_(std
 BuiltinEngine::~BuiltinEngine() = default;
 
 eq::Result<std::unique_ptr<BuiltinEngine>> BuiltinEngine::create(std::string_view lexicon_tsv,
-                                                                 std::string_view phrases_tsv) {
+                                                                 std::string_view phrases_tsv,
+                                                                 std::string_view examples_tsv) {
   auto tables = std::make_unique<Tables>();
   Status st = parseLexicon(lexicon_tsv, tables.get());
   if (!st.isOk()) return st;
   st = parsePhrases(phrases_tsv, tables.get());
+  if (!st.isOk()) return st;
+  st = parseExamples(examples_tsv, tables.get());
   if (!st.isOk()) return st;
   return std::unique_ptr<BuiltinEngine>(new BuiltinEngine(std::move(tables)));
 }

@@ -30,12 +30,14 @@ namespace eq::engine::builtin {
 
 class BuiltinEngine final : public eq::engine::Engine {
  public:
-  // Parses the lexicon and phrase bank texts (formats are described at the top
-  // of each data file). A malformed line, or a phrase bank that cannot serve
-  // every strategy in both languages, is a Status with code 500 whose message
-  // names the file, the line number and what is wrong.
+  // Parses the lexicon, the phrase bank and the example posts (formats are
+  // described at the top of each data file). A malformed line, a phrase bank
+  // that cannot serve every strategy in both languages, or examples missing
+  // an emotion is a Status with code 500 whose message names the file, the
+  // line number and what is wrong.
   static eq::Result<std::unique_ptr<BuiltinEngine>> create(std::string_view lexicon_tsv,
-                                                           std::string_view phrases_tsv);
+                                                           std::string_view phrases_tsv,
+                                                           std::string_view examples_tsv);
 
   ~BuiltinEngine() override;
   BuiltinEngine(const BuiltinEngine&) = delete;

@@ -16,7 +16,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -151,6 +153,29 @@ inline Result<std::vector<Sample>> parseClueJsonl(std::string_view text, std::st
     return Status::ok();
   });
   if (!st.isOk()) return st;
+  return out;
+}
+
+// A class-balanced sample: `per_label` samples of every gold label (all of
+// a label that has fewer). Which ones is fixed and does not follow the
+// file's order: samples are ranked by a hash of their line number, so the
+// sample is the same on every run and spread over the whole file.
+inline std::vector<Sample> balancedSample(std::vector<Sample> all, int per_label) {
+  auto rank = [](int line) {
+    uint64_t x = static_cast<uint64_t>(line) + 0x9E3779B97F4A7C15ULL;  // splitmix64
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+  };
+  std::stable_sort(all.begin(), all.end(),
+                   [&](const Sample& a, const Sample& b) { return rank(a.line) < rank(b.line); });
+  std::map<std::string, int> taken;
+  std::vector<Sample> out;
+  for (Sample& s : all) {
+    if (taken[s.emotion]++ < per_label) out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Sample& a, const Sample& b) { return a.line < b.line; });
   return out;
 }
 
