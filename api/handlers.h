@@ -226,6 +226,8 @@ class ApiService {
   using PersonStep =
       std::function<Result<Person>(Store& store, const std::string& hash, int64_t now_ms)>;
   void hashThenSignIn(const CallPtr& c, const std::string& password, PersonStep step);
+  // EQ_PORTAL_SIGNUP=off: no registration and no invitation link admits anyone.
+  bool signupClosed() const { return ctx_.config->portal_signup == "off"; }
   // A DbRequest stamped with the clock and the api's database deadline.
   std::unique_ptr<DbRequest> newDbRequest() const;
   static constexpr int kMaxHashing = 8;  // libuv's pool has 4 threads; a few may wait

@@ -159,6 +159,13 @@ std::string text(const rapidjson::StringBuffer& sb) {
   return std::string(sb.GetString(), sb.GetSize());
 }
 
+// EQ_PORTAL_SIGNUP=off: nobody new comes in, by registration or by an
+// invitation made before sign-up was closed. Existing people sign in, and
+// reset links (which only set an existing person's password) still work.
+constexpr std::string_view kSignupClosed =
+    "sign-up is closed on this server (EQ_PORTAL_SIGNUP=off): no new accounts, and invitation "
+    "links no longer work; people who already have an account sign in";
+
 // What a portal handler's database step leaves for its answer.
 struct Step {
   Status answer;          // not ok: answered with its code and message
@@ -399,6 +406,10 @@ void ApiService::portalLink(const CallPtr& c) {
                    "", "");
       return;
     }
+    if ((*link)->kind == "invite" && signupClosed()) {
+      portalAnswer(c->info, c->res, Status(403, std::string(kSignupClosed)), "", "");
+      return;
+    }
     rapidjson::StringBuffer sb;
     Writer w(sb);
     w.StartObject();
@@ -429,25 +440,31 @@ void ApiService::portalUseLink(const CallPtr& c) {
     return;
   }
   // The link is checked first (a read): an unknown token costs no scrypt.
-  auto valid = std::make_shared<bool>(false);
+  auto link = std::make_shared<std::optional<PortalLink>>();
   std::unique_ptr<DbRequest> check = newDbRequest();
   check->writes = false;
   int64_t checked_at = check->now_ms;
-  check->work = [valid, token, checked_at](Store& store, const AuthContext*) -> Status {
+  check->work = [link, token, checked_at](Store& store, const AuthContext*) -> Status {
     Result<std::optional<PortalLink>> l = store.portalLink(token, checked_at);
     if (!l.isOk()) return l.status();
-    *valid = l.value().has_value();
+    *link = l.value();
     return Status::ok();
   };
-  check->done = [this, c, valid, token, pass](DbRequest& done) {
+  check->done = [this, c, link, token, pass](DbRequest& done) {
     if (!done.status.isOk()) {
       unavailable(c->info, c->res, "the database is busy");
       return;
     }
-    if (!*valid) {
+    if (!*link) {
       portalAnswer(c->info, c->res,
                    Status(404, "this link was used, has expired or is unknown; ask for a new one"),
                    "", "");
+      return;
+    }
+    // The setting is the process's and cannot change between this check
+    // and the step that uses the link, so checking here is enough.
+    if ((*link)->kind == "invite" && signupClosed()) {
+      portalAnswer(c->info, c->res, Status(403, std::string(kSignupClosed)), "", "");
       return;
     }
     if (hashingBusy(c)) return;
@@ -500,8 +517,10 @@ void ApiService::hashThenSignIn(const CallPtr& c, const std::string& pass, Perso
 void ApiService::portalRegister(const CallPtr& c) {
   if (ctx_.config->portal_signup != "open") {
     portalAnswer(c->info, c->res,
-                 Status(403, "registration is by invitation: ask the operator for a link"), "",
-                 "");
+                 signupClosed()
+                     ? Status(403, std::string(kSignupClosed))
+                     : Status(403, "registration is by invitation: ask the operator for a link"),
+                 "", "");
     return;
   }
   if (refuseCrossOrigin(c)) return;

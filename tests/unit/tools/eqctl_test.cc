@@ -15,10 +15,11 @@ namespace {
 
 struct Fixture : test::TempDb {
   Fixture() : TempDb("ctl") {}
+  // No webhook ranges allowed beyond public ones; sign-up by invitation.
+  tools::EqctlOptions options;
   int run(std::vector<std::string> args, std::string* out, std::string* err = nullptr) {
     std::ostringstream o, e;
-    tools::EqctlOptions opts;  // no webhook ranges allowed beyond public ones
-    int rc = tools::runEqctl(*store, opts, args, o, e);
+    int rc = tools::runEqctl(*store, options, args, o, e);
     *out = o.str();
     if (err != nullptr) *err = e.str();
     return rc;
@@ -635,6 +636,40 @@ BOOST_AUTO_TEST_CASE(json_errors_are_one_line_on_stderr_with_distinct_exit_codes
   BOOST_TEST(err.find("usage: eqctl task list") != std::string::npos);
   BOOST_TEST(f.run({"key"}, &out, &err) == tools::kExitUsage);
   BOOST_TEST(err.find("key needs a command") != std::string::npos);
+}
+
+// EQ_PORTAL_SIGNUP=off means no new people: an invitation is refused with
+// its own exit code, and existing people still get reset links.
+BOOST_AUTO_TEST_CASE(invite_is_refused_when_sign_up_is_off) {
+  Fixture f;
+  std::string out, err;
+  rapidjson::Document d = f.json({"account", "invite", "ann@example.com"});
+  std::string link = str(d["link"]);
+  BOOST_REQUIRE(
+      f.store->usePortalLink(link.substr(link.rfind('/') + 1), "scrypt$placeholder", nowMs())
+          .isOk());
+
+  f.options.portal_signup = "off";
+  BOOST_TEST(f.run({"account", "invite", "bob@example.com"}, &out, &err) == tools::kExitRefused);
+  BOOST_TEST(out.empty());
+  BOOST_TEST(err.find("EQ_PORTAL_SIGNUP=off") != std::string::npos, err);
+  BOOST_TEST(err.find("usage:") == std::string::npos);  // not a usage error
+  BOOST_TEST(f.run({"account", "invite", "bob@example.com", "--json"}, &out, &err) ==
+             tools::kExitRefused);
+  expectJsonError(err, 5, "refused");
+  // With --key too: attaching a person to an existing account is a new person.
+  std::string key_id = f.createKey();
+  BOOST_TEST(f.run({"account", "invite", "ops@example.com", "--key", key_id}, &out, &err) ==
+             tools::kExitRefused);
+  BOOST_TEST(f.store->listPeople().value().size() == 1u);
+  // A usage error is still reported as one.
+  BOOST_TEST(f.run({"account", "invite", "bob@example.com", "--tier", "gold"}, &out, &err) ==
+             tools::kExitUsage);
+
+  rapidjson::Document reset = f.json({"account", "reset-password", "ann@example.com"});
+  BOOST_TEST(str(reset["link"]).find("/portal/#/reset/") != std::string::npos);
+  BOOST_REQUIRE(f.run({"--help"}, &out, &err) == 0);
+  BOOST_TEST(out.find("5 refused") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(revoke_json_and_create_with_default_webhook_url) {
