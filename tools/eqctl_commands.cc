@@ -119,8 +119,9 @@ constexpr CommandHelp kCommands[] = {
      "Every person of the developer center: email, account, status, created.\n"},
     {"account", "show", "account show EMAIL [--json]",
      "The person, their account's quota and tier, and their keys.\n"},
-    {"account", "disable", "account disable EMAIL",
-     "Disables the person (their sessions end) and revokes every key of their account.\n"},
+    {"account", "disable", "account disable EMAIL [--json]",
+     "Disables the person (their sessions end) and revokes every key of their account.\n"
+     "--json prints the person as `account show --json` does, after the change.\n"},
     {"account", "reset-password", "account reset-password EMAIL [--json]",
      "Prints a one-time link, valid 72 h, that sets a new password and ends every session.\n"},
     {"stats", "", "stats [--minutes N] [--json]",
@@ -1408,6 +1409,7 @@ int dispatch(Store& store, const EqctlOptions& opts, const std::string& noun,
     // disable
     if (!checkKnown(a, {}, err)) return kExitUsage;
     if (Status s = store.disablePerson(email, nowMs()); !s.isOk()) return fail(s, err);
+    if (a.json) return accountShow(store, email, a, out, err);
     out << "disabled " << email << ": sessions ended, keys revoked\n";
     return kExitOk;
   }
