@@ -84,7 +84,21 @@ async function watchedContext(browser, name, options = {}, origin = BASE) {
 const refused = (...statuses) =>
   new RegExp(`^Failed to load resource: the server responded with a status of (${statuses.join('|')})`);
 
+// PRODUCT.md §9: "every field has a label". Every input, select and
+// textarea on the page must have an accessible name as Chromium computes it
+// (from a <label>, aria-label or aria-labelledby), not just a placeholder.
+async function expectLabelled(page, name) {
+  const fields = page.locator('input:not([type=hidden]), select, textarea');
+  const n = await fields.count();
+  for (let i = 0; i < n; i++) {
+    const html = await fields.nth(i).evaluate((el) => el.outerHTML.slice(0, 120));
+    await expect(fields.nth(i), `${name}: ${html} has no label`).toHaveAccessibleName(/\S/,
+      { timeout: 1000 });
+  }
+}
+
 async function shoot(page, name) {
+  await expectLabelled(page, name);
   await page.screenshot({ path: path.join(SHOTS, `${name}-desktop.png`), fullPage: true });
   await page.setViewportSize({ width: 375, height: 812 });
   await page.screenshot({ path: path.join(SHOTS, `${name}-375.png`), fullPage: true });
@@ -328,6 +342,54 @@ test.describe.serial('developer center', () => {
     await expect(page.getByRole('heading', { name: '密钥' })).toBeVisible();
     await page.setViewportSize({ width: 1280, height: 800 });
     await page.getByLabel('语言').selectOption('en');
+  });
+
+  test('with the keyboard alone: Tab through the navigation, create a key with Enter, copy it', async () => {
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: BASE });
+    await page.goto(BASE + '/portal/#/overview');
+    await expect(page.getByRole('heading', { name: 'Overview' })).toBeVisible();
+    await page.reload();  // focus back at the top of a fresh document
+    await expect(page.getByRole('heading', { name: 'Overview' })).toBeVisible();
+    const focused = () => page.evaluate(() => {
+      const e = document.activeElement;
+      return e.tagName === 'SELECT' ? '#' + e.id : e.textContent.trim();
+    });
+    const order = [];
+    for (let i = 0; i < 10; i++) {
+      await page.keyboard.press('Tab');
+      order.push(await focused());
+    }
+    expect(order).toEqual(['Skip to content', 'EQ Reply', 'Overview', 'Keys', 'Usage',
+      'Playground', 'Webhooks', 'Tasks', 'Account', '#lang']);
+
+    // Back to Keys and follow it: the new page's heading takes the focus,
+    // and the next Tab is the form's first field.
+    for (let i = 0; i < 6; i++) await page.keyboard.press('Shift+Tab');
+    expect(await focused()).toBe('Keys');
+    await page.keyboard.press('Enter');
+    await expect(page.getByRole('heading', { name: 'Keys' })).toBeFocused();
+    await page.keyboard.press('Tab');
+    await expect(page.getByLabel('Name')).toBeFocused();
+    await page.keyboard.type('keyboard only');
+    await page.keyboard.press('Tab');
+    await expect(page.getByLabel('Environment')).toBeFocused();
+    await page.keyboard.press('Tab');
+    await expect(page.getByRole('button', { name: 'Create key' })).toBeFocused();
+    await page.keyboard.press('Shift+Tab');
+    await page.keyboard.press('Shift+Tab');
+    await expect(page.getByLabel('Name')).toBeFocused();
+    await page.keyboard.press('Enter');
+
+    // The new key takes the focus; Tab, Enter copies it.
+    const shown = page.locator('#new-key input');
+    await expect(shown).toBeFocused();
+    await expect(shown).toHaveValue(/^eq_live_/);
+    await expect(page.locator('#key-table')).toContainText('keyboard only');
+    await page.keyboard.press('Tab');
+    await expect(page.locator('#new-key').getByRole('button', { name: 'Copy' })).toBeFocused();
+    await page.keyboard.press('Enter');
+    await expect(page.locator('#toast')).toHaveText('Copied.');
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(await shown.inputValue());
   });
 
   test('a cross-origin POST and a POST without the CSRF token are refused', async () => {
