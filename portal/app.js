@@ -32,7 +32,7 @@ const TEXTS = {
     confirm_rotate: 'Rotate {prefix}? The old key stops working at once.',
     confirm_revoke: 'Revoke {prefix}? Calls with it will get 401.',
     no_keys: 'No keys yet: create one above.',
-    usage_title: 'Reply calls per day, last 30 days', calls: 'Calls', errors: 'Refunded',
+    usage_title: 'Reply calls per day, last 30 days', calls: 'Calls', errors: 'Errors (refunded)',
     tokens: 'Tokens', total: 'Total', date: 'Date',
     message: 'Message they sent you', context: 'Context (optional)', scene: 'Scene (optional)',
     mode: 'Mode', reply_count: 'Replies', send: 'Get replies', any: 'any',
@@ -55,6 +55,12 @@ const TEXTS = {
     new_password: 'New password', password_changed: 'Password changed; other sessions ended.',
     loading: 'Loading…', network_error: 'The server did not answer: {msg}',
     signed_in_as: 'Signed in as {email}', language: 'Language', skip: 'Skip to content',
+    usage_tokens: 'Tokens per day, last 30 days', usage_errors: 'Errors per day (refunded calls), last 30 days',
+    errors_explained: 'An error is a reply call that was charged and then refunded because it gave no '
+      + 'replies: generation failed (500), timed out (504), the service became unavailable (503), an '
+      + 'async task failed, or its server stopped before answering. Calls refused before any charge '
+      + '(400, 401, 402, 429) are not counted, nor are analyze calls, which are free.',
+    chart_day: '{date} {mode}: {value}',
   },
   zh: {
     overview: '概览', keys: '密钥', usage: '用量', playground: '试一试',
@@ -80,7 +86,7 @@ const TEXTS = {
     confirm_rotate: '轮换 {prefix}？旧密钥会立即失效。',
     confirm_revoke: '吊销 {prefix}？之后用它的调用会得到 401。',
     no_keys: '还没有密钥：在上方创建一个。',
-    usage_title: '近 30 天每日回复调用', calls: '调用', errors: '已退还',
+    usage_title: '近 30 天每日回复调用', calls: '调用', errors: '错误（已退还）',
     tokens: 'Token', total: '合计', date: '日期',
     message: '对方发来的消息', context: '背景（可选）', scene: '场景（可选）',
     mode: '模式', reply_count: '回复条数', send: '生成回复', any: '全部',
@@ -103,6 +109,11 @@ const TEXTS = {
     new_password: '新密码', password_changed: '密码已修改，其他会话已退出。',
     loading: '加载中……', network_error: '服务器没有应答：{msg}',
     signed_in_as: '当前账户 {email}', language: '语言', skip: '跳到正文',
+    usage_tokens: '近 30 天每日 Token', usage_errors: '近 30 天每日错误（已退还的调用）',
+    errors_explained: '错误指已扣额度、但因没有产出回复而退还的回复调用：生成失败（500）、超时（504）、'
+      + '服务在扣费后不可用（503）、异步任务失败，或处理它的服务在应答前停止。扣费前就被拒绝的调用'
+      + '（400、401、402、429）不计入，免费的分析调用也不计入。',
+    chart_day: '{date} {mode}：{value}',
   },
 };
 
@@ -443,18 +454,21 @@ function svg(tag, attrs, ...children) {
   return el;
 }
 
-// A stacked bar per day (calls by mode), drawn as SVG: no chart library
-// is needed for thirty bars.
-function usageChart(days) {
-  const W = 720, H = 240, padL = 36, padB = 28, padT = 10;
-  const max = Math.max(1, ...days.map((d) => MODES.reduce((s, m) => s + d[m].calls, 0)));
+// A stacked bar per day of one series (calls, tokens or errors) by mode,
+// drawn as SVG: no chart library is needed for thirty bars, and nothing is
+// loaded from anywhere. Each bar has a <title> with its day, mode and value.
+function usageChart(days, series, label) {
+  const W = 720, H = 200, padL = 44, padB = 28, padT = 10;
+  const total = (d) => MODES.reduce((s, m) => s + d[m][series], 0);
+  const max = Math.max(1, ...days.map(total));
   const step = (W - padL) / days.length;
   const bar = Math.max(2, step * 0.7);
   const y = (v) => H - padB - (v / max) * (H - padB - padT);
   const chart = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', class: 'chart',
-    'aria-label': t('usage_title') });
-  for (const frac of [0, 0.5, 1]) {
-    const v = Math.round(max * frac);
+    'data-series': series, 'aria-label': label });
+  // Whole-number gridlines only: a count of 1 has no half.
+  const marks = [...new Set([0, Math.round(max / 2), max])];
+  for (const v of marks) {
     chart.append(svg('line', { x1: padL, x2: W, y1: y(v), y2: y(v), class: 'grid' }),
       svg('text', { x: padL - 6, y: y(v) + 4, 'text-anchor': 'end', class: 'axis' }, v));
   }
@@ -462,11 +476,11 @@ function usageChart(days) {
     let base = 0;
     const x = padL + i * step + (step - bar) / 2;
     for (const m of MODES) {
-      const v = d[m].calls;
+      const v = d[m][series];
       if (v > 0) {
         const r = svg('rect', { x, y: y(base + v), width: bar, height: y(base) - y(base + v),
-          fill: MODE_COLORS[m] });
-        r.append(svg('title', {}, `${d.date} ${m}: ${v}`));
+          fill: MODE_COLORS[m], 'data-mode': m, 'data-date': d.date });
+        r.append(svg('title', {}, t('chart_day', { date: d.date, mode: m, value: v })));
         chart.append(r);
       }
       base += v;
@@ -489,16 +503,21 @@ async function usagePage() {
     totals[m] = days.reduce((s, d) => ({ calls: s.calls + d[m].calls, errors: s.errors + d[m].errors,
       tokens: s.tokens + d[m].tokens }), { calls: 0, errors: 0, tokens: 0 });
   }
-  const legend = h('ul', { class: 'legend' }, MODES.map((m) => h('li', {},
+  const legend = () => h('ul', { class: 'legend' }, MODES.map((m) => h('li', {},
     h('span', { class: 'swatch ' + m }), m)));
+  const section = (title, series, ...notes) => [h('h2', {}, title), ...notes, legend(),
+    h('div', { class: 'card chart-wrap' }, usageChart(days, series, title))];
   const table = h('div', { class: 'scroll' }, h('table', { id: 'usage-totals' },
     h('caption', {}, t('total')),
     h('thead', {}, h('tr', {}, [t('mode'), t('calls'), t('errors'), t('tokens')].map((x) =>
       h('th', { scope: 'col' }, x)))),
     h('tbody', {}, MODES.map((m) => h('tr', { 'data-mode': m }, h('th', { scope: 'row' }, m),
       h('td', {}, totals[m].calls), h('td', {}, totals[m].errors), h('td', {}, totals[m].tokens))))));
-  return page(t('usage'), h('h2', {}, t('usage_title')), legend,
-    h('div', { class: 'card chart-wrap' }, usageChart(days)), table);
+  return page(t('usage'), table,
+    ...section(t('usage_title'), 'calls'),
+    ...section(t('usage_tokens'), 'tokens'),
+    ...section(t('usage_errors'), 'errors',
+      h('p', { class: 'muted', id: 'errors-explained' }, t('errors_explained'))));
 }
 
 // ---------------------------------------------------------------- playground
@@ -774,6 +793,9 @@ async function render() {
     }
   }
   mount(view);
+  // The charts end today: where they scroll (375 px), the latest days are
+  // the ones to show first.
+  for (const wrap of document.querySelectorAll('.chart-wrap')) wrap.scrollLeft = wrap.scrollWidth;
   const heading = document.querySelector('main h1');
   if (heading && render.moved) { heading.setAttribute('tabindex', '-1'); heading.focus(); }
   render.moved = true;

@@ -211,7 +211,14 @@ test.describe.serial('developer center', () => {
     // the async task (with its success) reach the record too.
     await expect(page.locator('#usage-totals tr[data-mode=fast] td').nth(2)).not.toHaveText('0');
     await expect(page.locator('#usage-totals tr[data-mode=standard] td').nth(2)).not.toHaveText('0');
-    await expect(page.locator('svg.chart rect')).toHaveCount(2);
+    // One bar per mode and day in the calls and tokens charts (today:
+    // fast and standard), none in the errors chart yet.
+    await expect(page.locator('svg.chart[data-series=calls] rect')).toHaveCount(2);
+    await expect(page.locator('svg.chart[data-series=tokens] rect')).toHaveCount(2);
+    await expect(page.locator('svg.chart[data-series=errors] rect')).toHaveCount(0);
+    await expect(page.locator('svg.chart[data-series=calls] rect[data-mode=fast] title'))
+      .toHaveText(/fast: 1$/);
+    await expect(page.locator('#errors-explained')).toContainText('refunded');
     await shoot(page, 'usage');
   });
 
