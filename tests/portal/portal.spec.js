@@ -276,7 +276,7 @@ test.describe.serial('developer center', () => {
     mainWatch.allowed = [refused(403)];
     await page.getByLabel('Password').fill('not my password at all');
     await page.getByRole('button', { name: 'Show secret' }).click();
-    await expect(page.getByRole('alert')).toContainText('wrong password');
+    await expect(page.getByRole('alert')).toHaveText('Wrong password.');
     mainWatch.allowed = [];
     await page.getByLabel('Password').fill(PASSWORD);
     await page.getByRole('button', { name: 'Show secret' }).click();
@@ -449,22 +449,24 @@ test.describe.serial('developer center', () => {
     expect((await page.request.get(BASE + '/portal/api/me')).status()).toBe(401);
   });
 
-  test('wrong passwords reach the 429, for a known and an unknown email alike', async ({ browser }) => {
-    // Its own context: the refused sign-ins (401, then 429) are expected,
-    // and Chromium logs them to its console.
-    const { context: ctx, watcher } = await watchedContext(browser, '429');
+  test('wrong passwords reach the 429, for a known and an unknown email alike, said in Chinese', async ({ browser }) => {
+    // Its own context, in Chinese: the refusals (401, then 429) are
+    // expected, and the page says them in its own language.
+    const { context: ctx, watcher } = await watchedContext(browser, '429', { locale: 'zh-CN' });
     watcher.allowed = [refused(401, 429)];
     const p = await ctx.newPage();
     await p.goto(BASE + '/portal/#/signin');
+    await expect(p.getByRole('heading', { name: '登录' })).toBeVisible();
     const answers = [];
     for (let i = 0; i < 5; i++) {
-      await p.getByLabel('Email').fill(EMAIL);
-      await p.getByLabel('Password').fill('wrong password ' + i);
+      await p.getByLabel('邮箱').fill(EMAIL);
+      await p.getByLabel('密码').fill('wrong password ' + i);
       const res = p.waitForResponse((r) => r.url().endsWith('/portal/api/signin'));
-      await p.getByRole('button', { name: 'Sign in' }).click();
+      await p.getByRole('button', { name: '登录' }).click();
       answers.push((await res).status());
     }
     expect(answers).toEqual(Array(5).fill(401));
+    await expect(p.getByRole('alert')).toHaveText('邮箱或密码错误。');
     // Ten more at once: each is counted before its password is checked, so
     // only the five left under the limit may reach the check (401, or 503
     // when the hashing slots are full); the others are refused at once.
@@ -476,12 +478,14 @@ test.describe.serial('developer center', () => {
     expect(burst.filter((s) => s === 401 || s === 503).length).toBeLessThanOrEqual(5);
     expect(burst.filter((s) => s === 429).length).toBeGreaterThanOrEqual(5);
     expect(burst.every((s) => [401, 429, 503].includes(s))).toBe(true);
-    await p.getByLabel('Email').fill(EMAIL);
-    await p.getByLabel('Password').fill('one more guess');
+    await p.getByLabel('邮箱').fill(EMAIL);
+    await p.getByLabel('密码').fill('one more guess');
     const last = p.waitForResponse((r) => r.url().endsWith('/portal/api/signin'));
-    await p.getByRole('button', { name: 'Sign in' }).click();
-    expect((await last).status()).toBe(429);
-    await expect(p.getByRole('alert')).toContainText('too many failed sign-ins');
+    await p.getByRole('button', { name: '登录' }).click();
+    const limited = await last;
+    expect(limited.status()).toBe(429);
+    const wait = limited.headers()['retry-after'];
+    await expect(p.getByRole('alert')).toHaveText(`登录失败次数过多，请 ${wait} 秒后再试。`);
     // An unknown email gets the same answer as a wrong password.
     const unknown = await p.request.post(BASE + '/portal/api/signin', {
       headers: { Origin: BASE, 'Content-Type': 'application/json' },
