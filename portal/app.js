@@ -92,6 +92,7 @@ const TEXTS = {
     err_bad_request: 'The server refused the request: {msg}',
     err_internal: 'Something went wrong on the server. Try again.',
     err_other: 'The server answered {status}: {msg}',
+    task_error_500: 'generation failed; the unit was refunded',
   },
   zh: {
     overview: '概览', keys: '密钥', usage: '用量', playground: '试一试',
@@ -176,6 +177,7 @@ const TEXTS = {
     err_bad_request: '服务器拒绝了请求：{msg}',
     err_internal: '服务器出错了，请重试。',
     err_other: '服务器返回 {status}：{msg}',
+    task_error_500: '生成失败，额度已退还',
   },
 };
 
@@ -364,6 +366,13 @@ function errorText(path, status, msg, retryAfter) {
     env: state.me ? state.me.env : '' });
 }
 
+// A failed task's error ({code, msg}, kept by the dispatcher in English):
+// a failed generation (500, refunded like every failed task) in the page's
+// words, anything else as it was recorded.
+function taskError(code, msg) {
+  return code === 500 ? t('task_error_500') : msg;
+}
+
 function go(hash) {
   if (location.hash === hash) render(); else location.hash = hash;
 }
@@ -488,7 +497,7 @@ function overviewPage() {
   const errs = [];
   for (const x of me.recent_failed_tasks) {
     errs.push(h('li', {}, h('a', { href: '#/tasks/' + x.task_id },
-      t('failed_task', { id: x.task_id, code: x.code, msg: x.msg }))));
+      t('failed_task', { id: x.task_id, code: x.code, msg: taskError(x.code, x.msg) }))));
   }
   for (const d of me.recent_failed_deliveries) {
     errs.push(h('li', {}, t('failed_delivery', { id: d.delivery_id, url: d.url,
@@ -847,7 +856,10 @@ async function taskPage(id) {
     parts.push(h('ol', { class: 'replies' }, x.result.replies.map((rep) => h('li', { class: 'card' },
       h('p', { class: 'reply' }, rep.text), h('p', { class: 'muted' }, t('score') + ' ' + rep.score)))));
   }
-  if (x.error) parts.push(h('p', { class: 'alert', role: 'alert' }, x.error.code + ': ' + x.error.msg));
+  if (x.error) {
+    parts.push(h('p', { class: 'alert', role: 'alert' },
+      x.error.code + ': ' + taskError(x.error.code, x.error.msg)));
+  }
   if (x.webhook) {
     parts.push(h('h2', {}, t('webhooks')), h('dl', { class: 'facts' },
       h('dt', {}, 'URL'), h('dd', { class: 'mono wrap' }, x.webhook.url),

@@ -218,8 +218,6 @@ test.describe.serial('developer center', () => {
     await expect(page.locator('svg.chart[data-series=errors] rect')).toHaveCount(0);
     await expect(page.locator('svg.chart[data-series=calls] rect[data-mode=fast] title'))
       .toHaveText(/fast: 1$/);
-    await expect(page.locator('#errors-explained')).toContainText('refunded');
-    await shoot(page, 'usage');
   });
 
   test('rotating a key stops the old one; revoking stops the new one', async ({ request }) => {
@@ -322,19 +320,71 @@ test.describe.serial('developer center', () => {
     await shoot(page, 'webhooks');
   });
 
-  test('tasks list and one task with its result and webhook', async () => {
+  test('tasks filter by status and mode; a task shows its result and webhook, or its error', async ({ request }) => {
+    // A perfect task fails for real: this stack's perfect worker runs the
+    // llm engine against a model server that is not there.
+    const created = await apiCall(request, apiKey, '/api/v1/reply/async',
+      { mode: 'perfect', message: '我们分手吧' });
+    expect(created.status()).toBe(200);
+    const failedId = (await created.json()).data.task_id;
+    await expect.poll(async () => {
+      const r = await request.get(BASE + '/api/v1/task/' + failedId,
+        { headers: { Authorization: `Bearer ${apiKey}` } });
+      return (await r.json()).data.status;
+    }, { timeout: 30_000 }).toBe('failed');
+
     await page.getByRole('link', { name: 'Tasks' }).click();
-    await expect(page.locator('#task-list tbody tr')).toHaveCount(1);
-    await page.getByLabel('Status').selectOption('failed');
-    await page.getByRole('button', { name: 'Filter' }).click();
+    const rows = page.locator('#task-list tbody tr');
+    await expect(rows).toHaveCount(2);
+    const filter = async (status, mode) => {
+      await page.getByLabel('Status').selectOption(status);
+      await page.getByLabel('Mode').selectOption(mode);
+      await page.getByRole('button', { name: 'Filter' }).click();
+    };
+    await filter('', 'perfect');
+    await expect(rows).toHaveCount(1);
+    await expect(rows.first()).toContainText(failedId);
+    await expect(rows.first()).toContainText('failed');
+    await filter('', 'standard');
+    await expect(rows).toHaveCount(1);
+    await expect(rows.first()).toContainText('succeeded');
+    await filter('', 'fast');
     await expect(page.getByText('No tasks match.')).toBeVisible();
-    await page.getByLabel('Status').selectOption('');
-    await page.getByRole('button', { name: 'Filter' }).click();
+    await filter('failed', 'standard');
+    await expect(page.getByText('No tasks match.')).toBeVisible();
+    await filter('failed', '');
+    await expect(rows).toHaveCount(1);
+    await expect(rows.first()).toContainText(failedId);
+    await filter('', '');
+    await expect(rows).toHaveCount(2);
     await shoot(page, 'tasks');
-    await page.locator('#task-list a').first().click();
+
+    await page.locator('#task-list tr', { hasText: 'succeeded' }).getByRole('link').click();
     await expect(page.locator('ol.replies li').first()).toBeVisible();
     await expect(page.getByText(receiver.url)).toBeVisible();
     await shoot(page, 'task');
+
+    // The failed task: its status, and its error said in the page's words
+    // (the unit came back), with the code.
+    await page.getByRole('link', { name: /Back/ }).click();
+    await page.locator('#task-list a', { hasText: failedId }).click();
+    await expect(page.locator('.badge.failed')).toBeVisible();
+    await expect(page.getByRole('alert')).toHaveText('500: generation failed; the unit was refunded');
+    await expect(page.locator('ol.replies')).toHaveCount(0);
+    await shoot(page, 'task-failed');
+
+    // The Overview lists it among the recent errors, and the Usage page
+    // counts it as an error of today: charged, then refunded.
+    await page.getByRole('link', { name: 'Overview' }).click();
+    await expect(page.locator('ul.errors')).toContainText(failedId);
+    await page.getByRole('link', { name: 'Usage' }).click();
+    const perfect = page.locator('#usage-totals tr[data-mode=perfect] td');
+    await expect(perfect.nth(0)).toHaveText('1');
+    await expect(perfect.nth(1)).toHaveText('1');
+    await expect(page.locator('svg.chart[data-series=errors] rect')).toHaveCount(1);
+    await expect(page.locator('svg.chart[data-series=errors] rect[data-mode=perfect]')).toHaveCount(1);
+    await expect(page.locator('#errors-explained')).toContainText('refunded');
+    await shoot(page, 'usage');
   });
 
   test('the page speaks Chinese and keeps working at 375 px with the keyboard', async () => {
