@@ -2,10 +2,12 @@
 // real stack (tests/portal/run starts it): invite → password → key → a real
 // API call moves the quota and usage → rotate → old key 401 → revoke;
 // playground; webhook test events verified with both signature schemes,
-// also during a secret rotation; tasks; a cross-origin POST refused; wrong
-// passwords reach the 429. Throughout, in every browser context the suite
-// opens: no request leaves the origin and no console error. Screenshots of
-// each page at desktop size and 375 px.
+// also during a secret rotation; tasks with their filters and a failed
+// task's error; the keyboard alone; a page opened as localhost; a
+// cross-origin POST refused; wrong passwords reach the 429, in Chinese.
+// Throughout, in every browser context the suite opens: no request leaves
+// the origin and no console error. On every page every field has an
+// accessible name. Screenshots of each page at desktop size and 375 px.
 const { test, expect } = require('@playwright/test');
 const crypto = require('node:crypto');
 const http = require('node:http');
@@ -497,6 +499,28 @@ test.describe.serial('developer center', () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await expect(page.getByRole('heading', { name: 'Sign in' })).toBeVisible();
     expect((await page.request.get(BASE + '/portal/api/me')).status()).toBe(401);
+  });
+
+  test('a page opened as localhost signs in and makes changes (scripts/run prints 127.0.0.1)', async ({ browser }) => {
+    // EQ_PORTAL_URL names 127.0.0.1 (tests/portal/run, like scripts/run);
+    // the README's examples say localhost. Both are this machine.
+    const LOCAL = BASE.replace('://127.0.0.1:', '://localhost:');
+    expect(LOCAL).not.toBe(BASE);
+    const { context: ctx } = await watchedContext(browser, 'localhost', {}, LOCAL);
+    const p = await ctx.newPage();
+    await p.goto(LOCAL + '/portal/#/signin');
+    await p.getByLabel('Email').fill(EMAIL);
+    await p.getByLabel('Password').fill(PASSWORD + ' two');
+    await p.getByRole('button', { name: 'Sign in' }).click();
+    await expect(p.getByRole('heading', { name: 'Overview' })).toBeVisible();
+    await p.getByRole('link', { name: 'Keys' }).click();
+    await p.getByLabel('Name').fill('from localhost');
+    await p.getByRole('button', { name: 'Create key' }).click();
+    await expect(p.locator('#new-key input')).toHaveValue(/^eq_live_/);
+    await p.getByRole('link', { name: 'Account' }).click();
+    await p.getByRole('button', { name: 'Sign out' }).click();
+    await expect(p.getByRole('heading', { name: 'Sign in' })).toBeVisible();
+    await ctx.close();
   });
 
   test('wrong passwords reach the 429, for a known and an unknown email alike, said in Chinese', async ({ browser }) => {
