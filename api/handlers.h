@@ -222,10 +222,14 @@ class ApiService {
   void setPasswordThroughLink(const CallPtr& c, const std::string& token,
                               const std::string& password);
   // Hashes `password` off the loop, runs `step` with the hash in a database
-  // step (a link used, a person registered), then signs the person in.
+  // step (a link used, a person registered), then signs the person in,
+  // taking back `forget_failures` (see startSession) only then.
   using PersonStep =
       std::function<Result<Person>(Store& store, const std::string& hash, int64_t now_ms)>;
-  void hashThenSignIn(const CallPtr& c, const std::string& password, PersonStep step);
+  void hashThenSignIn(const CallPtr& c, const std::string& password, PersonStep step,
+                      std::vector<int64_t> forget_failures = {});
+  // EQ_PORTAL_SIGNUP=off: no registration and no invitation link admits anyone.
+  bool signupClosed() const { return ctx_.config->portal_signup == "off"; }
   // A DbRequest stamped with the clock and the api's database deadline.
   std::unique_ptr<DbRequest> newDbRequest() const;
   static constexpr int kMaxHashing = 8;  // libuv's pool has 4 threads; a few may wait

@@ -159,6 +159,13 @@ std::string text(const rapidjson::StringBuffer& sb) {
   return std::string(sb.GetString(), sb.GetSize());
 }
 
+// EQ_PORTAL_SIGNUP=off: nobody new comes in, by registration or by an
+// invitation made before sign-up was closed. Existing people sign in, and
+// reset links (which only set an existing person's password) still work.
+constexpr std::string_view kSignupClosed =
+    "sign-up is closed on this server (EQ_PORTAL_SIGNUP=off): no new accounts, and invitation "
+    "links no longer work; people who already have an account sign in";
+
 // What a portal handler's database step leaves for its answer.
 struct Step {
   Status answer;          // not ok: answered with its code and message
@@ -399,6 +406,10 @@ void ApiService::portalLink(const CallPtr& c) {
                    "", "");
       return;
     }
+    if ((*link)->kind == "invite" && signupClosed()) {
+      portalAnswer(c->info, c->res, Status(403, std::string(kSignupClosed)), "", "");
+      return;
+    }
     rapidjson::StringBuffer sb;
     Writer w(sb);
     w.StartObject();
@@ -429,25 +440,31 @@ void ApiService::portalUseLink(const CallPtr& c) {
     return;
   }
   // The link is checked first (a read): an unknown token costs no scrypt.
-  auto valid = std::make_shared<bool>(false);
+  auto link = std::make_shared<std::optional<PortalLink>>();
   std::unique_ptr<DbRequest> check = newDbRequest();
   check->writes = false;
   int64_t checked_at = check->now_ms;
-  check->work = [valid, token, checked_at](Store& store, const AuthContext*) -> Status {
+  check->work = [link, token, checked_at](Store& store, const AuthContext*) -> Status {
     Result<std::optional<PortalLink>> l = store.portalLink(token, checked_at);
     if (!l.isOk()) return l.status();
-    *valid = l.value().has_value();
+    *link = l.value();
     return Status::ok();
   };
-  check->done = [this, c, valid, token, pass](DbRequest& done) {
+  check->done = [this, c, link, token, pass](DbRequest& done) {
     if (!done.status.isOk()) {
       unavailable(c->info, c->res, "the database is busy");
       return;
     }
-    if (!*valid) {
+    if (!*link) {
       portalAnswer(c->info, c->res,
                    Status(404, "this link was used, has expired or is unknown; ask for a new one"),
                    "", "");
+      return;
+    }
+    // The setting is the process's and cannot change between this check
+    // and the step that uses the link, so checking here is enough.
+    if ((*link)->kind == "invite" && signupClosed()) {
+      portalAnswer(c->info, c->res, Status(403, std::string(kSignupClosed)), "", "");
       return;
     }
     if (hashingBusy(c)) return;
@@ -463,10 +480,11 @@ void ApiService::setPasswordThroughLink(const CallPtr& c, const std::string& tok
   });
 }
 
-void ApiService::hashThenSignIn(const CallPtr& c, const std::string& pass, PersonStep step) {
+void ApiService::hashThenSignIn(const CallPtr& c, const std::string& pass, PersonStep step,
+                                std::vector<int64_t> forget_failures) {
   auto hashed = std::make_shared<std::string>();
   offLoop([hashed, pass] { *hashed = password::hash(pass); },
-          [this, c, hashed, step = std::move(step)] {
+          [this, c, hashed, step = std::move(step), forget = std::move(forget_failures)] {
             if (hashed->empty()) {
               portalAnswer(c->info, c->res, Status(500, "password hashing failed"), "", "");
               return;
@@ -480,7 +498,7 @@ void ApiService::hashThenSignIn(const CallPtr& c, const std::string& pass, Perso
               return person->isOk() || person->status().code() < 500 ? Status::ok()
                                                                      : person->status();
             };
-            r->done = [this, c, person](DbRequest& done) {
+            r->done = [this, c, person, forget](DbRequest& done) {
               if (!done.status.isOk()) {
                 unavailable(c->info, c->res, "the database is busy");
                 return;
@@ -490,8 +508,8 @@ void ApiService::hashThenSignIn(const CallPtr& c, const std::string& pass, Perso
                 return;
               }
               log::info("portal password set", {{"request_id", c->info->request_id},
-                                                 {"person_id", person->value().person_id}});
-              startSession(c, person->value().person_id, person->value().email);
+                                                {"person_id", person->value().person_id}});
+              startSession(c, person->value().person_id, person->value().email, forget);
             };
             ctx_.db->submit(std::move(r));
           });
@@ -500,8 +518,10 @@ void ApiService::hashThenSignIn(const CallPtr& c, const std::string& pass, Perso
 void ApiService::portalRegister(const CallPtr& c) {
   if (ctx_.config->portal_signup != "open") {
     portalAnswer(c->info, c->res,
-                 Status(403, "registration is by invitation: ask the operator for a link"), "",
-                 "");
+                 signupClosed()
+                     ? Status(403, std::string(kSignupClosed))
+                     : Status(403, "registration is by invitation: ask the operator for a link"),
+                 "", "");
     return;
   }
   if (refuseCrossOrigin(c)) return;
@@ -521,9 +541,41 @@ void ApiService::portalRegister(const CallPtr& c) {
     return;
   }
   if (hashingBusy(c)) return;
-  hashThenSignIn(c, pass, [email](Store& store, const std::string& hash, int64_t now) {
-    return store.registerPerson(email, hash, now);
-  });
+  // Registering an email that has an account says so (409): without mail
+  // to confirm an address there is no answer that hides it, since a new
+  // email must get an account and a session. What keeps this from being a
+  // cheap way to learn who has an account is the sign-in limit: every
+  // registration is counted as a failed attempt of the client's address
+  // before it runs, and only one that makes an account takes its count
+  // back, so probing by registration meets the same 10 in 15 minutes as
+  // guessing by sign-in (docs/portal.md, "Security").
+  auto counted = std::make_shared<Store::PasswordAttempt>();
+  std::unique_ptr<DbRequest> r = newDbRequest();
+  int64_t now = r->now_ms;
+  std::vector<std::string> scopes = {addressScope(c->req.client)};
+  r->work = [counted, scopes, now](Store& store, const AuthContext*) -> Status {
+    Result<Store::PasswordAttempt> a = store.beginPasswordAttempt(scopes, now);
+    if (!a.isOk()) return a.status();
+    *counted = a.value();
+    return Status::ok();
+  };
+  r->done = [this, c, counted, email, pass, now](DbRequest& done) {
+    if (!done.status.isOk()) {
+      unavailable(c->info, c->res, "the database is busy");
+      return;
+    }
+    if (tooManyAttempts(c, counted->retry_at_ms, now, "failed attempts from this address")) {
+      return;
+    }
+    if (hashingBusy(c)) return;
+    hashThenSignIn(
+        c, pass,
+        [email](Store& store, const std::string& hash, int64_t at) {
+          return store.registerPerson(email, hash, at);
+        },
+        counted->counted);
+  };
+  ctx_.db->submit(std::move(r));
 }
 
 void ApiService::portalSignin(const CallPtr& c) {

@@ -204,14 +204,62 @@ Result<AnalyzeRequest> parseAnalyzeRequest(std::string_view body) {
   return r;
 }
 
+namespace {
+
+bool sameAscii(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
+}
+
+// The three ways a browser spells this machine's loopback address in a Host
+// header: the name and the two literals.
+bool loopbackName(std::string_view host) {
+  return sameAscii(host, "127.0.0.1") || sameAscii(host, "localhost") || sameAscii(host, "[::1]");
+}
+
+// Splits a Host value ("name", "name:port", "[v6]", "[v6]:port") into its
+// name and its port ("" when absent). False when it has another shape.
+bool splitHost(std::string_view authority, std::string_view* name, std::string_view* port) {
+  std::size_t colon = std::string_view::npos;
+  if (!authority.empty() && authority.front() == '[') {
+    std::size_t close = authority.find(']');
+    if (close == std::string_view::npos) return false;
+    if (close + 1 < authority.size()) {
+      if (authority[close + 1] != ':') return false;
+      colon = close + 1;
+    }
+  } else {
+    colon = authority.find(':');
+    if (colon != std::string_view::npos &&
+        authority.find(':', colon + 1) != std::string_view::npos) {
+      return false;
+    }
+  }
+  *name = authority.substr(0, colon);
+  *port = colon == std::string_view::npos ? std::string_view() : authority.substr(colon + 1);
+  return !name->empty();
+}
+
+}  // namespace
+
 bool portalOriginAllowed(const std::string* origin, const std::string* host,
                          std::string_view portal_origin, std::string_view portal_host) {
   if (origin == nullptr || host == nullptr || host->empty()) return false;
-  auto same = [](std::string_view a, std::string_view b) {
-    return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
-  };
-  if (!portal_origin.empty()) return same(*origin, portal_origin) && same(*host, portal_host);
-  return same(*origin, "http://" + *host) || same(*origin, "https://" + *host);
+  if (portal_origin.empty()) {
+    return sameAscii(*origin, "http://" + *host) || sameAscii(*origin, "https://" + *host);
+  }
+  if (sameAscii(*origin, portal_origin) && sameAscii(*host, portal_host)) return true;
+  // A local portal (EQ_PORTAL_URL http://127.0.0.1:8080, as scripts/run sets
+  // it) is opened as http://localhost:8080 just as often: any loopback
+  // spelling of the same scheme and port is the same machine's page. The
+  // Origin must still name exactly the Host the request went to, and that
+  // Host must itself be a loopback spelling, so a rebinding page (whose
+  // Host is its own name) stays refused. Nothing widens for other hosts.
+  std::string_view want_name, want_port, got_name, got_port;
+  if (!splitHost(portal_host, &want_name, &want_port) || !loopbackName(want_name)) return false;
+  if (!splitHost(*host, &got_name, &got_port) || !loopbackName(got_name)) return false;
+  if (got_port != want_port) return false;
+  std::string_view scheme = portal_origin.substr(0, portal_origin.find("://"));
+  return sameAscii(*origin, std::string(scheme) + "://" + *host);
 }
 
 }  // namespace eq::api

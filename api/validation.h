@@ -44,8 +44,11 @@ Result<AnalyzeRequest> parseAnalyzeRequest(std::string_view body);
 // and portal_host, see Config), Origin must be that origin and the request
 // must be addressed to that host: a page of another name that resolves here
 // (DNS rebinding) has an Origin and a Host of its own name. Without it,
-// Origin must name the Host the request was sent to. A missing header is a
-// refusal. Hosts compare without regard to ASCII case.
+// Origin must name the Host the request was sent to. When the configured
+// host is a loopback spelling (127.0.0.1, localhost or [::1]), the other two
+// are accepted too, with the same scheme and port, and Origin naming the Host
+// exactly: a local portal opened as localhost is the same page. A missing
+// header is a refusal. Hosts compare without regard to ASCII case.
 bool portalOriginAllowed(const std::string* origin, const std::string* host,
                          std::string_view portal_origin, std::string_view portal_host);
 

@@ -14,6 +14,8 @@
 // runs it on libuv's thread pool, never on its loop.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -26,9 +28,26 @@ std::string hash(std::string_view password);
 // Whether `password` matches `stored` (constant-time comparison of the
 // derived key). A malformed `stored` never matches.
 bool verify(std::string_view password, const std::string& stored);
-// Spends the time a verify() costs without a stored hash, so an unknown
-// email answers in the same time as a wrong password.
+// Spends the work a verify() of a current hash costs, without a stored
+// hash, so an unknown email answers in the same time as a wrong password: it
+// is verify() itself, against decoyHash().
 void burnVerifyTime(std::string_view password);
+
+// The scrypt parameters verify() derives with for `stored`; nullopt when
+// verify() refuses `stored` without deriving anything (malformed, or
+// parameters out of bounds). What a check costs is a function of these.
+struct Params {
+  int log_n = 0;
+  uint32_t r = 0;
+  uint32_t p = 0;
+  bool operator==(const Params&) const = default;
+};
+std::optional<Params> paramsOf(std::string_view stored);
+
+// A well-formed hash with the parameters hash() uses now, whose derived key
+// is all zeros: no password matches it (but with odds of 2^-256), and
+// verifying against it costs what verifying a real one does.
+std::string decoyHash();
 // Whether a password is long enough: kMinLength code points.
 bool acceptable(std::string_view password);
 

@@ -32,7 +32,7 @@ const TEXTS = {
     confirm_rotate: 'Rotate {prefix}? The old key stops working at once.',
     confirm_revoke: 'Revoke {prefix}? Calls with it will get 401.',
     no_keys: 'No keys yet: create one above.',
-    usage_title: 'Reply calls per day, last 30 days', calls: 'Calls', errors: 'Refunded',
+    usage_title: 'Reply calls per day, last 30 days', calls: 'Calls', errors: 'Errors (refunded)',
     tokens: 'Tokens', total: 'Total', date: 'Date',
     message: 'Message they sent you', context: 'Context (optional)', scene: 'Scene (optional)',
     mode: 'Mode', reply_count: 'Replies', send: 'Get replies', any: 'any',
@@ -55,6 +55,44 @@ const TEXTS = {
     new_password: 'New password', password_changed: 'Password changed; other sessions ended.',
     loading: 'Loading…', network_error: 'The server did not answer: {msg}',
     signed_in_as: 'Signed in as {email}', language: 'Language', skip: 'Skip to content',
+    signup_off: 'Sign-up is closed: only people who already have an account sign in.',
+    usage_tokens: 'Tokens per day, last 30 days', usage_errors: 'Errors per day (refunded calls), last 30 days',
+    errors_explained: 'An error is a reply call that was charged and then refunded because it gave no '
+      + 'replies: generation failed (500), timed out (504), the service became unavailable (503), an '
+      + 'async task failed, or its server stopped before answering. Calls refused before any charge '
+      + '(400, 401, 402, 429) are not counted, nor are analyze calls, which are free.',
+    chart_day: '{date} {mode}: {value}',
+    err_signin: 'Wrong email or password.',
+    err_signin_limit: 'Too many failed sign-ins. Try again in {s} s.',
+    err_retry_after: 'Too many attempts. Try again in {s} s.',
+    err_busy: 'The server is busy. Try again in {s} s.',
+    err_email_taken: 'An account with this email exists: sign in instead.',
+    err_invite_only: 'Accounts are by invitation: ask the operator for a sign-up link.',
+    err_signup_closed: 'Sign-up is closed on this server: no new accounts, and invitation links no longer work. People who already have an account sign in.',
+    err_link_gone: 'This link was used, has expired or is unknown; ask for a new one.',
+    err_account_disabled: 'This account is disabled.',
+    err_email: 'Enter an email address like name@example.com.',
+    err_password_rule: 'The password needs at least 10 characters.',
+    err_required: 'Enter your email and password.',
+    err_wrong_password: 'Wrong password.',
+    err_key_name: 'A key name has 1 to 64 characters, without control or bidirectional-formatting characters.',
+    err_key_env: 'This server issues {env} keys only.',
+    err_too_many_keys: 'This account has as many active keys as it may have: revoke one first.',
+    err_key_not_active: 'Only an active key can be rotated.',
+    err_key_revoked: 'The key is already revoked.',
+    err_not_found: 'Not found: it may belong to another account or have been purged.',
+    err_webhook_url: 'This webhook URL cannot be used ({msg}).',
+    err_set_url_first: 'Save a webhook URL first.',
+    err_test_pending: 'A test event is still on its way; wait for its answer.',
+    err_replay_pending: 'This delivery is already pending.',
+    err_forbidden: 'The server refused a change from this page (another origin, or a stale page): reload it.',
+    err_quota: 'No {mode} units left, or the quota has expired: see the Overview.',
+    err_timeout: 'Generation timed out; the unit was refunded. Try again.',
+    err_generation: 'Generation failed; the unit was refunded. Try again.',
+    err_bad_request: 'The server refused the request: {msg}',
+    err_internal: 'Something went wrong on the server. Try again.',
+    err_other: 'The server answered {status}: {msg}',
+    task_error_500: 'generation failed; the unit was refunded',
   },
   zh: {
     overview: '概览', keys: '密钥', usage: '用量', playground: '试一试',
@@ -80,7 +118,7 @@ const TEXTS = {
     confirm_rotate: '轮换 {prefix}？旧密钥会立即失效。',
     confirm_revoke: '吊销 {prefix}？之后用它的调用会得到 401。',
     no_keys: '还没有密钥：在上方创建一个。',
-    usage_title: '近 30 天每日回复调用', calls: '调用', errors: '已退还',
+    usage_title: '近 30 天每日回复调用', calls: '调用', errors: '错误（已退还）',
     tokens: 'Token', total: '合计', date: '日期',
     message: '对方发来的消息', context: '背景（可选）', scene: '场景（可选）',
     mode: '模式', reply_count: '回复条数', send: '生成回复', any: '全部',
@@ -103,6 +141,43 @@ const TEXTS = {
     new_password: '新密码', password_changed: '密码已修改，其他会话已退出。',
     loading: '加载中……', network_error: '服务器没有应答：{msg}',
     signed_in_as: '当前账户 {email}', language: '语言', skip: '跳到正文',
+    signup_off: '注册已关闭：只有已有账户的人可以登录。',
+    usage_tokens: '近 30 天每日 Token', usage_errors: '近 30 天每日错误（已退还的调用）',
+    errors_explained: '错误指已扣额度、但因没有产出回复而退还的回复调用：生成失败（500）、超时（504）、'
+      + '服务在扣费后不可用（503）、异步任务失败，或处理它的服务在应答前停止。扣费前就被拒绝的调用'
+      + '（400、401、402、429）不计入，免费的分析调用也不计入。',
+    chart_day: '{date} {mode}：{value}',
+    err_signin: '邮箱或密码错误。',
+    err_signin_limit: '登录失败次数过多，请 {s} 秒后再试。',
+    err_retry_after: '尝试次数过多，请 {s} 秒后再试。',
+    err_busy: '服务器繁忙，请 {s} 秒后再试。',
+    err_email_taken: '该邮箱已有账户，请直接登录。',
+    err_invite_only: '账户需邀请开通：请向运维人员索取注册链接。',
+    err_signup_closed: '本服务已关闭注册：不再开通新账户，邀请链接也已失效。已有账户的人可以登录。',
+    err_link_gone: '该链接已使用、已过期或无效，请索取新链接。',
+    err_account_disabled: '该账户已停用。',
+    err_email: '请输入形如 name@example.com 的邮箱地址。',
+    err_password_rule: '密码至少需要 10 个字符。',
+    err_required: '请输入邮箱和密码。',
+    err_wrong_password: '密码错误。',
+    err_key_name: '密钥名称为 1 到 64 个字符，不能含控制字符或双向格式字符。',
+    err_key_env: '本服务只签发 {env} 环境的密钥。',
+    err_too_many_keys: '该账户的有效密钥已达上限：请先吊销一个。',
+    err_key_not_active: '只有有效的密钥可以轮换。',
+    err_key_revoked: '该密钥已被吊销。',
+    err_not_found: '未找到：它可能属于其他账户，或已被清理。',
+    err_webhook_url: '该 Webhook 地址不可用（{msg}）。',
+    err_set_url_first: '请先保存 Webhook 地址。',
+    err_test_pending: '上一个测试事件还在投递中，请等待它的应答。',
+    err_replay_pending: '该推送已在等待投递。',
+    err_forbidden: '服务器拒绝了来自本页面的修改（来源不同或页面已过期）：请刷新页面。',
+    err_quota: '{mode} 模式额度已用完或已过期：请查看概览。',
+    err_timeout: '生成超时，额度已退还。请重试。',
+    err_generation: '生成失败，额度已退还。请重试。',
+    err_bad_request: '服务器拒绝了请求：{msg}',
+    err_internal: '服务器出错了，请重试。',
+    err_other: '服务器返回 {status}：{msg}',
+    task_error_500: '生成失败，额度已退还',
   },
 };
 
@@ -222,12 +297,80 @@ async function api(path, body) {
   try { env = await res.json(); } catch (e) { env = null; }
   const out = { ok: res.ok && env && env.code === 0, status: res.status,
     data: env ? env.data : null, msg: env ? env.msg : res.statusText };
+  if (!out.ok) {
+    out.serverMsg = out.msg;
+    out.msg = errorText(path, res.status, out.serverMsg, res.headers.get('Retry-After'));
+  }
   if (res.status === 401 && !path.startsWith('signin') && !path.startsWith('links/')
       && !path.startsWith('password/set') && !path.startsWith('register')) {
     state.me = null;
     go('#/signin');
   }
   return out;
+}
+
+// The server's answers are English; the page says what they mean in its
+// own language, chosen by the route and the HTTP status (and, where one
+// status has two meanings, by what the page knows or the field the message
+// names). The server's words are kept only as a detail the page cannot
+// translate (why a webhook URL is refused, say).
+function errorKey(route, status, msg) {
+  const field = (msg.match(/^([a-z_]+): /) || [])[1];
+  switch (status) {
+    case 400:
+      if (route === 'signin') return 'err_required';
+      if (field === 'email') return 'err_email';
+      if (field === 'password' || field === 'new_password') return 'err_password_rule';
+      if (route === 'keys/create') return field === 'env' ? 'err_key_env' : 'err_key_name';
+      if (route === 'webhooks/url') return 'err_webhook_url';
+      return 'err_bad_request';
+    case 401: return route === 'signin' ? 'err_signin' : 'err_other';
+    case 402: return 'err_quota';
+    case 403:
+      if (route === 'links') return 'err_signup_closed';
+      if (route === 'register') {
+        return state.config && state.config.signup === 'off' ? 'err_signup_closed' : 'err_invite_only';
+      }
+      if (route === 'password/set') {
+        return /sign-up is closed/.test(msg) ? 'err_signup_closed' : 'err_account_disabled';
+      }
+      if (route === 'webhooks/secret' || route === 'webhooks/rotate' || route === 'password') {
+        return /^wrong password/.test(msg) ? 'err_wrong_password' : 'err_forbidden';
+      }
+      return 'err_forbidden';
+    case 404:
+      return route === 'links' || route === 'password/set' ? 'err_link_gone' : 'err_not_found';
+    case 409:
+      if (route === 'register') return 'err_email_taken';
+      if (route === 'keys/create') return 'err_too_many_keys';
+      if (route === 'keys/rotate') return 'err_key_not_active';
+      if (route === 'keys/revoke') return 'err_key_revoked';
+      if (route === 'webhooks/test') return /URL first/.test(msg) ? 'err_set_url_first' : 'err_test_pending';
+      if (route === 'deliveries/replay') return 'err_replay_pending';
+      return 'err_other';
+    case 429: return route === 'signin' ? 'err_signin_limit' : 'err_retry_after';
+    case 500: return route.startsWith('playground') ? 'err_generation' : 'err_internal';
+    case 503: return 'err_busy';
+    case 504: return 'err_timeout';
+    default: return 'err_other';
+  }
+}
+
+function errorText(path, status, msg, retryAfter) {
+  let route = path.split('?')[0];
+  for (const withId of ['links', 'tasks', 'deliveries']) {
+    if (route.startsWith(withId + '/') && route !== 'deliveries/replay') route = withId;
+  }
+  const mode = (msg.match(/\b(fast|standard|perfect)\b/) || [])[1] || '';
+  return t(errorKey(route, status, msg || ''), { s: retryAfter || '1', msg, status, mode,
+    env: state.me ? state.me.env : '' });
+}
+
+// A failed task's error ({code, msg}, kept by the dispatcher in English):
+// a failed generation (500, refunded like every failed task) in the page's
+// words, anything else as it was recorded.
+function taskError(code, msg) {
+  return code === 500 ? t('task_error_500') : msg;
 }
 
 function go(hash) {
@@ -285,6 +428,8 @@ function signinPage() {
       extra.replaceChildren(t('register_hint') + ' ', h('a', { href: '#/register' }, t('register')));
     } else if (state.config.signup === 'invite') {
       extra.textContent = t('invite_only');
+    } else {
+      extra.textContent = t('signup_off');
     }
   })();
   return page(t('signin'), form, extra);
@@ -352,7 +497,7 @@ function overviewPage() {
   const errs = [];
   for (const x of me.recent_failed_tasks) {
     errs.push(h('li', {}, h('a', { href: '#/tasks/' + x.task_id },
-      t('failed_task', { id: x.task_id, code: x.code, msg: x.msg }))));
+      t('failed_task', { id: x.task_id, code: x.code, msg: taskError(x.code, x.msg) }))));
   }
   for (const d of me.recent_failed_deliveries) {
     errs.push(h('li', {}, t('failed_delivery', { id: d.delivery_id, url: d.url,
@@ -443,18 +588,21 @@ function svg(tag, attrs, ...children) {
   return el;
 }
 
-// A stacked bar per day (calls by mode), drawn as SVG: no chart library
-// is needed for thirty bars.
-function usageChart(days) {
-  const W = 720, H = 240, padL = 36, padB = 28, padT = 10;
-  const max = Math.max(1, ...days.map((d) => MODES.reduce((s, m) => s + d[m].calls, 0)));
+// A stacked bar per day of one series (calls, tokens or errors) by mode,
+// drawn as SVG: no chart library is needed for thirty bars, and nothing is
+// loaded from anywhere. Each bar has a <title> with its day, mode and value.
+function usageChart(days, series, label) {
+  const W = 720, H = 200, padL = 44, padB = 28, padT = 10;
+  const total = (d) => MODES.reduce((s, m) => s + d[m][series], 0);
+  const max = Math.max(1, ...days.map(total));
   const step = (W - padL) / days.length;
   const bar = Math.max(2, step * 0.7);
   const y = (v) => H - padB - (v / max) * (H - padB - padT);
   const chart = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', class: 'chart',
-    'aria-label': t('usage_title') });
-  for (const frac of [0, 0.5, 1]) {
-    const v = Math.round(max * frac);
+    'data-series': series, 'aria-label': label });
+  // Whole-number gridlines only: a count of 1 has no half.
+  const marks = [...new Set([0, Math.round(max / 2), max])];
+  for (const v of marks) {
     chart.append(svg('line', { x1: padL, x2: W, y1: y(v), y2: y(v), class: 'grid' }),
       svg('text', { x: padL - 6, y: y(v) + 4, 'text-anchor': 'end', class: 'axis' }, v));
   }
@@ -462,11 +610,11 @@ function usageChart(days) {
     let base = 0;
     const x = padL + i * step + (step - bar) / 2;
     for (const m of MODES) {
-      const v = d[m].calls;
+      const v = d[m][series];
       if (v > 0) {
         const r = svg('rect', { x, y: y(base + v), width: bar, height: y(base) - y(base + v),
-          fill: MODE_COLORS[m] });
-        r.append(svg('title', {}, `${d.date} ${m}: ${v}`));
+          fill: MODE_COLORS[m], 'data-mode': m, 'data-date': d.date });
+        r.append(svg('title', {}, t('chart_day', { date: d.date, mode: m, value: v })));
         chart.append(r);
       }
       base += v;
@@ -489,16 +637,21 @@ async function usagePage() {
     totals[m] = days.reduce((s, d) => ({ calls: s.calls + d[m].calls, errors: s.errors + d[m].errors,
       tokens: s.tokens + d[m].tokens }), { calls: 0, errors: 0, tokens: 0 });
   }
-  const legend = h('ul', { class: 'legend' }, MODES.map((m) => h('li', {},
+  const legend = () => h('ul', { class: 'legend' }, MODES.map((m) => h('li', {},
     h('span', { class: 'swatch ' + m }), m)));
+  const section = (title, series, ...notes) => [h('h2', {}, title), ...notes, legend(),
+    h('div', { class: 'card chart-wrap' }, usageChart(days, series, title))];
   const table = h('div', { class: 'scroll' }, h('table', { id: 'usage-totals' },
     h('caption', {}, t('total')),
     h('thead', {}, h('tr', {}, [t('mode'), t('calls'), t('errors'), t('tokens')].map((x) =>
       h('th', { scope: 'col' }, x)))),
     h('tbody', {}, MODES.map((m) => h('tr', { 'data-mode': m }, h('th', { scope: 'row' }, m),
       h('td', {}, totals[m].calls), h('td', {}, totals[m].errors), h('td', {}, totals[m].tokens))))));
-  return page(t('usage'), h('h2', {}, t('usage_title')), legend,
-    h('div', { class: 'card chart-wrap' }, usageChart(days)), table);
+  return page(t('usage'), table,
+    ...section(t('usage_title'), 'calls'),
+    ...section(t('usage_tokens'), 'tokens'),
+    ...section(t('usage_errors'), 'errors',
+      h('p', { class: 'muted', id: 'errors-explained' }, t('errors_explained'))));
 }
 
 // ---------------------------------------------------------------- playground
@@ -703,7 +856,10 @@ async function taskPage(id) {
     parts.push(h('ol', { class: 'replies' }, x.result.replies.map((rep) => h('li', { class: 'card' },
       h('p', { class: 'reply' }, rep.text), h('p', { class: 'muted' }, t('score') + ' ' + rep.score)))));
   }
-  if (x.error) parts.push(h('p', { class: 'alert', role: 'alert' }, x.error.code + ': ' + x.error.msg));
+  if (x.error) {
+    parts.push(h('p', { class: 'alert', role: 'alert' },
+      x.error.code + ': ' + taskError(x.error.code, x.error.msg)));
+  }
   if (x.webhook) {
     parts.push(h('h2', {}, t('webhooks')), h('dl', { class: 'facts' },
       h('dt', {}, 'URL'), h('dd', { class: 'mono wrap' }, x.webhook.url),
@@ -774,6 +930,9 @@ async function render() {
     }
   }
   mount(view);
+  // The charts end today: where they scroll (375 px), the latest days are
+  // the ones to show first.
+  for (const wrap of document.querySelectorAll('.chart-wrap')) wrap.scrollLeft = wrap.scrollWidth;
   const heading = document.querySelector('main h1');
   if (heading && render.moved) { heading.setAttribute('tabindex', '-1'); heading.focus(); }
   render.moved = true;

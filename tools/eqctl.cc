@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   }
   eq::tools::EqctlOptions options;
   options.env = cfg.value().env;
+  options.portal_signup = cfg.value().portal_signup;
   auto allowed = eq::net::CidrSet::parse(cfg.value().webhook_allow_cidrs);
   if (!allowed.isOk()) {
     std::cerr << "eqctl: EQ_WEBHOOK_ALLOW_CIDRS: " << allowed.status().msg() << "\n";

@@ -113,13 +113,15 @@ constexpr CommandHelp kCommands[] = {
      "Prints a one-time sign-up link for the developer center, valid 72 h. The person sets a\n"
      "password through it and gets a new account of the tier (100 units per mode, 30 days),\n"
      "or, with --key, the account of an existing key (made by key create). The link's host\n"
-     "is EQ_PORTAL_URL (default http://127.0.0.1:8080). --json prints {email, link, expires_at}.\n"},
+     "is EQ_PORTAL_URL (default http://127.0.0.1:8080). --json prints {email, link, expires_at}.\n"
+     "Refused (exit 5) when EQ_PORTAL_SIGNUP=off: sign-up is closed to new people.\n"},
     {"account", "list", "account list [--json]",
      "Every person of the developer center: email, account, status, created.\n"},
     {"account", "show", "account show EMAIL [--json]",
      "The person, their account's quota and tier, and their keys.\n"},
-    {"account", "disable", "account disable EMAIL",
-     "Disables the person (their sessions end) and revokes every key of their account.\n"},
+    {"account", "disable", "account disable EMAIL [--json]",
+     "Disables the person (their sessions end) and revokes every key of their account.\n"
+     "--json prints the person as `account show --json` does, after the change.\n"},
     {"account", "reset-password", "account reset-password EMAIL [--json]",
      "Prints a one-time link, valid 72 h, that sets a new password and ends every session.\n"},
     {"stats", "", "stats [--minutes N] [--json]",
@@ -143,7 +145,7 @@ constexpr const char* kUsageFooter =
     "The database is EQ_DB_PATH; keys are minted for EQ_ENV (production: eq_live_, staging:\n"
     "eq_test_).\n"
     "Exit codes: 0 ok, 1 internal error (database), 2 usage error, 3 not found,\n"
-    "4 conflict (wrong state).\n";
+    "4 conflict (wrong state), 5 refused by the deployment's settings.\n";
 
 const CommandHelp* findCommand(const std::string& noun, const std::string& verb) {
   for (const CommandHelp& c : kCommands) {
@@ -1268,6 +1270,12 @@ int accountLink(Store& store, const EqctlOptions& opts, const std::string& kind,
     err << "eqctl: --tier must be free, pro or ultra\n";
     return kExitUsage;
   }
+  if (kind == "invite" && opts.portal_signup == "off") {
+    // Checked after the usage errors, which say more about the call itself.
+    err << "eqctl: sign-up is closed (EQ_PORTAL_SIGNUP=off): no new person can be invited; "
+           "existing people sign in, and `eqctl account reset-password EMAIL` still works\n";
+    return kExitRefused;
+  }
   std::string account;
   if (auto k = a.options.find("key"); k != a.options.end()) {
     Result<std::string> acc = store.accountOfKey(k->second);
@@ -1401,6 +1409,7 @@ int dispatch(Store& store, const EqctlOptions& opts, const std::string& noun,
     // disable
     if (!checkKnown(a, {}, err)) return kExitUsage;
     if (Status s = store.disablePerson(email, nowMs()); !s.isOk()) return fail(s, err);
+    if (a.json) return accountShow(store, email, a, out, err);
     out << "disabled " << email << ": sessions ended, keys revoked\n";
     return kExitOk;
   }
@@ -1451,6 +1460,8 @@ const char* exitKind(int rc) {
       return "not_found";
     case kExitConflict:
       return "conflict";
+    case kExitRefused:
+      return "refused";
     default:
       return "internal";
   }

@@ -21,6 +21,9 @@ struct EqctlOptions {
   // EQ_PORTAL_URL: where people open the developer center, for the links
   // `account invite` and `account reset-password` print.
   std::string portal_url = "http://127.0.0.1:8080";
+  // EQ_PORTAL_SIGNUP: with "off", `account invite` is refused (no new
+  // people); reset links for existing people are still made.
+  std::string portal_signup = "invite";
 };
 
 // Exit codes, documented in `eqctl --help` and the README. Scripts can tell
@@ -32,6 +35,7 @@ constexpr int kExitUsage = 2;     // bad command, option or value
 constexpr int kExitNotFound = 3;  // no such key, task or delivery
 constexpr int kExitConflict =
     4;  // the object is in the wrong state (e.g. replay of a pending delivery)
+constexpr int kExitRefused = 5;  // the deployment's settings forbid it (invite, sign-up off)
 
 // Runs one eqctl command. Returns one of the exit codes above. Output goes
 // to out; errors and warnings to err, as text, or (with --json, on failure)

@@ -9,6 +9,7 @@
 
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 
 #include "tests/integration/stack.h"
@@ -23,10 +24,15 @@ struct Run {
   std::string log;          // stdout and stderr, for messages
 };
 
-// Runs scripts/eqreply.py with the given arguments as the key's owner.
+// scripts/eqreply.py started with the given arguments as the key's owner;
 // `url` overrides the stack's address.
-Run eqreply(Stack& stack, const std::string& api_key, const std::vector<std::string>& args,
-            std::string url = "") {
+struct Started {
+  std::unique_ptr<Process> process;
+  std::string log_path;
+};
+
+Started startEqreply(Stack& stack, const std::string& api_key, const std::vector<std::string>& args,
+                     std::string url = "") {
   static int n = 0;
   const char* src = std::getenv("EQ_SOURCE_DIR");
   BOOST_REQUIRE_MESSAGE(src != nullptr, "EQ_SOURCE_DIR is not set");
@@ -34,11 +40,19 @@ Run eqreply(Stack& stack, const std::string& api_key, const std::vector<std::str
                                    std::string(src) + "/integrations/skill/scripts/eqreply.py"};
   argv.insert(argv.end(), args.begin(), args.end());
   if (url.empty()) url = stack.url("");
-  std::string log_path = stack.dir() + "/eqreply-" + std::to_string(++n) + ".log";
-  Process p("eqreply", argv, {{"EQ_API_URL", url}, {"EQ_API_KEY", api_key}}, log_path);
+  Started s;
+  s.log_path = stack.dir() + "/eqreply-" + std::to_string(++n) + ".log";
+  s.process = std::make_unique<Process>(
+      "eqreply", argv,
+      std::map<std::string, std::string>{{"EQ_API_URL", url}, {"EQ_API_KEY", api_key}}, s.log_path);
+  return s;
+}
+
+// Waits for a started script and reads its answer.
+Run finish(Started& s) {
   Run r;
-  r.rc = p.wait(240'000);
-  r.log = readFile(log_path);
+  r.rc = s.process->wait(240'000);
+  r.log = readFile(s.log_path);
   // Diagnostics go to stderr prefixed "eqreply: "; the answer is the one
   // line that is a JSON object.
   std::istringstream lines(r.log);
@@ -47,6 +61,18 @@ Run eqreply(Stack& stack, const std::string& api_key, const std::vector<std::str
   }
   BOOST_REQUIRE_MESSAGE(r.out.IsObject(), "no JSON answer from eqreply.py:\n" << r.log);
   return r;
+}
+
+Run eqreply(Stack& stack, const std::string& api_key, const std::vector<std::string>& args,
+            std::string url = "") {
+  Started s = startEqreply(stack, api_key, args, std::move(url));
+  return finish(s);
+}
+
+int count(const std::string& s, const std::string& part) {
+  int n = 0;
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+  return n;
 }
 
 }  // namespace
@@ -142,6 +168,60 @@ BOOST_AUTO_TEST_CASE(the_script_drives_every_endpoint_and_reports_errors_as_skil
   ::close(fd);
   BOOST_TEST(down.rc == 3);
   BOOST_TEST(down.out["retryable"].GetBool());
+}
+
+// SKILL.md: "429 and 503 are retried after the server's Retry-After".
+BOOST_AUTO_TEST_CASE(the_script_retries_a_503_and_a_429_after_retry_after) {
+  StackOptions o;
+  o.worker_modes = {"fast"};
+  o.dispatcher = false;
+  Stack stack(o);
+  Key key = createKey(stack, "skill-retry");
+  int64_t before = quotaOf(stack, key, "fast");
+
+  // A 503 that clears: the test holds the database's write lock, so the
+  // first attempt is refused (eq-api writes nothing then); once the script
+  // says it will retry, the lock goes and a retry succeeds. The lock is
+  // released on the script's word, not after a sleep, and the retries left
+  // absorb a slow release. Every attempt carries the same Idempotency-Key,
+  // so the unit is charged once.
+  {
+    DbWriteLock lock(stack.dbPath());
+    Started s = startEqreply(stack, key.api_key, {"reply", "今天加班到十点，好累"});
+    s.process->waitForLog("eqreply: retrying POST /api/v1/reply in 1 s (attempt 2)", 30'000);
+    lock.release();
+    Run r = finish(s);
+    BOOST_REQUIRE_MESSAGE(r.rc == 0, r.log);
+    BOOST_TEST(r.out["ok"].GetBool());
+    BOOST_TEST(r.out["data"]["replies"].Size() == 1u);
+  }
+  BOOST_TEST(quotaOf(stack, key, "fast") == before - 1, "charged once across the retries");
+
+  // A 429: a key of one request a minute, used up. The script waits
+  // Retry-After capped by --max-wait (1 s here, while the window has longer
+  // to run), retries --retries times, then reports the 429. The window is
+  // used up early in a fresh minute, so that the retries cannot reach the
+  // next one.
+  Key slow = createKey(stack, "skill-limited", {"--rate", "1"});
+  for (int tries = 0;; ++tries) {
+    HttpResult first = get(stack, "/api/v1/quota", &slow);
+    BOOST_REQUIRE_MESSAGE(first.status == 200 || first.status == 429, first.body);
+    int reset = std::stoi(first.headers["x-ratelimit-reset"]);
+    if (first.status == 200 && reset >= 20) break;
+    BOOST_REQUIRE_MESSAGE(tries < 3, "could not start a fresh rate window");
+    sleepMs((reset + 1) * 1000LL);
+  }
+  Run limited = eqreply(stack, slow.api_key, {"--retries", "2", "--max-wait", "1", "quota"});
+  BOOST_TEST(limited.rc == 1, limited.log);
+  BOOST_TEST(limited.out["status"].GetInt() == 429);
+  BOOST_TEST(limited.out["retry_after"].GetInt() > 1, "the server's Retry-After, uncapped");
+  BOOST_TEST(count(limited.log, "eqreply: retrying GET /api/v1/quota in 1 s") == 2, limited.log);
+  BOOST_TEST(count(limited.log, "(attempt 3)") == 1, limited.log);
+
+  // 400, 401, 402, 404 and 409 need another request: never retried.
+  Run bad = eqreply(stack, key.api_key, {"--max-wait", "1", "reply", std::string(2001, 'x')});
+  BOOST_TEST(bad.out["status"].GetInt() == 400);
+  BOOST_TEST(count(bad.log, "retrying") == 0, bad.log);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

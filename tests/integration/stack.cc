@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -271,6 +272,25 @@ int brokerCtl(const std::string& args) {
 
 // ------------------------------------------------------------------ Process
 
+DbWriteLock::DbWriteLock(const std::string& path) {
+  BOOST_REQUIRE(sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK);
+  sqlite3_busy_timeout(db_, 5000);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, &err);
+  std::string why = err != nullptr ? err : "";
+  sqlite3_free(err);
+  BOOST_REQUIRE_MESSAGE(rc == SQLITE_OK, "BEGIN IMMEDIATE failed: " << why);
+  held_ = true;
+}
+
+void DbWriteLock::release() {
+  if (db_ == nullptr) return;
+  if (held_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  held_ = false;
+  sqlite3_close(db_);
+  db_ = nullptr;
+}
+
 Process::Process(const std::string& name, const std::vector<std::string>& argv,
                  const std::map<std::string, std::string>& env, const std::string& log_path)
     : name_(name), log_path_(log_path) {
@@ -515,12 +535,15 @@ std::string Stack::url(const std::string& path, int api) const {
   return "http://127.0.0.1:" + std::to_string(ports.at(static_cast<size_t>(api))) + path;
 }
 
-std::string Stack::eqctl(const std::vector<std::string>& args, int* exit_code) {
+std::string Stack::eqctl(const std::vector<std::string>& args, int* exit_code,
+                         const std::map<std::string, std::string>& env) {
   std::string out_path = dir_ + "/eqctl.out";
   std::vector<std::string> argv = {bin_ + "/eqctl"};
   argv.insert(argv.end(), args.begin(), args.end());
+  std::map<std::string, std::string> merged = env_;
+  for (const auto& [k, v] : env) merged[k] = v;
   {
-    Process p("eqctl", argv, env_, out_path + ".log");
+    Process p("eqctl", argv, merged, out_path + ".log");
     int rc = p.wait(10000);
     if (exit_code != nullptr) *exit_code = rc;
   }

@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+struct sqlite3;  // <sqlite3.h>, for DbWriteLock
+
 namespace eq::it {
 
 struct HttpResult {
@@ -69,6 +71,23 @@ int64_t quotaOf(Stack& stack, const Key& key, const std::string& mode);
 // with EQ_TEST_BROKER_DIR), e.g. "stop_app" / "start_app" to take the broker
 // away and bring it back; returns the exit status.
 int brokerCtl(const std::string& args);
+
+// Holds SQLite's write lock on a stack's database from the test process, the
+// way a long eqctl or dispatcher transaction would. Reads still work (WAL);
+// every database step of eq-api waits up to EQ_API_DB_WAIT_MS (500 ms by
+// default) for it and then answers 503, having written nothing.
+class DbWriteLock {
+ public:
+  explicit DbWriteLock(const std::string& path);
+  DbWriteLock(const DbWriteLock&) = delete;
+  DbWriteLock& operator=(const DbWriteLock&) = delete;
+  ~DbWriteLock() { release(); }
+  void release();
+
+ private:
+  sqlite3* db_ = nullptr;
+  bool held_ = false;
+};
 
 // A child process with its stderr and stdout in a log file.
 class Process {
@@ -145,8 +164,10 @@ class Stack {
   const std::string& amqpUrl() const { return env_.at("EQ_AMQP_URL"); }
   // The process started under this name ("api-0", "worker-fast", "dispatcher").
   Process* process(const std::string& name);
-  // Runs eqctl with the stack's environment; returns stdout.
-  std::string eqctl(const std::vector<std::string>& args, int* exit_code = nullptr);
+  // Runs eqctl with the stack's environment (plus `env`, which overrides
+  // it); returns what it printed, stdout and stderr together.
+  std::string eqctl(const std::vector<std::string>& args, int* exit_code = nullptr,
+                    const std::map<std::string, std::string>& env = {});
   // Stops every process with SIGTERM; returns true if all exited with 0.
   bool stopAll();
   const std::string& dir() const { return dir_; }

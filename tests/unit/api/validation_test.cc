@@ -3,6 +3,7 @@
 #include "common/config.h"
 
 #include <boost/test/unit_test.hpp>
+#include <memory>
 #include <string>
 
 using eq::api::parseAnalyzeRequest;
@@ -188,6 +189,53 @@ BOOST_AUTO_TEST_CASE(portal_posts_come_from_the_configured_origin) {
   BOOST_TEST(portalOriginAllowed(&o, &h, "", ""));
   std::string evil = "http://evil.example";
   BOOST_TEST(!portalOriginAllowed(&evil, &h, "", ""));
+}
+
+// scripts/run sets EQ_PORTAL_URL=http://127.0.0.1:8080 and the README's
+// examples say localhost:8080: both are this machine, and a sign-in from
+// either must work. Only loopback spellings of the same scheme and port are
+// added, each with the Origin naming the Host the request went to.
+BOOST_AUTO_TEST_CASE(a_loopback_portal_takes_every_loopback_spelling_and_nothing_else) {
+  using eq::api::portalOriginAllowed;
+  auto allowedBy = [](const char* portal_url) {
+    auto origin = std::make_shared<std::string>();
+    auto host = std::make_shared<std::string>();
+    BOOST_REQUIRE(eq::parsePortalUrl(portal_url, origin.get(), host.get()).isOk());
+    return [origin, host](const std::string& o, const std::string& h) {
+      return portalOriginAllowed(&o, &h, *origin, *host);
+    };
+  };
+  auto local = allowedBy("http://127.0.0.1:8080");
+  BOOST_TEST(local("http://127.0.0.1:8080", "127.0.0.1:8080"));
+  BOOST_TEST(local("http://localhost:8080", "localhost:8080"));
+  BOOST_TEST(local("http://LocalHost:8080", "localhost:8080"));
+  BOOST_TEST(local("http://[::1]:8080", "[::1]:8080"));
+  // Another port, another scheme, or a name that is not a loopback spelling.
+  BOOST_TEST(!local("http://localhost:8081", "localhost:8081"));
+  BOOST_TEST(!local("http://localhost", "localhost"));
+  BOOST_TEST(!local("https://localhost:8080", "localhost:8080"));
+  BOOST_TEST(!local("http://127.0.0.2:8080", "127.0.0.2:8080"));
+  BOOST_TEST(!local("http://localhost.evil.example:8080", "localhost.evil.example:8080"));
+  BOOST_TEST(!local("http://rebind.example:8080", "rebind.example:8080"));
+  // Origin and Host must agree: a page of one name cannot post to another.
+  BOOST_TEST(!local("http://localhost:8080", "127.0.0.1:8080"));
+  BOOST_TEST(!local("http://rebind.example:8080", "localhost:8080"));
+  BOOST_TEST(!local("http://localhost:8080", "rebind.example:8080"));
+  BOOST_TEST(!local("http://[::1]:8080", "[::1]:8080:1"));
+  BOOST_TEST(!local("null", "localhost:8080"));
+
+  auto named = allowedBy("http://localhost:9000");
+  BOOST_TEST(named("http://127.0.0.1:9000", "127.0.0.1:9000"));
+  BOOST_TEST(named("http://[::1]:9000", "[::1]:9000"));
+  auto v6 = allowedBy("http://[::1]");  // port 80, left out as browsers do
+  BOOST_TEST(v6("http://localhost", "localhost"));
+  BOOST_TEST(!v6("http://localhost:8080", "localhost:8080"));
+
+  // A public portal widens nothing, loopback included.
+  auto pub = allowedBy("https://eq.example.com");
+  BOOST_TEST(pub("https://eq.example.com", "eq.example.com"));
+  BOOST_TEST(!pub("https://localhost", "localhost"));
+  BOOST_TEST(!pub("https://127.0.0.1", "127.0.0.1"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,6 +1,7 @@
 // The developer center's records (common/store_portal.cc) and password
 // hashing (common/password.h), on a real SQLite file.
 #include <boost/test/unit_test.hpp>
+#include <optional>
 
 #include "common/password.h"
 #include "common/store.h"
@@ -41,6 +42,36 @@ BOOST_AUTO_TEST_CASE(password_hash_verifies_only_the_same_password) {
   BOOST_TEST(!password::acceptable("short"));
   BOOST_TEST(!password::acceptable("九个字符的密码啊啊"));  // 9 code points, 27 bytes
   BOOST_TEST(password::acceptable("十个字符的密码啊啊啊"));
+}
+
+// PRODUCT.md §9: an unknown email and a wrong password get the same answer
+// in the same time. Sign-in spends the unknown email's time in
+// burnVerifyTime(), which is verify() against decoyHash(); what a verify()
+// costs is a function of the parameters it derives with, so the decoy must
+// carry exactly those of a hash made now, and be well-formed enough that
+// verify() derives rather than refusing it early. Checked by parameters,
+// not by a stopwatch, so the test cannot depend on the machine's speed.
+BOOST_AUTO_TEST_CASE(an_unknown_email_costs_the_same_scrypt_work_as_a_wrong_password) {
+  std::string real = password::hash("correct horse battery");
+  std::optional<password::Params> want = password::paramsOf(real);
+  BOOST_REQUIRE(want.has_value());
+  BOOST_TEST(want->log_n == 15);
+  BOOST_TEST(want->r == 8u);
+  BOOST_TEST(want->p == 1u);
+  std::string decoy = password::decoyHash();
+  std::optional<password::Params> burned = password::paramsOf(decoy);
+  BOOST_REQUIRE_MESSAGE(burned.has_value(), "verify() would refuse the decoy without deriving");
+  BOOST_TEST((*burned == *want));
+  // No password opens the decoy, the empty one and one of its own text included.
+  for (const char* guess : {"correct horse battery", "", "AAAAAAAAAAAAAAAAAAAAAA=="}) {
+    BOOST_TEST(!password::verify(guess, decoy), guess);
+  }
+  // The early refusals the decoy must not fall into have no parameters.
+  for (const std::string& bad :
+       {std::string(""), std::string("scrypt$15$8$1$AAAA"), std::string("scrypt$21$8$1$AAAA$AAAA"),
+        real.substr(0, real.size() - 4)}) {
+    BOOST_TEST(!password::paramsOf(bad).has_value(), bad);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(an_invitation_is_used_once_and_makes_the_account) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
+#include <map>
 #include <sstream>
 
 #include "common/timefmt.h"
@@ -15,10 +16,11 @@ namespace {
 
 struct Fixture : test::TempDb {
   Fixture() : TempDb("ctl") {}
+  // No webhook ranges allowed beyond public ones; sign-up by invitation.
+  tools::EqctlOptions options;
   int run(std::vector<std::string> args, std::string* out, std::string* err = nullptr) {
     std::ostringstream o, e;
-    tools::EqctlOptions opts;  // no webhook ranges allowed beyond public ones
-    int rc = tools::runEqctl(*store, opts, args, o, e);
+    int rc = tools::runEqctl(*store, options, args, o, e);
     *out = o.str();
     if (err != nullptr) *err = e.str();
     return rc;
@@ -545,11 +547,26 @@ BOOST_AUTO_TEST_CASE(stats_counts_by_mode_and_outcome_with_latency_percentiles) 
 
 BOOST_AUTO_TEST_CASE(every_command_has_help_and_takes_json) {
   Fixture f;
-  const std::vector<std::vector<std::string>> commands = {
-      {"key", "create"},    {"key", "list"},        {"key", "show"},   {"key", "revoke"},
-      {"key", "rotate"},    {"key", "set"},         {"quota", "show"}, {"quota", "set"},
-      {"quota", "grant"},   {"task", "show"},       {"task", "list"},  {"delivery", "list"},
-      {"delivery", "show"}, {"delivery", "replay"}, {"stats"}};
+  const std::vector<std::vector<std::string>> commands = {{"key", "create"},
+                                                          {"key", "list"},
+                                                          {"key", "show"},
+                                                          {"key", "revoke"},
+                                                          {"key", "rotate"},
+                                                          {"key", "set"},
+                                                          {"quota", "show"},
+                                                          {"quota", "set"},
+                                                          {"quota", "grant"},
+                                                          {"task", "show"},
+                                                          {"task", "list"},
+                                                          {"delivery", "list"},
+                                                          {"delivery", "show"},
+                                                          {"delivery", "replay"},
+                                                          {"stats"},
+                                                          {"account", "invite"},
+                                                          {"account", "list"},
+                                                          {"account", "show"},
+                                                          {"account", "disable"},
+                                                          {"account", "reset-password"}};
   for (const auto& c : commands) {
     std::string name = c[0] + (c.size() > 1 ? " " + c[1] : "");
     std::vector<std::string> args = c;
@@ -568,7 +585,8 @@ BOOST_AUTO_TEST_CASE(every_command_has_help_and_takes_json) {
   }
   std::string out, err;
   BOOST_REQUIRE(f.run({"--help"}, &out, &err) == 0);
-  for (const char* s : {"key create", "task list", "delivery replay", "stats"}) {
+  for (const char* s : {"key create", "task list", "delivery replay", "stats", "account invite",
+                        "account reset-password"}) {
     BOOST_TEST(out.find(s) != std::string::npos, s);
   }
   BOOST_REQUIRE(f.run({"task", "--help"}, &out, &err) == 0);
@@ -583,20 +601,31 @@ BOOST_AUTO_TEST_CASE(every_command_has_help_and_takes_json) {
   std::string api_key;
   std::string key_id = f.createKey(&api_key);
   std::string dlv = failedDelivery(f, key_id, "tsk_h", 1);
-  const std::vector<std::vector<std::string>> runs = {{"key", "list"},
-                                                      {"key", "show", key_id},
-                                                      {"key", "set", key_id, "--rate", "7"},
-                                                      {"quota", "show", key_id},
-                                                      {"quota", "set", key_id, "--fast", "9"},
-                                                      {"quota", "grant", key_id, "--fast", "1"},
-                                                      {"task", "show", "tsk_h"},
-                                                      {"task", "list"},
-                                                      {"delivery", "list"},
-                                                      {"delivery", "show", dlv},
-                                                      {"delivery", "replay", dlv},
-                                                      {"stats"},
-                                                      {"key", "rotate", key_id},
-                                                      {"key", "create", "--name", "j"}};
+  const std::vector<std::vector<std::string>> runs = {
+      {"key", "list"},
+      {"key", "show", key_id},
+      {"key", "set", key_id, "--rate", "7"},
+      {"quota", "show", key_id},
+      {"quota", "set", key_id, "--fast", "9"},
+      {"quota", "grant", key_id, "--fast", "1"},
+      {"task", "show", "tsk_h"},
+      {"task", "list"},
+      {"delivery", "list"},
+      {"delivery", "show", dlv},
+      {"delivery", "replay", dlv},
+      {"stats"},
+      {"key", "rotate", key_id},
+      {"key", "create", "--name", "j"},
+      {"account", "invite", "h@example.com"},
+      {"account", "list"},
+      {"account", "reset-password", "h@example.com"},
+      {"account", "show", "h@example.com"},
+      {"account", "disable", "h@example.com"}};
+  // reset-password, show and disable need the person the invitation makes.
+  auto useInvite = [&](const std::string& link) {
+    std::string token = link.substr(link.rfind('/') + 1);
+    BOOST_REQUIRE(f.store->usePortalLink(token, "scrypt$placeholder", nowMs()).isOk());
+  };
   for (std::vector<std::string> args : runs) {
     args.push_back("--json");
     BOOST_TEST_CONTEXT(args[0] << " " << args[1]) {
@@ -606,6 +635,7 @@ BOOST_AUTO_TEST_CASE(every_command_has_help_and_takes_json) {
       BOOST_TEST(!d.HasParseError());
       BOOST_TEST((d.IsObject() || d.IsArray()));
       BOOST_TEST(out.find('\n') == out.size() - 1);
+      if (args[0] == "account" && args[1] == "invite") useInvite(str(d["link"]));
     }
   }
 }
@@ -635,6 +665,112 @@ BOOST_AUTO_TEST_CASE(json_errors_are_one_line_on_stderr_with_distinct_exit_codes
   BOOST_TEST(err.find("usage: eqctl task list") != std::string::npos);
   BOOST_TEST(f.run({"key"}, &out, &err) == tools::kExitUsage);
   BOOST_TEST(err.find("key needs a command") != std::string::npos);
+}
+
+// The operator's view of the developer center's people (PRODUCT.md §9):
+// invitations make people, list and show report them with their account,
+// quota and keys, disable stops them.
+BOOST_AUTO_TEST_CASE(account_invite_list_show_and_disable) {
+  Fixture f;
+  std::string out, err;
+  std::string key_id = f.createKey();
+  auto join = [&](const std::vector<std::string>& invite) {
+    rapidjson::Document d = f.json(invite);
+    std::string link = str(d["link"]);
+    BOOST_TEST(link.rfind("http://127.0.0.1:8080/portal/#/welcome/", 0) == 0u, link);
+    BOOST_TEST(d["expires_at"].IsString());
+    BOOST_REQUIRE(
+        f.store->usePortalLink(link.substr(link.rfind('/') + 1), "scrypt$placeholder", nowMs())
+            .isOk());
+  };
+  join({"account", "invite", "Ann@Example.com", "--tier", "pro"});
+  join({"account", "invite", "ops@example.com", "--key", key_id});
+
+  rapidjson::Document list;
+  BOOST_REQUIRE(f.run({"account", "list", "--json"}, &out, &err) == 0);
+  list.Parse(out.c_str());
+  BOOST_REQUIRE(list.IsArray());
+  BOOST_REQUIRE(list.Size() == 2u);
+  std::map<std::string, std::string> account_of;  // email -> account_id
+  for (const auto& p : list.GetArray()) account_of[str(p["email"])] = str(p["account_id"]);
+  BOOST_TEST(account_of.count("ann@example.com") == 1u);  // emails are kept lower-cased
+  BOOST_TEST(account_of["ops@example.com"] == f.store->accountOfKey(key_id).value());
+  BOOST_TEST(account_of["ann@example.com"] != account_of["ops@example.com"]);
+  for (const auto& p : list.GetArray()) {
+    BOOST_TEST(str(p["status"]) == "active");
+    BOOST_TEST(p["created_at"].IsString());
+    BOOST_TEST(!p.HasMember("password_hash"));
+  }
+  BOOST_REQUIRE(f.run({"account", "list"}, &out, &err) == 0);
+  BOOST_TEST(out.rfind("EMAIL", 0) == 0u);
+  BOOST_TEST(out.find("ann@example.com") != std::string::npos);
+  BOOST_TEST(out.find("placeholder") == std::string::npos);
+
+  // An invited newcomer: the tier asked for, 100 units per mode, no keys yet.
+  rapidjson::Document ann = f.json({"account", "show", "ann@example.com"});
+  BOOST_TEST(str(ann["tier"]) == "pro");
+  for (const char* m : {"fast", "standard", "perfect"}) {
+    BOOST_TEST(ann["quota"][m].GetInt64() == 100, m);
+  }
+  BOOST_TEST(ann["keys"].Size() == 0u);
+  // The account of an existing key: its key and its quota (fast was set to 5).
+  rapidjson::Document ops = f.json({"account", "show", "OPS@example.com"});
+  BOOST_REQUIRE(ops["keys"].Size() == 1u);
+  BOOST_TEST(str(ops["keys"][0]["key_id"]) == key_id);
+  BOOST_TEST(str(ops["keys"][0]["status"]) == "active");
+  BOOST_TEST(ops["quota"]["fast"].GetInt64() == 5);
+  BOOST_REQUIRE(f.run({"account", "show", "ops@example.com"}, &out, &err) == 0);
+  BOOST_TEST(out.find("tier:") != std::string::npos);
+  BOOST_TEST(out.find(key_id) != std::string::npos);
+
+  // Disable: the person and every key of the account stop.
+  rapidjson::Document off = f.json({"account", "disable", "ops@example.com"});
+  BOOST_TEST(str(off["status"]) == "disabled");
+  BOOST_TEST(str(off["keys"][0]["status"]) == "revoked");
+
+  BOOST_TEST(f.run({"account", "show", "nobody@example.com", "--json"}, &out, &err) ==
+             tools::kExitNotFound);
+  expectJsonError(err, 3, "not_found");
+  BOOST_TEST(f.run({"account", "reset-password", "nobody@example.com"}, &out, &err) ==
+             tools::kExitNotFound);
+  BOOST_TEST(f.run({"account", "show"}, &out, &err) == tools::kExitUsage);
+  BOOST_TEST(f.run({"account", "invite", "not-an-email"}, &out, &err) == tools::kExitUsage);
+  BOOST_TEST(f.run({"account", "invite", "x@example.com", "--tier", "gold"}, &out, &err) ==
+             tools::kExitUsage);
+}
+
+// EQ_PORTAL_SIGNUP=off means no new people: an invitation is refused with
+// its own exit code, and existing people still get reset links.
+BOOST_AUTO_TEST_CASE(invite_is_refused_when_sign_up_is_off) {
+  Fixture f;
+  std::string out, err;
+  rapidjson::Document d = f.json({"account", "invite", "ann@example.com"});
+  std::string link = str(d["link"]);
+  BOOST_REQUIRE(
+      f.store->usePortalLink(link.substr(link.rfind('/') + 1), "scrypt$placeholder", nowMs())
+          .isOk());
+
+  f.options.portal_signup = "off";
+  BOOST_TEST(f.run({"account", "invite", "bob@example.com"}, &out, &err) == tools::kExitRefused);
+  BOOST_TEST(out.empty());
+  BOOST_TEST(err.find("EQ_PORTAL_SIGNUP=off") != std::string::npos, err);
+  BOOST_TEST(err.find("usage:") == std::string::npos);  // not a usage error
+  BOOST_TEST(f.run({"account", "invite", "bob@example.com", "--json"}, &out, &err) ==
+             tools::kExitRefused);
+  expectJsonError(err, 5, "refused");
+  // With --key too: attaching a person to an existing account is a new person.
+  std::string key_id = f.createKey();
+  BOOST_TEST(f.run({"account", "invite", "ops@example.com", "--key", key_id}, &out, &err) ==
+             tools::kExitRefused);
+  BOOST_TEST(f.store->listPeople().value().size() == 1u);
+  // A usage error is still reported as one.
+  BOOST_TEST(f.run({"account", "invite", "bob@example.com", "--tier", "gold"}, &out, &err) ==
+             tools::kExitUsage);
+
+  rapidjson::Document reset = f.json({"account", "reset-password", "ann@example.com"});
+  BOOST_TEST(str(reset["link"]).find("/portal/#/reset/") != std::string::npos);
+  BOOST_REQUIRE(f.run({"--help"}, &out, &err) == 0);
+  BOOST_TEST(out.find("5 refused") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(revoke_json_and_create_with_default_webhook_url) {

@@ -1,0 +1,408 @@
+// The developer center's rules that a browser cannot see, over plain HTTP
+// against real eq-api processes on a real database (tests/portal drives the
+// page itself in Chromium): EQ_PORTAL_SIGNUP off and open, the answer of a
+// sign-in with an unknown email, the session cookie's Secure flag,
+// EQ_PORTAL=off, and a loopback EQ_PORTAL_URL opened as localhost.
+//
+// Each case has a stack of its own: sign-in limits count per client address,
+// and every request here comes from 127.0.0.1.
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <string>
+
+#include "common/timefmt.h"
+#include "tests/integration/stack.h"
+
+using namespace eq::it;
+
+namespace {
+
+constexpr const char* kPassword = "a long enough passphrase";
+constexpr int64_t kThirtyDaysMs = 30LL * 24 * 3'600'000;
+
+// eq-api alone (the broker is needed for readiness, no consumer is): the
+// developer center's JSON never waits for a worker.
+StackOptions portalOnly(std::map<std::string, std::string> env = {}) {
+  StackOptions o;
+  o.worker_modes = {};
+  o.dispatcher = false;
+  o.env = std::move(env);
+  return o;
+}
+
+int64_t wallMs() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string jsonBody(std::initializer_list<std::pair<const char*, std::string>> fields) {
+  rapidjson::Document d(rapidjson::kObjectType);
+  for (const auto& [k, v] : fields) {
+    d.AddMember(rapidjson::StringRef(k), rapidjson::Value(v.c_str(), d.GetAllocator()),
+                d.GetAllocator());
+  }
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  d.Accept(w);
+  return sb.GetString();
+}
+
+// A browser's side of the developer center at `base` ("http://127.0.0.1:N"):
+// every POST carries the Origin a page of that base sends, and the session
+// cookie once there is one. `host`, when set, is the Host header a browser
+// that opened the page under another name would send.
+struct Client {
+  explicit Client(std::string b, std::string o = "", std::string h = "")
+      : base(std::move(b)), origin(o.empty() ? base : std::move(o)), host(std::move(h)) {}
+  std::string base;
+  std::string origin;
+  std::string host;
+  std::string cookie;  // "eq_session=..."
+  std::string csrf;
+
+  std::vector<std::string> headers(bool post) const {
+    std::vector<std::string> h;
+    if (post) {
+      h.push_back("Content-Type: application/json");
+      h.push_back("Origin: " + origin);
+      if (!csrf.empty()) h.push_back("X-CSRF-Token: " + csrf);
+    }
+    if (!host.empty()) h.push_back("Host: " + host);
+    if (!cookie.empty()) h.push_back("Cookie: " + cookie);
+    return h;
+  }
+  HttpResult post(const std::string& path, const std::string& body) const {
+    return httpRequest("POST", base + path, headers(true), body);
+  }
+  HttpResult get(const std::string& path) const {
+    return httpRequest("GET", base + path, headers(false));
+  }
+  // Keeps the session a successful sign-in (or link, or registration) set.
+  void keepSession(const HttpResult& r) {
+    auto it = r.headers.find("set-cookie");
+    BOOST_REQUIRE_MESSAGE(it != r.headers.end(), "no Set-Cookie: " << r.status << " " << r.body);
+    cookie = it->second.substr(0, it->second.find(';'));
+    csrf = parse(r)["data"]["csrf"].GetString();
+  }
+};
+
+std::string msgOf(const HttpResult& r) { return parse(r)["msg"].GetString(); }
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// The "link" of `eqctl account invite|reset-password --json` output.
+std::string linkIn(const std::string& eqctl_output) {
+  const std::string marker = "\"link\":\"";
+  size_t at = eqctl_output.find(marker);
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, "no link in: " << eqctl_output);
+  at += marker.size();
+  return eqctl_output.substr(at, eqctl_output.find('"', at) - at);
+}
+
+std::string tokenOf(const std::string& link) { return link.substr(link.rfind('/') + 1); }
+
+std::string inviteLink(Stack& stack, const std::string& email,
+                       const std::map<std::string, std::string>& env = {}) {
+  int rc = -1;
+  std::string out = stack.eqctl({"account", "invite", email, "--json"}, &rc, env);
+  BOOST_REQUIRE_MESSAGE(rc == 0, "eqctl account invite: " << rc << " " << out);
+  return linkIn(out);
+}
+
+// One more eq-api on the stack's database and broker, with `env` on top of
+// the stack's; returns its base URL once it is ready.
+std::string spawnApi(Stack& stack, const std::string& name,
+                     const std::map<std::string, std::string>& env) {
+  Process* p = stack.spawn(name, {"eq-api"}, env);
+  std::string line = p->waitForLog("\"msg\":\"listening\"", 10000);
+  size_t at = line.find("\"port\":");
+  BOOST_REQUIRE(at != std::string::npos);
+  std::string base = "http://127.0.0.1:" + std::to_string(std::stoi(line.substr(at + 7)));
+  for (int i = 0; i < 200 && httpRequest("GET", base + "/readyz").status != 200; ++i) sleepMs(100);
+  BOOST_REQUIRE_MESSAGE(httpRequest("GET", base + "/readyz").status == 200, name << " not ready");
+  return base;
+}
+
+// A free loopback port for a process to listen on (closed again at once).
+int freePort() {
+  int fd = -1;
+  int port = refusingPort(&fd);
+  ::close(fd);
+  return port;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(portal)
+
+// EQ_PORTAL_SIGNUP=off (PRODUCT.md §9): nobody new gets in, by registering
+// or through an invitation made before sign-up closed, and eqctl invites
+// nobody; the people who have an account still sign in, and a reset link
+// still sets a password.
+BOOST_AUTO_TEST_CASE(sign_up_off_admits_nobody_new_and_keeps_everyone_else_in) {
+  Stack stack(portalOnly({{"EQ_PORTAL_SIGNUP", "off"}}));
+  Client closed{stack.url("")};
+
+  int rc = -1;
+  std::string out = stack.eqctl({"account", "invite", "carol@example.com"}, &rc);
+  BOOST_TEST(rc == 5, "eqctl account invite with sign-up off: " << rc);
+  BOOST_TEST(contains(out, "sign-up is closed (EQ_PORTAL_SIGNUP=off)"), out);
+  out = stack.eqctl({"account", "invite", "carol@example.com", "--json"}, &rc);
+  BOOST_TEST(rc == 5);
+  BOOST_TEST(contains(out, "\"kind\":\"refused\""), out);
+
+  // Two invitations from the time sign-up was by invitation; Ann used hers
+  // then, on a server of that time.
+  const std::map<std::string, std::string> invite_era = {{"EQ_PORTAL_SIGNUP", "invite"}};
+  std::string ann_link = inviteLink(stack, "ann@example.com", invite_era);
+  std::string bob_link = inviteLink(stack, "bob@example.com", invite_era);
+  Client then{spawnApi(stack, "api-invite", invite_era)};
+  HttpResult joined = then.post("/portal/api/password/set",
+                                jsonBody({{"token", tokenOf(ann_link)}, {"password", kPassword}}));
+  BOOST_REQUIRE_MESSAGE(joined.status == 200, joined.body);
+
+  // Now: Bob's unused invitation is refused when read and when used, with
+  // the reason, and makes nobody.
+  HttpResult read = closed.get("/portal/api/links/" + tokenOf(bob_link));
+  BOOST_TEST(read.status == 403);
+  BOOST_TEST(contains(msgOf(read), "sign-up is closed"), read.body);
+  HttpResult used = closed.post("/portal/api/password/set",
+                                jsonBody({{"token", tokenOf(bob_link)}, {"password", kPassword}}));
+  BOOST_TEST(used.status == 403);
+  BOOST_TEST(contains(msgOf(used), "sign-up is closed"), used.body);
+  HttpResult reg = closed.post("/portal/api/register",
+                               jsonBody({{"email", "dan@example.com"}, {"password", kPassword}}));
+  BOOST_TEST(reg.status == 403);
+  BOOST_TEST(contains(msgOf(reg), "sign-up is closed"), reg.body);
+  out = stack.eqctl({"account", "list", "--json"}, &rc);
+  BOOST_TEST(rc == 0);
+  BOOST_TEST(contains(out, "ann@example.com"));
+  BOOST_TEST(!contains(out, "bob@example.com"), out);
+  BOOST_TEST(!contains(out, "dan@example.com"), out);
+  HttpResult config = closed.get("/portal/api/config");
+  BOOST_TEST(std::string(parse(config)["data"]["signup"].GetString()) == "off");
+
+  // Ann signs in.
+  Client ann{stack.url("")};
+  HttpResult in = ann.post("/portal/api/signin",
+                           jsonBody({{"email", "ann@example.com"}, {"password", kPassword}}));
+  BOOST_REQUIRE_MESSAGE(in.status == 200, in.body);
+  ann.keepSession(in);
+  HttpResult me = ann.get("/portal/api/me");
+  BOOST_TEST(me.status == 200);
+  BOOST_TEST(std::string(parse(me)["data"]["email"].GetString()) == "ann@example.com");
+
+  // A reset link for her is made and works.
+  out = stack.eqctl({"account", "reset-password", "ann@example.com", "--json"}, &rc);
+  BOOST_REQUIRE_MESSAGE(rc == 0, out);
+  std::string reset = tokenOf(linkIn(out));
+  HttpResult shown = closed.get("/portal/api/links/" + reset);
+  BOOST_TEST(shown.status == 200, shown.body);
+  BOOST_TEST(std::string(parse(shown)["data"]["kind"].GetString()) == "reset");
+  const std::string fresh = "another long passphrase";
+  HttpResult set =
+      closed.post("/portal/api/password/set", jsonBody({{"token", reset}, {"password", fresh}}));
+  BOOST_TEST(set.status == 200, set.body);
+  BOOST_TEST(ann.get("/portal/api/me").status == 401);  // a reset ends every session
+  Client again{stack.url("")};
+  BOOST_TEST(
+      again
+          .post("/portal/api/signin", jsonBody({{"email", "ann@example.com"}, {"password", fresh}}))
+          .status == 200);
+}
+
+// EQ_PORTAL_SIGNUP=open: anyone registers and gets the free tier, 100 units
+// per mode for 30 days, on an account whose keys work at once. An email that
+// already has an account is told so (409: without mail there is no answer
+// that hides it), and each such refusal counts against the client address's
+// sign-in limit, so registration is no cheaper a way to test emails than
+// signing in (docs/portal.md).
+BOOST_AUTO_TEST_CASE(open_sign_up_grants_the_free_tier_and_limits_probing_taken_emails) {
+  Stack stack(portalOnly({{"EQ_PORTAL_SIGNUP", "open"}}));
+  Client eve{stack.url("")};
+  BOOST_TEST(std::string(parse(eve.get("/portal/api/config"))["data"]["signup"].GetString()) ==
+             "open");
+
+  int64_t before = wallMs();
+  HttpResult reg = eve.post("/portal/api/register",
+                            jsonBody({{"email", "Eve@Example.com"}, {"password", kPassword}}));
+  int64_t after = wallMs();
+  BOOST_REQUIRE_MESSAGE(reg.status == 200, reg.body);
+  eve.keepSession(reg);
+  BOOST_TEST(std::string(parse(reg)["data"]["email"].GetString()) == "eve@example.com");
+
+  rapidjson::Document me = parse(eve.get("/portal/api/me"));
+  const rapidjson::Value& data = me["data"];
+  BOOST_TEST(std::string(data["tier"].GetString()) == "free");
+  for (const char* mode : {"fast", "standard", "perfect"}) {
+    BOOST_TEST(data["quota"][mode].GetInt64() == 100, mode);
+  }
+  // 30 days from the registration (the text has whole seconds).
+  std::string expire_at = data["expire_at"].GetString();
+  BOOST_TEST(expire_at >= eq::iso8601Offset(before + kThirtyDaysMs), expire_at);
+  BOOST_TEST(expire_at <= eq::iso8601Offset(after + kThirtyDaysMs), expire_at);
+
+  // A key made in the developer center calls the API on that quota.
+  HttpResult made = eve.post("/portal/api/keys/create", jsonBody({{"name", "first"}}));
+  BOOST_REQUIRE_MESSAGE(made.status == 200, made.body);
+  Key key{parse(made)["data"]["key_id"].GetString(), parse(made)["data"]["api_key"].GetString()};
+  BOOST_TEST(quotaOf(stack, key, "perfect") == 100);
+
+  // The same email again, in another case: refused and said so.
+  Client mallory{stack.url("")};
+  HttpResult taken = mallory.post(
+      "/portal/api/register", jsonBody({{"email", "EVE@example.com"}, {"password", kPassword}}));
+  BOOST_TEST(taken.status == 409);
+  BOOST_TEST(contains(msgOf(taken), "exists"), taken.body);
+  BOOST_TEST(taken.headers.count("set-cookie") == 0u);
+  // Nine more refusals make ten failed attempts from this address (the
+  // successful registration took its own back); the next is a 429, for a
+  // new email too, and so is a sign-in from here.
+  for (int i = 0; i < 9; ++i) {
+    HttpResult r = mallory.post("/portal/api/register",
+                                jsonBody({{"email", "eve@example.com"}, {"password", kPassword}}));
+    BOOST_TEST(r.status == 409, "attempt " << i + 2 << ": " << r.body);
+  }
+  HttpResult limited = mallory.post(
+      "/portal/api/register", jsonBody({{"email", "new@example.com"}, {"password", kPassword}}));
+  BOOST_TEST(limited.status == 429, limited.body);
+  BOOST_TEST(std::stoi(limited.headers["retry-after"]) > 0);
+  BOOST_TEST(mallory
+                 .post("/portal/api/signin",
+                       jsonBody({{"email", "eve@example.com"}, {"password", kPassword}}))
+                 .status == 429);
+  int rc = -1;
+  std::string people = stack.eqctl({"account", "list", "--json"}, &rc);
+  BOOST_TEST(!contains(people, "new@example.com"), people);
+}
+
+// PRODUCT.md §9: "an unknown email and a wrong password get the same
+// answer". From a fresh client, well under the limit: the same status, the
+// same body byte for byte, the same headers but the request id. (The same
+// time is a matter of the same work: portal_store's
+// an_unknown_email_costs_the_same_scrypt_work_as_a_wrong_password.)
+BOOST_AUTO_TEST_CASE(an_unknown_email_and_a_wrong_password_get_the_same_answer) {
+  Stack stack(portalOnly());
+  Client setup{stack.url("")};
+  for (const char* email : {"ann@example.com", "gone@example.com"}) {
+    HttpResult r = setup.post(
+        "/portal/api/password/set",
+        jsonBody({{"token", tokenOf(inviteLink(stack, email))}, {"password", kPassword}}));
+    BOOST_REQUIRE_MESSAGE(r.status == 200, r.body);
+  }
+  int rc = -1;
+  stack.eqctl({"account", "disable", "gone@example.com"}, &rc);
+  BOOST_REQUIRE(rc == 0);
+
+  auto signin = [&](const std::string& email, const std::string& password) {
+    Client fresh{stack.url("")};
+    return fresh.post("/portal/api/signin", jsonBody({{"email", email}, {"password", password}}));
+  };
+  HttpResult wrong = signin("ann@example.com", "not her password at all");
+  HttpResult unknown = signin("nobody@example.com", "not her password at all");
+  HttpResult disabled = signin("gone@example.com", kPassword);  // right password, disabled person
+  BOOST_TEST(wrong.status == 401, wrong.body);
+  BOOST_TEST(msgOf(wrong) == "wrong email or password");
+  for (const HttpResult* other : {&unknown, &disabled}) {
+    BOOST_TEST(other->status == wrong.status);
+    BOOST_TEST(other->body == wrong.body);
+    auto without_id = [](std::map<std::string, std::string> h) {
+      h.erase("x-request-id");
+      return h;
+    };
+    BOOST_TEST((without_id(other->headers) == without_id(wrong.headers)));
+  }
+}
+
+// PRODUCT.md §9: the session cookie is Secure unless
+// EQ_PORTAL_INSECURE_COOKIES=1 (plain local http) says otherwise.
+BOOST_AUTO_TEST_CASE(the_session_cookie_is_secure_unless_told_otherwise) {
+  Stack stack(portalOnly());  // EQ_PORTAL_INSECURE_COOKIES unset
+  Client c{stack.url("")};
+  HttpResult r = c.post("/portal/api/password/set",
+                        jsonBody({{"token", tokenOf(inviteLink(stack, "ann@example.com"))},
+                                  {"password", kPassword}}));
+  BOOST_REQUIRE_MESSAGE(r.status == 200, r.body);
+  std::string cookie = r.headers["set-cookie"];
+  for (const char* attr : {"; Secure", "; HttpOnly", "; SameSite=Strict", "; Path=/portal"}) {
+    BOOST_TEST(contains(cookie, attr), attr << " in " << cookie);
+  }
+  c.keepSession(r);
+  HttpResult out = c.post("/portal/api/signout", "{}");
+  BOOST_TEST(out.status == 200, out.body);
+  BOOST_TEST(contains(out.headers["set-cookie"], "; Secure"), out.headers["set-cookie"]);
+
+  Client local{spawnApi(stack, "api-insecure", {{"EQ_PORTAL_INSECURE_COOKIES", "1"}})};
+  HttpResult in = local.post("/portal/api/signin",
+                             jsonBody({{"email", "ann@example.com"}, {"password", kPassword}}));
+  BOOST_REQUIRE_MESSAGE(in.status == 200, in.body);
+  BOOST_TEST(!contains(in.headers["set-cookie"], "Secure"), in.headers["set-cookie"]);
+  BOOST_TEST(contains(in.headers["set-cookie"], "; HttpOnly"));
+}
+
+// EQ_PORTAL=off: no developer center at all, its page, assets and JSON are
+// 404 like any unknown path; the API is untouched.
+BOOST_AUTO_TEST_CASE(portal_off_serves_no_developer_center) {
+  Stack stack(portalOnly({{"EQ_PORTAL", "off"}}));
+  for (const char* path : {"/", "/portal/", "/portal/app.js", "/portal/style.css",
+                           "/portal/api/config", "/portal/api/me"}) {
+    HttpResult r = httpRequest("GET", stack.url(path));
+    BOOST_TEST(r.status == 404, path << ": " << r.status);
+    BOOST_TEST(parse(r)["code"].GetInt() == 404, path);
+  }
+  Client c{stack.url("")};
+  BOOST_TEST(
+      c.post("/portal/api/signin", jsonBody({{"email", "a@example.com"}, {"password", kPassword}}))
+          .status == 404);
+  BOOST_TEST(httpRequest("GET", stack.url("/healthz")).status == 200);
+  BOOST_TEST(httpRequest("GET", stack.url("/openapi.yaml")).status == 200);
+}
+
+// scripts/run sets EQ_PORTAL_URL=http://127.0.0.1:8080 and people open
+// http://localhost:8080 as often: a page of any loopback spelling of that
+// scheme and port signs in and makes changes. The Host header is what a
+// browser that opened the page as localhost sends.
+BOOST_AUTO_TEST_CASE(a_loopback_portal_url_takes_changes_from_localhost_too) {
+  int port = freePort();
+  std::string configured = "http://127.0.0.1:" + std::to_string(port);
+  Stack stack(portalOnly({{"EQ_HTTP_PORT", std::to_string(port)}, {"EQ_PORTAL_URL", configured}}));
+  std::string link = inviteLink(stack, "ann@example.com");
+  BOOST_TEST(link.rfind(configured + "/portal/#/welcome/", 0) == 0u, link);
+
+  std::string localhost = "localhost:" + std::to_string(port);
+  Client ann{stack.url(""), "http://" + localhost, localhost};
+  HttpResult set = ann.post("/portal/api/password/set",
+                            jsonBody({{"token", tokenOf(link)}, {"password", kPassword}}));
+  BOOST_REQUIRE_MESSAGE(set.status == 200, set.body);
+  HttpResult in = ann.post("/portal/api/signin",
+                           jsonBody({{"email", "ann@example.com"}, {"password", kPassword}}));
+  BOOST_REQUIRE_MESSAGE(in.status == 200, in.body);
+  ann.keepSession(in);
+  BOOST_TEST(ann.post("/portal/api/keys/create", jsonBody({{"name", "from localhost"}})).status ==
+             200);
+
+  // Nothing else widens: another port, another name, or an Origin that
+  // does not name the Host the request went to.
+  auto refused = [&](const std::string& origin, const std::string& host) {
+    Client c{stack.url(""), origin, host};
+    HttpResult r = c.post("/portal/api/signin",
+                          jsonBody({{"email", "ann@example.com"}, {"password", kPassword}}));
+    BOOST_TEST(r.status == 403, origin << " to " << host << ": " << r.status);
+    BOOST_TEST(contains(msgOf(r), "cross-origin request refused"), r.body);
+  };
+  std::string other_port = "localhost:" + std::to_string(port + 1);
+  refused("http://" + other_port, other_port);
+  refused("http://" + localhost, "127.0.0.1:" + std::to_string(port));
+  refused("http://rebind.example:" + std::to_string(port),
+          "rebind.example:" + std::to_string(port));
+  refused("https://" + localhost, localhost);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
