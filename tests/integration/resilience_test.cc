@@ -31,17 +31,18 @@
 
 #include "tests/integration/stack.h"
 
-using eq::it::HttpResult;
-using eq::it::Stack;
-using eq::it::StackOptions;
-using eq::it::Key;
 using eq::it::createKey;
+using eq::it::DbWriteLock;
 using eq::it::get;
+using eq::it::HttpResult;
+using eq::it::Key;
 using eq::it::nowMs;
 using eq::it::parse;
-using eq::it::quotaOf;
 using eq::it::post;
+using eq::it::quotaOf;
 using eq::it::sleepMs;
+using eq::it::Stack;
+using eq::it::StackOptions;
 
 namespace {
 
@@ -192,39 +193,6 @@ class BrokerOutage {
   std::atomic<int> start_rc_{-1};
   std::atomic<int64_t> started_at_ms_{0};
   std::jthread starter_;  // runs start_app; joined before the members above go
-};
-
-// Holds SQLite's write lock on a stack's database from the test process, the
-// way a long eqctl or dispatcher transaction would. Reads still work (WAL);
-// every database step of eq-api waits up to EQ_API_DB_WAIT_MS (500 ms by
-// default) for it and then answers 503, having written nothing.
-class DbWriteLock {
- public:
-  explicit DbWriteLock(const std::string& path) {
-    BOOST_REQUIRE(sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK);
-    sqlite3_busy_timeout(db_, 5000);
-    char* err = nullptr;
-    int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, &err);
-    std::string why = err != nullptr ? err : "";
-    sqlite3_free(err);
-    BOOST_REQUIRE_MESSAGE(rc == SQLITE_OK, "BEGIN IMMEDIATE failed: " << why);
-    held_ = true;
-  }
-  DbWriteLock(const DbWriteLock&) = delete;
-  DbWriteLock& operator=(const DbWriteLock&) = delete;
-  ~DbWriteLock() { release(); }
-
-  void release() {
-    if (db_ == nullptr) return;
-    if (held_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    held_ = false;
-    sqlite3_close(db_);
-    db_ = nullptr;
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-  bool held_ = false;
 };
 
 // Stack options for cases that need a sync call to wait: no perfect worker,

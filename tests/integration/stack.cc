@@ -573,6 +573,25 @@ HttpResult Stack::management(const std::string& path) {
 
 // ------------------------------------------------------ TaskWebhookReceiver
 
+DbWriteLock::DbWriteLock(const std::string& path) {
+  BOOST_REQUIRE(sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK);
+  sqlite3_busy_timeout(db_, 5000);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, &err);
+  std::string why = err != nullptr ? err : "";
+  sqlite3_free(err);
+  BOOST_REQUIRE_MESSAGE(rc == SQLITE_OK, "BEGIN IMMEDIATE failed: " << why);
+  held_ = true;
+}
+
+void DbWriteLock::release() {
+  if (db_ == nullptr) return;
+  if (held_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  held_ = false;
+  sqlite3_close(db_);
+  db_ = nullptr;
+}
+
 TaskWebhookReceiver::TaskWebhookReceiver(int delay_ms) : delay_ms_(delay_ms) {
   listen_fd_ = listenOnLoopback(256, &port_);
   thread_ = std::thread([this] { run(); });

@@ -9,11 +9,12 @@
 #pragma once
 
 #include <rapidjson/document.h>
+#include <sqlite3.h>
 #include <sys/types.h>
 
 #include <atomic>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -211,6 +212,24 @@ class TaskWebhookReceiver {
   std::vector<std::thread> handlers_;  // joined by the destructor
   std::map<std::string, int> by_task_;
   size_t total_ = 0;
+};
+
+// Holds SQLite's write lock on a stack's database from the test process, the
+// way a long eqctl or dispatcher transaction would. Reads still work (WAL);
+// every database step of eq-api waits up to EQ_API_DB_WAIT_MS (500 ms by
+// default) for it and then answers 503 (or, for the steps that settle a
+// call after its answer, logs that it could not), having written nothing.
+class DbWriteLock {
+ public:
+  explicit DbWriteLock(const std::string& path);
+  DbWriteLock(const DbWriteLock&) = delete;
+  DbWriteLock& operator=(const DbWriteLock&) = delete;
+  ~DbWriteLock() { release(); }
+  void release();
+
+ private:
+  sqlite3* db_ = nullptr;
+  bool held_ = false;
 };
 
 }  // namespace eq::it
