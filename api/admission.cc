@@ -29,7 +29,25 @@ struct ReplyAdmission {
   bool charged = false;
   ChargeOutcome charge = ChargeOutcome::kExhausted;
   std::string task_id;         // async: the row inserted with the charge
+  std::string job;             // async: the encoded job, kept with the open charge
 };
+
+namespace {
+
+// The job of a reply call, as a worker reads it (common/messages.h).
+msg::Job replyJob(const ReplyRequest& r, const std::string& request_id) {
+  msg::Job job;
+  job.kind = jobKindName(JobKind::kReply);
+  job.request_id = request_id;
+  job.mode = r.mode;
+  job.message = r.message;
+  job.context = r.context;
+  job.scene = r.scene;
+  job.reply_count = r.reply_count;
+  return job;
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------- reply calls
 
@@ -56,7 +74,16 @@ void ApiService::reply(const CallPtr& c, bool async) {
       }
     }
     a->parsed = parseReplyRequest(c->req.body, async, *ctx_.webhook_allow);
-    if (async && a->parsed.isOk()) a->task_id = ids::newTaskId();
+    if (async && a->parsed.isOk()) {
+      a->task_id = ids::newTaskId();
+      // Encoded here, before admission, because the open charge keeps it
+      // until the broker has confirmed it: should this process die before
+      // it closes the charge, eq-dispatcher publishes the job again rather
+      // than guess whether it reached the queue (Store::orphanedJobs).
+      msg::Job job = replyJob(a->parsed.value(), c->info->request_id);
+      job.task_id = a->task_id;
+      a->job = msg::encodeJob(job);
+    }
   }
   if (!a->bad_media && a->idem_error.empty()) {
     int64_t now = ctx_.clock->nowMs();
@@ -87,7 +114,7 @@ void ApiService::reply(const CallPtr& c, bool async) {
       // Open until finish() settles it; if this process dies first,
       // eq-dispatcher settles it (Store::settleOrphanedCharges).
       if (Status s = store.openCharge(OpenCharge{request_id, instance, who->account_id, r.mode,
-                                                 a->task_id, deadline, now});
+                                                 a->task_id, deadline, now, a->job});
           !s.isOk()) {
         return s;
       }
@@ -108,7 +135,7 @@ void ApiService::reply(const CallPtr& c, bool async) {
   });
 }
 
-void ApiService::replyAdmitted(const CallPtr& c, bool async, const ReplyAdmission& a) {
+void ApiService::replyAdmitted(const CallPtr& c, bool async, ReplyAdmission& a) {
   const Info& info = c->info;
   const Responder& res = c->res;
   if (a.bad_media) {
@@ -173,15 +200,8 @@ void ApiService::replyAdmitted(const CallPtr& c, bool async, const ReplyAdmissio
   }
   info->account_id = c->auth->account_id;
   info->open_charge = info->request_id;
-  msg::Job job;
-  job.kind = jobKindName(JobKind::kReply);
-  job.request_id = info->request_id;
-  job.mode = r.mode;
-  job.message = r.message;
-  job.context = r.context;
-  job.scene = r.scene;
-  job.reply_count = r.reply_count;
   if (!async) {
+    msg::Job job = replyJob(r, info->request_id);
     job.deadline_ms = ctx_.clock->nowMs() + syncDeadlineMs(*ctx_.config, r.mode);
     std::string mode = r.mode;
     ctx_.broker->call(job, [this, info, res, mode](Result<msg::SyncResult> out) {
@@ -208,12 +228,11 @@ void ApiService::replyAdmitted(const CallPtr& c, bool async, const ReplyAdmissio
     });
     return;
   }
-  job.task_id = a.task_id;
   std::string task_id = a.task_id;
   // Answer only once the broker has the message: a task id we hand out must
   // never belong to a job that was lost.
   ctx_.broker->publishPersistent(
-      msg::queueForMode(r.mode), msg::encodeJob(job), [this, info, res, task_id](Status s) {
+      msg::queueForMode(r.mode), std::move(a.job), [this, info, res, task_id](Status s) {
         if (s.isOk()) {
           sendJson(info, res, 200,
                    "{\"task_id\":\"" + task_id + "\",\"status\":\"" +

@@ -243,7 +243,7 @@ class ApiService {
   // Both reply endpoints: Idempotency-Key admission, charge and (async) the
   // task row in one database step.
   void reply(const CallPtr& c, bool async);
-  void replyAdmitted(const CallPtr& c, bool async, const ReplyAdmission& a);
+  void replyAdmitted(const CallPtr& c, bool async, ReplyAdmission& a);
   int64_t dbDeadline() const;
 
   void finish(const Info& info, const Responder& res, HttpResponse r);

@@ -23,7 +23,8 @@ constexpr const char* kMigrations[] = {"schema/migrations/001_init.sql",
                                        "schema/migrations/003_delivery.sql",
                                        "schema/migrations/004_key_epoch.sql",
                                        "schema/migrations/005_settlement.sql",
-                                       "schema/migrations/006_portal.sql"};
+                                       "schema/migrations/006_portal.sql",
+                                       "schema/migrations/007_republish.sql"};
 
 }  // namespace
 

@@ -213,12 +213,18 @@ struct OpenCharge {
   std::string task_id;  // async only
   int64_t deadline_at_ms = 0;
   int64_t created_at_ms = 0;
+  // Async only: the job as published (msg::encodeJob), kept until the
+  // broker confirmed it so that a sweeper can publish it again. Empty for
+  // charges opened by an eq-api older than schema version 7.
+  std::string job;
 };
 
 // What a sweeper did with an orphaned charge.
 struct Settlement {
   OpenCharge charge;
-  std::string action;  // "refunded" | "task_failed" | "kept"
+  // "refunded" | "task_failed" | "kept" | "republished"
+  // (schema/migrations/007_republish.sql says when each applies).
+  std::string action;
   std::string reason;
   bool task_changed = false;  // task_failed: the task was still queued or running
 };
@@ -483,11 +489,27 @@ class Store {
   // it first). Settle only when true: that is what makes settling exact.
   Result<bool> closeCharge(const std::string& request_id);
   // Settles every open charge whose process has had no heartbeat since
-  // now_ms - stale_ms, or whose deadline passed before now_ms - grace_ms: a
-  // sync charge is refunded, an async one fails its task (which refunds it).
-  // Each is recorded in settlements. Runs inside the caller's transaction.
+  // now_ms - stale_ms, or whose deadline passed before now_ms - grace_ms,
+  // except those orphanedJobs() returns: a sync charge is refunded; an
+  // async one whose task has left `queued` is kept (its job reached the
+  // broker, the task's own outcome settles the unit); an async one whose
+  // task is queued and whose job was not kept (an eq-api older than schema
+  // version 7) fails its task, which refunds it. Each is recorded in
+  // settlements. Runs inside the caller's transaction.
   Result<std::vector<Settlement>> settleOrphanedCharges(int64_t now_ms, int64_t stale_ms,
                                                         int64_t grace_ms);
+  // The orphaned charges (as above) of async calls whose task is still
+  // queued and whose job was kept, oldest first: nobody can tell whether
+  // their job reached the broker, so the caller publishes each again and,
+  // once the broker confirmed it, settles it with settleRepublished(). A
+  // job may then run twice; its task still ends once (transitions are
+  // guarded by state) and is charged once.
+  Result<std::vector<OpenCharge>> orphanedJobs(int64_t now_ms, int64_t stale_ms, int64_t grace_ms,
+                                               int limit);
+  // Closes the open charge of a job published again and records it
+  // (action "republished"); false when someone else closed it first. Runs
+  // inside the caller's transaction.
+  Result<bool> settleRepublished(const OpenCharge& charge, int64_t now_ms);
   // Settlement records and dead instances older than cutoff_ms.
   Result<int> purgeSettlementsBefore(int64_t cutoff_ms, int limit);
 
@@ -606,6 +628,8 @@ class Store {
   // The usage record's side of a charge (calls) or refund (refunded).
   Status countUsage(const std::string& account_id, const std::string& mode, int64_t now_ms,
                     int64_t calls, int64_t refunded);
+  // A sweeper's settlement row (schema/migrations/005_settlement.sql).
+  Status recordSettlement(const Settlement& s, int64_t now_ms);
   sqlite3_stmt* prepare(const char* sql);  // cached; nullptr on error (logged)
   Status error(const char* what) const;
 

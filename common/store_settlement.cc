@@ -38,9 +38,10 @@ Status Store::removeInstance(const std::string& instance_id) {
 Status Store::openCharge(const OpenCharge& c) {
   Query q(prepare(
       "INSERT INTO open_charges (request_id, instance_id, account_id, mode, task_id, "
-      "deadline_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+      "deadline_at, created_at, job) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
   q.bind(1, c.request_id).bind(2, c.instance_id).bind(3, c.account_id).bind(4, c.mode);
   q.bindOptText(5, c.task_id).bind(6, c.deadline_at_ms).bind(7, c.created_at_ms);
+  q.bindOptText(8, c.job);
   if (q.step() != SQLITE_DONE) return error("open charge");
   return Status::ok();
 }
@@ -52,67 +53,124 @@ Result<bool> Store::closeCharge(const std::string& request_id) {
   return sqlite3_changes(db_) == 1;
 }
 
+// Which open charges a sweeper may settle: those of an instance without a
+// heartbeat since ?1 (or without a row) and those past their deadline
+// before ?2. `c` is open_charges, `i` its api_instances row (LEFT JOIN).
+#define EQ_ORPHANED_CHARGE "(i.id IS NULL OR i.heartbeat_at < ?1 OR c.deadline_at < ?2)"
+
 Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int64_t stale_ms,
                                                              int64_t grace_ms) {
   std::vector<Settlement> found;
+  std::vector<std::string> task_status;  // per found charge; empty: none (sync, or no row)
   {
+    // Not the charges orphanedJobs() returns: a queued task whose job was
+    // kept is published again by the dispatcher's consumer thread.
     Query q(prepare(
         "SELECT c.request_id, c.instance_id, c.account_id, c.mode, c.task_id, c.deadline_at, "
-        "c.created_at, i.id IS NULL OR i.heartbeat_at < ? "
+        "c.created_at, i.id IS NULL OR i.heartbeat_at < ?1, coalesce(t.status, '') "
         "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "
-        "WHERE i.id IS NULL OR i.heartbeat_at < ? OR c.deadline_at < ? "
+        "LEFT JOIN tasks t ON t.id = c.task_id "
+        "WHERE " EQ_ORPHANED_CHARGE
+        " AND NOT (c.job IS NOT NULL AND coalesce(t.status, '') = 'queued') "
         "ORDER BY c.created_at LIMIT 500"));
     if (!q.valid()) return error("prepare orphaned charges");
-    q.bind(1, now_ms - stale_ms).bind(2, now_ms - stale_ms).bind(3, now_ms - grace_ms);
+    q.bind(1, now_ms - stale_ms).bind(2, now_ms - grace_ms);
     int rc;
     while ((rc = q.step()) == SQLITE_ROW) {
       Settlement s;
-      s.charge = OpenCharge{q.text(0), q.text(1), q.text(2), q.text(3),
-                            q.text(4), q.int64(5), q.int64(6)};
-      bool dead = q.int64(7) != 0;
-      s.action = s.charge.task_id.empty() ? "refunded" : "task_failed";
-      s.reason = dead ? "eq-api stopped before the call ended"
-                      : "the call outlived its deadline unsettled";
+      s.charge = OpenCharge{q.text(0), q.text(1),  q.text(2),  q.text(3),
+                            q.text(4), q.int64(5), q.int64(6), ""};
+      s.reason = q.int64(7) != 0 ? "eq-api stopped before the call ended"
+                                 : "the call outlived its deadline unsettled";
       found.push_back(std::move(s));
+      task_status.push_back(q.text(8));
     }
     if (rc != SQLITE_DONE) return error("read orphaned charges");
   }
   std::vector<Settlement> settled;
-  for (Settlement& s : found) {
+  for (size_t n = 0; n < found.size(); ++n) {
+    Settlement& s = found[n];
     // Whoever deletes the row settles the charge: eq-api's own settle does
     // the same, so between the two it happens once.
     Result<bool> closed = closeCharge(s.charge.request_id);
     if (!closed.isOk()) return closed.status();
     if (!closed.value()) continue;
     if (s.charge.task_id.empty()) {
+      s.action = "refunded";
       if (Status r = refundQuota(s.charge.account_id, s.charge.mode, now_ms); !r.isOk()) return r;
-    } else {
-      // The job may or may not have reached the broker; the task is failed
-      // either way (a worker's later outcome cannot revive a failed task),
-      // which refunds its unit if it was still charged.
+    } else if (task_status[n] == "queued") {
+      // Opened without its job (by an eq-api older than schema version 7):
+      // whether the job reached the broker is unknown, and it cannot be
+      // published again. Failing the task ends it and refunds it; should the
+      // job still run, its outcome changes nothing (transitions are guarded
+      // by state) and the record says why.
       Result<bool> failed = markTaskFailed(
-          s.charge.task_id, 503, "not accepted: eq-api stopped before the broker confirmed the job",
-          now_ms);
+          s.charge.task_id, 503,
+          "not accepted: eq-api stopped before it learned whether the broker took the job", now_ms);
       if (!failed.isOk()) return failed.status();
       s.task_changed = failed.value();
-      if (!s.task_changed) {
-        // The job reached the broker after all and its task has ended: its
-        // own outcome settled the unit (kept if it succeeded, refunded if
-        // it failed).
-        s.action = "kept";
-        s.reason = "the job reached the broker; its task had already ended";
-      }
+      s.action = "task_failed";
+      s.reason += "; whether its job reached the broker is unknown, and the job was not kept";
+    } else {
+      // The task has left `queued` (a worker reported on it, or the job was
+      // dead-lettered): its job reached the broker, and the task's own
+      // outcome settles the unit (kept if it succeeds, refunded if it fails).
+      s.action = "kept";
+      s.reason += task_status[n].empty() ? "; its task no longer exists"
+                                         : "; its job reached the broker (the task is " +
+                                               task_status[n] + "), whose outcome settles the unit";
     }
-    Query rec(prepare(
-        "INSERT OR REPLACE INTO settlements (request_id, instance_id, account_id, mode, task_id, "
-        "action, reason, settled_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
-    rec.bind(1, s.charge.request_id).bind(2, s.charge.instance_id).bind(3, s.charge.account_id);
-    rec.bind(4, s.charge.mode).bindOptText(5, s.charge.task_id).bind(6, s.action);
-    rec.bind(7, s.reason).bind(8, now_ms);
-    if (rec.step() != SQLITE_DONE) return error("record settlement");
+    if (Status r = recordSettlement(s, now_ms); !r.isOk()) return r;
     settled.push_back(std::move(s));
   }
   return settled;
+}
+
+Result<std::vector<OpenCharge>> Store::orphanedJobs(int64_t now_ms, int64_t stale_ms,
+                                                    int64_t grace_ms, int limit) {
+  Query q(
+      prepare("SELECT c.request_id, c.instance_id, c.account_id, c.mode, c.task_id, c.deadline_at, "
+              "c.created_at, c.job "
+              "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "
+              "JOIN tasks t ON t.id = c.task_id "
+              "WHERE " EQ_ORPHANED_CHARGE " AND c.job IS NOT NULL AND t.status = 'queued' "
+              "ORDER BY c.created_at LIMIT ?3"));
+  if (!q.valid()) return error("prepare orphaned jobs");
+  q.bind(1, now_ms - stale_ms).bind(2, now_ms - grace_ms).bind(3, int64_t{limit});
+  std::vector<OpenCharge> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) {
+    out.push_back(OpenCharge{q.text(0), q.text(1), q.text(2), q.text(3), q.text(4), q.int64(5),
+                             q.int64(6), q.text(7)});
+  }
+  if (rc != SQLITE_DONE) return error("read orphaned jobs");
+  return out;
+}
+
+#undef EQ_ORPHANED_CHARGE
+
+Result<bool> Store::settleRepublished(const OpenCharge& charge, int64_t now_ms) {
+  Result<bool> closed = closeCharge(charge.request_id);
+  if (!closed.isOk() || !closed.value()) return closed;
+  Settlement s;
+  s.charge = charge;
+  s.action = "republished";
+  s.reason =
+      "eq-api did not settle the call, and whether its job reached the broker is unknown: "
+      "published again (it may run twice; its task ends once, charged once)";
+  if (Status r = recordSettlement(s, now_ms); !r.isOk()) return r;
+  return true;
+}
+
+Status Store::recordSettlement(const Settlement& s, int64_t now_ms) {
+  Query rec(prepare(
+      "INSERT OR REPLACE INTO settlements (request_id, instance_id, account_id, mode, task_id, "
+      "action, reason, settled_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
+  rec.bind(1, s.charge.request_id).bind(2, s.charge.instance_id).bind(3, s.charge.account_id);
+  rec.bind(4, s.charge.mode).bindOptText(5, s.charge.task_id).bind(6, s.action);
+  rec.bind(7, s.reason).bind(8, now_ms);
+  if (rec.step() != SQLITE_DONE) return error("record settlement");
+  return Status::ok();
 }
 
 Result<int> Store::purgeSettlementsBefore(int64_t cutoff_ms, int limit) {

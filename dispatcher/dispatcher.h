@@ -13,10 +13,15 @@
 // most one delivery, so a repeated event changes nothing and only completes
 // what was left undone.
 //
+// Between batches it also runs the JobRepublisher, if given
+// (dispatcher/settler.h): publishing the jobs of a dead eq-api's charges
+// again needs this thread's broker connection, whose channel is therefore in
+// confirm mode.
+//
 // Runs on the calling thread until `stop` becomes true. Borrows the Store
-// (this thread's own connection), which must outlive it, and the write gate
-// it shares with the sender (dispatcher/db_writes.h); owns its broker
-// connection.
+// (this thread's own connection), which must outlive it, the write gate
+// it shares with the sender (dispatcher/db_writes.h) and the republisher;
+// owns its broker connection.
 #pragma once
 
 #include <atomic>
@@ -30,6 +35,7 @@
 #include "common/messages.h"
 #include "common/store.h"
 #include "dispatcher/metrics.h"
+#include "dispatcher/settler.h"
 
 namespace eq::dispatch {
 
@@ -37,13 +43,14 @@ class Dispatcher {
  public:
   Dispatcher(Store& store, std::string amqp_url, const std::atomic<bool>& stop,
              std::function<void()> on_delivery_due = {}, DispatcherMetrics* metrics = nullptr,
-             std::mutex* db_writes = nullptr)
+             std::mutex* db_writes = nullptr, JobRepublisher* republisher = nullptr)
       : store_(store),
         amqp_url_(std::move(amqp_url)),
         stop_(stop),
         on_delivery_due_(std::move(on_delivery_due)),
         metrics_(metrics),
-        db_writes_(db_writes) {}
+        db_writes_(db_writes),
+        republisher_(republisher) {}
 
   int run();
 
@@ -76,10 +83,11 @@ class Dispatcher {
   std::string amqp_url_;
   const std::atomic<bool>& stop_;
   std::function<void()> on_delivery_due_;
-  DispatcherMetrics* metrics_;  // optional, borrowed
-  std::mutex* db_writes_;       // optional, borrowed (dispatcher/db_writes.h)
-  bool in_batch_ = false;       // applyBatch's transaction is open: wake after it
-  bool due_in_batch_ = false;   // ... and a delivery was created in it
+  DispatcherMetrics* metrics_;   // optional, borrowed
+  std::mutex* db_writes_;        // optional, borrowed (dispatcher/db_writes.h)
+  JobRepublisher* republisher_;  // optional, borrowed
+  bool in_batch_ = false;        // applyBatch's transaction is open: wake after it
+  bool due_in_batch_ = false;    // ... and a delivery was created in it
   std::vector<std::function<void()>> deferred_logs_;  // ... and what it will log
 };
 

@@ -118,11 +118,14 @@ int main() {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   int rc;
   {
+    // The half of settling that publishes (dispatcher/settler.h), on the
+    // consumer thread with its Store, with the settler's timing.
+    eq::dispatch::JobRepublisher republisher(*consumer_store.value(), opts.settler, &db_writes);
     eq::dispatch::DeliverySender sender(*sender_store.value(), std::move(opts), g_stop);
     std::thread sender_thread([&sender] { sender.run(); });
     eq::dispatch::Dispatcher dispatcher(
         *consumer_store.value(), config.amqp_url, g_stop, [&sender] { sender.wakeup(); }, &metrics,
-        &db_writes);
+        &db_writes, &republisher);
     rc = dispatcher.run();
     sender_thread.join();
   }

@@ -1,6 +1,8 @@
 #include "dispatcher/settler.h"
 
 #include "common/log.h"
+#include "common/messages.h"
+#include "dispatcher/db_writes.h"
 
 namespace eq::dispatch {
 
@@ -56,6 +58,80 @@ int ChargeSettler::step(int64_t now_ms) {
                {"reason", st.reason}});
   }
   auto n = static_cast<int>(settled.value().size());
+  settled_total_ += n;
+  return n;
+}
+
+namespace {
+
+// Jobs published again per sweep at most, and how long one publish may wait
+// for its confirm (eq-api waits as long for its own).
+constexpr int kRepublishBatch = 100;
+constexpr int kConfirmTimeoutMs = 3'000;
+
+}  // namespace
+
+Result<int> JobRepublisher::step(amqp::Connection& conn, int64_t now_ms) {
+  if (now_ms < next_run_ms_) return 0;
+  next_run_ms_ = now_ms + opts_.interval_ms;
+  // A read, outside the gate: the rows are settled only by whoever closes
+  // them, under it, below.
+  Result<std::vector<OpenCharge>> found =
+      store_.orphanedJobs(now_ms, opts_.stale_ms, opts_.grace_ms, kRepublishBatch);
+  if (!found.isOk()) {
+    log::warn("job republisher: orphaned jobs not read; next sweep later",
+              {{"error", found.status().msg()}});
+    return 0;
+  }
+  std::vector<const OpenCharge*> confirmed;
+  for (const OpenCharge& c : found.value()) {
+    amqp::PublishOptions opts;
+    opts.persistent = true;
+    Status s = conn.publishConfirmed(msg::queueForMode(c.mode), c.job, opts, kConfirmTimeoutMs);
+    if (s.isOk()) {
+      confirmed.push_back(&c);
+      continue;
+    }
+    if (conn.broken()) return s;
+    // Refused (nack): left open, published again at a later sweep.
+    log::warn("job republisher: the broker refused a job; retried at the next sweep",
+              {{"request_id", c.request_id}, {"task_id", c.task_id}, {"error", s.msg()}});
+  }
+  if (confirmed.empty()) return 0;
+  std::vector<const OpenCharge*> settled;
+  Status s = [&] {
+    std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
+    if (Status b = store_.begin(); !b.isOk()) return b;
+    for (const OpenCharge* c : confirmed) {
+      Result<bool> r = store_.settleRepublished(*c, now_ms);
+      if (!r.isOk()) {
+        store_.rollback();
+        return r.status();
+      }
+      // false: eq-api (alive after all) or the settler closed it first; the
+      // copy just published is a duplicate, which changes nothing.
+      if (r.value()) settled.push_back(c);
+    }
+    return store_.commit();
+  }();
+  if (!s.isOk()) {
+    // The jobs are in the queue; their charges stay open and the next sweep
+    // publishes them again (one more duplicate each).
+    log::error("job republisher: settlements rolled back; retried at the next sweep",
+               {{"error", s.msg()}});
+    return 0;
+  }
+  for (const OpenCharge* c : settled) {
+    log::warn("settled a charge eq-api left open",
+              {{"request_id", c->request_id},
+               {"instance", c->instance_id},
+               {"account_id", c->account_id},
+               {"mode", c->mode},
+               {"task_id", c->task_id},
+               {"action", "republished"},
+               {"reason", "whether its job reached the broker is unknown: published again"}});
+  }
+  auto n = static_cast<int>(settled.size());
   settled_total_ += n;
   return n;
 }

@@ -1,23 +1,39 @@
-// ChargeSettler: settles what an eq-api process charged but could not
-// settle because it died (issue 13, crash-safe accounting).
+// ChargeSettler and JobRepublisher: settle what an eq-api process charged
+// but could not settle because it died (issue 13, crash-safe accounting).
 //
 // eq-api writes an open charge with every charge and deletes it when the
 // call ends, and keeps a heartbeat row (api/db_thread.h). Every interval the
-// settler looks for open charges of instances whose heartbeat is older than
+// two look for open charges of instances whose heartbeat is older than
 // stale_ms (or that are gone), and for charges past their deadline plus
-// grace_ms, and settles each in one transaction with its record in
-// `settlements` (Store::settleOrphanedCharges): a sync call that never got
-// its answer is refunded; an async task whose job the broker never
-// confirmed is failed, which refunds it, and gets its task.failed webhook.
-// With the defaults a dead eq-api's charges are settled 10 to 15 s after
-// its last heartbeat, well within the minute the issue asks for.
+// grace_ms, and settle each with its record in `settlements`:
+//   - a sync call that never got its answer is refunded (ChargeSettler);
+//   - an async call whose task has left `queued` is kept: its job reached
+//     the broker, and the task's own outcome settles the unit (ChargeSettler);
+//   - an async call whose task is still queued is the one case where nobody
+//     knows whether the job reached the broker (eq-api may have died between
+//     the broker's confirm and the close of the charge). Failing the task
+//     would be wrong whenever the job did: a worker would run it for nothing
+//     and report a result the failed record contradicts. So the job, kept
+//     with the open charge, is published again (JobRepublisher), and the
+//     charge is closed once the broker confirmed it. The job may run twice;
+//     its task ends once and is charged once (transitions are guarded by
+//     state). A charge opened by an eq-api older than schema version 7 has
+//     no job kept: its task is failed and refunded (ChargeSettler), with a
+//     reason that says the outcome is unknown.
+// With the defaults a dead eq-api's charges are settled 10 to 15 s after its
+// last heartbeat, well within the minute the issue asks for.
 //
-// Lives on the sender thread (dispatcher/sender.h) and borrows that thread's
-// Store; the caller holds the dispatcher's write gate around step().
+// ChargeSettler lives on the sender thread (dispatcher/sender.h) and borrows
+// that thread's Store; the caller holds the dispatcher's write gate around
+// step(). JobRepublisher lives on the consumer thread (dispatcher/dispatcher.h),
+// which owns the broker connection it publishes on, and borrows that
+// thread's Store and the write gate, which it takes itself.
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 
+#include "common/amqp.h"
 #include "common/store.h"
 
 namespace eq::dispatch {
@@ -44,6 +60,28 @@ class ChargeSettler {
   Store& store_;
   SettlerOptions opts_;
   int64_t next_run_ms_ = 0;  // 0: at once (start-up)
+  int64_t settled_total_ = 0;
+};
+
+class JobRepublisher {
+ public:
+  JobRepublisher(Store& store, SettlerOptions opts, std::mutex* db_writes = nullptr)
+      : store_(store), opts_(opts), db_writes_(db_writes) {}
+
+  // If a sweep is due: publishes again, on `conn` (confirms enabled), the
+  // job of each orphaned async charge whose task is still queued, and once
+  // the broker has confirmed them settles those charges in one transaction.
+  // Returns the number settled, or the error of a connection that broke
+  // (the caller reconnects; what was not settled is published again by a
+  // later sweep).
+  Result<int> step(amqp::Connection& conn, int64_t now_ms);
+  int64_t settledTotal() const { return settled_total_; }
+
+ private:
+  Store& store_;
+  SettlerOptions opts_;
+  std::mutex* db_writes_;  // optional, borrowed (dispatcher/db_writes.h)
+  int64_t next_run_ms_ = 0;
   int64_t settled_total_ = 0;
 };
 

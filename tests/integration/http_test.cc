@@ -8,14 +8,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <vector>
 #include <thread>
+#include <vector>
 
 #include "tests/integration/stack.h"
 
@@ -62,6 +63,43 @@ long rssKiB(pid_t pid) {
     if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
   }
   return -1;
+}
+
+// The kernel's send queue (bytes written and not yet acknowledged by the
+// peer, tx_queue in /proc/net/tcp{,6}) of every established socket whose
+// local port is `port`: on a server's port, one entry per accepted
+// connection, which is memory the kernel holds for that process.
+std::vector<long> sendQueues(int port) {
+  std::vector<long> out;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      // "  sl  local_address rem_address   st tx_queue:rx_queue ..."
+      std::istringstream fields(line);
+      std::string sl, local, remote, state, queues;
+      fields >> sl >> local >> remote >> state >> queues;
+      size_t colon = local.rfind(':');
+      if (colon == std::string::npos || queues.find(':') == std::string::npos) continue;
+      if (std::stol(local.substr(colon + 1), nullptr, 16) != port || state != "01") continue;
+      out.push_back(std::stol(queues.substr(0, queues.find(':')), nullptr, 16));
+    }
+  }
+  return out;
+}
+
+// What the kernel may queue per connection: eq-api asks SO_SNDBUF for
+// 256 KiB (common/http_server.cc, kSendBufferBytes), capped by
+// net.core.wmem_max, and Linux doubles what it grants (socket(7)). The limit
+// is checked before each copy into the queue, so the last write may pass it
+// by up to one buffer of at most 64 KiB (measured: 513 KiB queued for a
+// 512 KiB limit).
+long kernelSendBound() {
+  long wmem_max = 0;
+  std::ifstream("/proc/sys/net/core/wmem_max") >> wmem_max;
+  long asked = 256 * 1024;
+  return 2 * (wmem_max > 0 ? std::min(asked, wmem_max) : asked) + 64 * 1024;
 }
 
 struct HttpWorld {
@@ -470,11 +508,29 @@ BOOST_AUTO_TEST_CASE(many_clients_that_do_not_read_stay_bounded) {
   }
   usleep(1000000);
   long during = rssKiB(api->pid());
+  // And what the kernel holds for eq-api, which RSS does not show: the
+  // send queue of each of these connections, bounded by the send buffer
+  // eq-api sets.
+  std::vector<long> queued = sendQueues(w.stack.apiPort());
   for (int fd : fds) ::close(fd);
   long grown = during - before;
+  long bound = kernelSendBound();
+  long total = 0, largest = 0, stalled = 0;
+  for (long q : queued) {
+    total += q;
+    largest = std::max(largest, q);
+    if (q > 0) ++stalled;
+  }
   BOOST_TEST_MESSAGE("api RSS " << before << " KiB before, " << during << " KiB with " << kClients
                                 << " stalled pipelining clients (" << grown / kClients
-                                << " KiB each)");
+                                << " KiB each); kernel send queues " << total / 1024 << " KiB in "
+                                << stalled << " connections, at most " << largest / 1024
+                                << " KiB (bound " << bound / 1024 << " KiB)");
+  // Every stalled client's connection is seen with bytes queued (else the
+  // bound below would hold for want of a measurement), none above the bound.
+  BOOST_TEST(stalled >= kClients, stalled << " connections with queued bytes");
+  BOOST_TEST(largest <= bound, "a connection queues " << largest << " bytes in the kernel");
+  BOOST_TEST(total <= kClients * bound);
   if (std::getenv("EQ_TEST_SANITIZER") == nullptr) {
     BOOST_TEST(grown < kClients * 1024, "api grew by " << grown << " KiB");
   }

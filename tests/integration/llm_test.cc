@@ -7,6 +7,13 @@
 // several calls are in flight at once (or 15 s pass), [slow] answers
 // after 1.5 s. Each case ends in a correct result or a clean failed task
 // with its unit refunded.
+//
+// Every async task of the module also carries a webhook URL (TaskHooks):
+// the dispatcher then records task events on its consumer thread while its
+// sender thread delivers and retries webhooks, which is what the TSan
+// stage of scripts/test runs this suite for. The last case of the suite
+// checks that each task's webhook arrived, after one failed attempt for
+// about half of them.
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -134,6 +141,7 @@ class LlmStub {
     std::lock_guard<std::mutex> lock(mu_);
     hold_target_ = target;
     max_in_flight_ = 0;
+    target_reached_ = false;
   }
   HookServer& server() { return server_; }
 
@@ -161,15 +169,18 @@ class LlmStub {
     return ok(content(c, n), n);
   }
 
-  // Waits until kHoldTarget calls are here at once (or 15 s passed: only a
-// worker that cannot hold them all waits that long) and
-  // records the most seen together.
+  // Waits until the hold target's calls are here at once (or 15 s passed:
+  // only a worker that cannot hold them all waits that long) and records the
+  // most seen together. Once the target was reached, later calls answer at
+  // once: those of a batch that arrive after the first ones left (a loaded
+  // machine spreads them out) have nothing left to prove.
   void hold() {
     std::unique_lock<std::mutex> lock(mu_);
     ++in_flight_;
     max_in_flight_ = std::max(max_in_flight_, in_flight_);
+    if (in_flight_ >= hold_target_) target_reached_ = true;
     cv_.notify_all();
-    cv_.wait_for(lock, std::chrono::seconds(15), [&] { return in_flight_ >= hold_target_; });
+    cv_.wait_for(lock, std::chrono::seconds(15), [&] { return target_reached_; });
     lock.unlock();
     eq::it::sleepMs(50);  // let the others see the peak before anyone leaves
     lock.lock();
@@ -219,13 +230,53 @@ class LlmStub {
   int in_flight_ = 0;
   int max_in_flight_ = 0;
   int hold_target_ = kHoldTarget;
+  bool target_reached_ = false;  // since the last setHoldTarget()
   HookServer server_;  // last: its threads call answer(), which uses the members above
+};
+
+// The receiver of the module's task webhooks. The first attempt for a task
+// whose id ends in an even digit or letter code is answered 500, so the
+// dispatcher's sender retries it (EQ_WEBHOOK_RETRY_SCHEDULE below) while its
+// consumer thread goes on applying events; every other attempt gets 200.
+class TaskHooks {
+ public:
+  static bool failsFirst(const std::string& task_id) {
+    return !task_id.empty() && task_id.back() % 2 == 0;
+  }
+  std::string url() const { return server_.url("/task-hook"); }
+  // Attempts received for the task.
+  int attempts(const std::string& task_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = attempts_.find(task_id);
+    return it == attempts_.end() ? 0 : it->second;
+  }
+
+ private:
+  HookReply answer(const ReceivedWebhook& w) {
+    rapidjson::Document d;
+    d.Parse(w.body.c_str());
+    std::string task_id = d.IsObject() && d.HasMember("task_id") && d["task_id"].IsString()
+                              ? d["task_id"].GetString()
+                              : "";
+    int n;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      n = ++attempts_[task_id];
+    }
+    return HookReply{n == 1 && failsFirst(task_id) ? 500 : 200, {}, false, ""};
+  }
+
+  std::mutex mu_;
+  std::map<std::string, int> attempts_;
+  HookServer server_{[this](const ReceivedWebhook& w, size_t) { return answer(w); }};
 };
 
 // One stub and one stack (every mode, llm engine) for the module.
 struct World {
   static World* instance;
   LlmStub stub;
+  TaskHooks hooks;                       // before the stack: its dispatcher delivers to it
+  std::vector<std::string> async_tasks;  // every task submit() created
   std::unique_ptr<Stack> stack;
   Key key;
   World() {
@@ -238,7 +289,8 @@ struct World {
                 {"EQ_LLM_TIMEOUT_MS", std::to_string(kTimeoutMs)},
                 {"EQ_LLM_TIMEOUT_MS_STANDARD", std::to_string(kStandardTimeoutMs)},
                 {"EQ_LLM_MAX_RETRIES", "2"},
-                {"EQ_WORKER_CONCURRENCY", "8"}};
+                {"EQ_WORKER_CONCURRENCY", "8"},
+                {"EQ_WEBHOOK_RETRY_SCHEDULE", "0.2,0.2,0.2"}};
     stack = std::make_unique<Stack>(opts);
     key = createKey(*stack, "llm", {"--rate", "100000"});
     instance = this;
@@ -255,9 +307,12 @@ Stack& stack() { return *World::instance->stack; }
 const Key& key() { return World::instance->key; }
 LlmStub& stub() { return World::instance->stub; }
 
-std::string replyBody(const std::string& mode, const std::string& message, int count) {
-  return R"({"mode":")" + mode + R"(","message":)" + jsonString(message) +
-         R"(,"reply_count":)" + std::to_string(count) + "}";
+std::string replyBody(const std::string& mode, const std::string& message, int count,
+                      const std::string& webhook_url = "") {
+  std::string body = R"({"mode":")" + mode + R"(","message":)" + jsonString(message) +
+                     R"(,"reply_count":)" + std::to_string(count);
+  if (!webhook_url.empty()) body += R"(,"webhook_url":)" + jsonString(webhook_url);
+  return body + "}";
 }
 
 // Polls an async task until it is final; returns the task's data.
@@ -273,11 +328,14 @@ rapidjson::Document waitForTask(const std::string& task_id) {
   return t;
 }
 
+// An async call with the module's webhook URL; returns its task id.
 std::string submit(const std::string& mode, const std::string& message) {
-  HttpResult r =
-      eq::it::post(stack(), "/api/v1/reply/async", replyBody(mode, message, 1), key());
+  HttpResult r = eq::it::post(stack(), "/api/v1/reply/async",
+                              replyBody(mode, message, 1, World::instance->hooks.url()), key());
   BOOST_REQUIRE_MESSAGE(r.status == 200, r.body);
-  return eq::it::parse(r)["data"]["task_id"].GetString();
+  std::string task_id = eq::it::parse(r)["data"]["task_id"].GetString();
+  World::instance->async_tasks.push_back(task_id);
+  return task_id;
 }
 
 }  // namespace
@@ -490,6 +548,34 @@ BOOST_AUTO_TEST_CASE(one_worker_at_concurrency_64_keeps_the_model_busy) {
   stub().setHoldTarget(kHoldTarget);
   BOOST_TEST(wide->terminate(10'000) == 0);
   stack().spawn("worker-fast", {"eq-worker", "--mode", "fast", "--analyze"});
+}
+
+// Last of the suite: every async task above (succeeded or failed) had its
+// webhook delivered, after exactly one failed attempt where the receiver
+// asked for it and at the first attempt otherwise.
+BOOST_AUTO_TEST_CASE(every_async_task_got_its_webhook) {
+  const std::vector<std::string>& tasks = World::instance->async_tasks;
+  BOOST_REQUIRE(tasks.size() > static_cast<size_t>(kWideConcurrency));
+  int retried = 0;
+  for (const std::string& task : tasks) {
+    rapidjson::Document t;
+    std::string status;
+    for (int i = 0; i < 200 && status != "delivered"; ++i) {
+      if (i > 0) eq::it::sleepMs(50);
+      t = eq::it::parse(eq::it::get(stack(), "/api/v1/task/" + task, &key()));
+      const rapidjson::Value& hook = t["data"]["webhook"];
+      BOOST_REQUIRE(hook.IsObject());
+      status = hook["status"].GetString();
+    }
+    BOOST_TEST(status == "delivered", task);
+    int expected = TaskHooks::failsFirst(task) ? 2 : 1;
+    retried += expected - 1;
+    BOOST_TEST(t["data"]["webhook"]["attempts"].GetInt() == expected, task);
+    BOOST_TEST(World::instance->hooks.attempts(task) == expected, task);
+  }
+  BOOST_TEST_MESSAGE(tasks.size() << " task webhooks delivered, " << retried
+                                  << " of them after a failed attempt");
+  BOOST_TEST(retried > 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

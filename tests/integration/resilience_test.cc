@@ -31,18 +31,18 @@
 
 #include "tests/integration/stack.h"
 
-using eq::it::DbWriteLock;
-using eq::it::HttpResult;
-using eq::it::Stack;
-using eq::it::StackOptions;
-using eq::it::Key;
 using eq::it::createKey;
+using eq::it::DbWriteLock;
 using eq::it::get;
+using eq::it::HttpResult;
+using eq::it::Key;
 using eq::it::nowMs;
 using eq::it::parse;
-using eq::it::quotaOf;
 using eq::it::post;
+using eq::it::quotaOf;
 using eq::it::sleepMs;
+using eq::it::Stack;
+using eq::it::StackOptions;
 
 namespace {
 

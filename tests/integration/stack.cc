@@ -270,7 +270,7 @@ int brokerCtl(const std::string& args) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-// ------------------------------------------------------------------ Process
+// -------------------------------------------------------------- DbWriteLock
 
 DbWriteLock::DbWriteLock(const std::string& path) {
   BOOST_REQUIRE(sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK);
@@ -290,6 +290,8 @@ void DbWriteLock::release() {
   sqlite3_close(db_);
   db_ = nullptr;
 }
+
+// ------------------------------------------------------------------ Process
 
 Process::Process(const std::string& name, const std::vector<std::string>& argv,
                  const std::map<std::string, std::string>& env, const std::string& log_path)

@@ -9,11 +9,12 @@
 #pragma once
 
 #include <rapidjson/document.h>
+#include <sqlite3.h>
 #include <sys/types.h>
 
 #include <atomic>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -75,7 +76,8 @@ int brokerCtl(const std::string& args);
 // Holds SQLite's write lock on a stack's database from the test process, the
 // way a long eqctl or dispatcher transaction would. Reads still work (WAL);
 // every database step of eq-api waits up to EQ_API_DB_WAIT_MS (500 ms by
-// default) for it and then answers 503, having written nothing.
+// default) for it and then answers 503 (or, for the steps that settle a
+// call after its answer, logs that it could not), having written nothing.
 class DbWriteLock {
  public:
   explicit DbWriteLock(const std::string& path);

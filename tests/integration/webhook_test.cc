@@ -387,3 +387,86 @@ BOOST_AUTO_TEST_CASE(retry_state_survives_a_killed_dispatcher) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Issue 13, finding 5: the dispatcher's guard at connect time, end to end.
+// eq-api is given EQ_WEBHOOK_ALLOW_CIDRS=127.0.0.1/32 (the test stack's
+// default), so a loopback webhook URL passes the submission check: a
+// literal 127.0.0.1 because that range is allowed, and the name
+// "localhost" because names are judged only when they are resolved. The
+// dispatcher is given no allowed range, so its guard at connect time must
+// refuse both. Each delivery fails at once after one attempt that names the
+// refusal, with no retry scheduled, and the receiver (a real one, listening)
+// never sees a connection.
+BOOST_AUTO_TEST_CASE(an_address_the_dispatcher_refuses_fails_the_delivery_after_one_attempt) {
+  StackOptions o;
+  o.worker_modes = {"fast"};
+  o.dispatcher = false;
+  o.env["EQ_WEBHOOK_RETRY_SCHEDULE"] = "0.3,0.3,0.3,0.3";
+  Stack stack(o);
+  eq::it::Process* dispatcher =
+      stack.spawn("dispatcher", {"eq-dispatcher"}, {{"EQ_WEBHOOK_ALLOW_CIDRS", ""}});
+  dispatcher->waitForLog("consuming", 20000);
+  eq::it::Key key = eq::it::createKey(stack, "refused-hook", {"--rate", "100000"});
+  HookServer hook(always(200));
+  std::vector<std::string> task_ids;
+  for (const char* host : {"127.0.0.1", "localhost"}) {
+    std::string url = std::string("http://") + host + ":" + std::to_string(hook.port()) + "/hook";
+    HttpResult r =
+        eq::it::post(stack, "/api/v1/reply/async",
+                     R"({"mode":"fast","message":"在吗","webhook_url":")" + url + "\"}", key);
+    BOOST_REQUIRE_MESSAGE(r.status == 200, "eq-api accepts " << url << ": " << r.body);
+    task_ids.push_back(eq::it::parse(r)["data"]["task_id"].GetString());
+  }
+
+  for (const std::string& task_id : task_ids) {
+    rapidjson::Document t;
+    for (int64_t until = eq::it::nowMs() + 15000; eq::it::nowMs() < until; eq::it::sleepMs(50)) {
+      t = eq::it::parse(eq::it::get(stack, "/api/v1/task/" + task_id, &key));
+      const rapidjson::Value& state = t["data"]["webhook"];
+      if (state.IsObject() && std::string(state["status"].GetString()) == "failed") break;
+    }
+    const rapidjson::Value& data = t["data"];
+    BOOST_TEST(std::string(data["status"].GetString()) == "succeeded", "the task itself is fine");
+    BOOST_REQUIRE(data["webhook"].IsObject());
+    BOOST_REQUIRE_EQUAL(std::string(data["webhook"]["status"].GetString()), "failed");
+    BOOST_TEST(data["webhook"]["attempts"].GetInt() == 1);
+  }
+
+  // Several steps of the compressed schedule later: still one attempt each,
+  // no retry due, and nothing reached the receiver.
+  eq::it::sleepMs(1500);
+  for (const std::string& task_id : task_ids) {
+    int rc = -1;
+    std::string out = stack.eqctl({"delivery", "list", "--task", task_id, "--json"}, &rc);
+    BOOST_REQUIRE_MESSAGE(rc == 0, out);
+    rapidjson::Document list;
+    list.Parse(out.c_str());
+    BOOST_REQUIRE(list.IsArray() && list.Size() == 1u);
+    std::string id = list[0]["delivery_id"].GetString();
+    out = stack.eqctl({"delivery", "show", id, "--json"}, &rc);
+    BOOST_REQUIRE_MESSAGE(rc == 0, out);
+    rapidjson::Document d;
+    d.Parse(out.c_str());
+    BOOST_REQUIRE(d.IsObject());
+    BOOST_TEST(std::string(d["status"].GetString()) == "failed");
+    BOOST_TEST(d["attempts"].GetInt() == 1);
+    bool none_due = !d.HasMember("next_attempt_at") || d["next_attempt_at"].IsNull();
+    BOOST_TEST(none_due, "a retry is scheduled: " << out);
+    BOOST_REQUIRE(d["attempt_log"].Size() == 1u);
+    BOOST_TEST(std::string(d["attempt_log"][0]["error"].GetString()) ==
+               "refused: webhook host resolves to a non-public address");
+    // The attempt's log line says so too.
+    std::string log = eq::it::readFile(dispatcher->logPath());
+    bool logged = false;
+    for (size_t at = log.find(id); at != std::string::npos && !logged; at = log.find(id, at + 1)) {
+      size_t begin = log.rfind('\n', at) + 1;
+      std::string line = log.substr(begin, log.find('\n', at) - begin);
+      logged = line.find("\"outcome\":\"failed\"") != std::string::npos &&
+               line.find("non-public address") != std::string::npos;
+    }
+    BOOST_TEST(logged, "no failed attempt logged for " << id);
+  }
+  BOOST_TEST(hook.received().empty(), "a refused address was reached");
+  BOOST_TEST(hook.connections() == 0);
+  BOOST_TEST(stack.stopAll());
+}

@@ -143,7 +143,7 @@ BOOST_AUTO_TEST_CASE(migrations_apply_once) {
   db.store.reset();
   auto again = Store::open(db.path);  // a second process starting on the same file
   BOOST_REQUIRE(again.isOk());
-  BOOST_TEST(db.scalar("SELECT count(*) FROM schema_migrations") == "6");
+  BOOST_TEST(db.scalar("SELECT count(*) FROM schema_migrations") == "7");
 }
 
 BOOST_AUTO_TEST_CASE(expired_key_is_not_authenticated) {
@@ -632,7 +632,8 @@ BOOST_AUTO_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orphaned) {
       BOOST_REQUIRE(s.createTask(t).isOk());
     }
     BOOST_REQUIRE(
-        s.openCharge(OpenCharge{req, instance, k.account_id, "fast", task, deadline, t0}).isOk());
+        s.openCharge(OpenCharge{req, instance, k.account_id, "fast", task, deadline, t0, ""})
+            .isOk());
   };
   charge("req_live", "api_live", "", t0 + 30'000);
   charge("req_dead_sync", "api_dead", "", t0 + 30'000);
@@ -675,10 +676,118 @@ BOOST_AUTO_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orphaned) {
   BOOST_REQUIRE(s.removeInstance("api_live").isOk());
   BOOST_TEST(s.heartbeatInstance("api_live", t1 + 1).isOk());
   BOOST_REQUIRE(s.openCharge(OpenCharge{"req_again", "api_live", k.account_id, "fast", "",
-                                        t1 + 30'000, t1}).isOk());
+                                        t1 + 30'000, t1, ""})
+                    .isOk());
   BOOST_REQUIRE(s.begin().isOk());
   BOOST_TEST(s.settleOrphanedCharges(t1 + 2, 10'000, 15'000).value().empty());
   BOOST_REQUIRE(s.commit().isOk());
+}
+
+// Issue 13: an async call whose eq-api died before it closed the charge
+// may or may not have its job in the broker. The sweep never fails such a
+// task while its job may still run: a task that has left `queued` is kept
+// (its job reached the broker; its own outcome settles the unit), and a
+// queued one is handed out to be published again, its job as eq-api kept
+// it, then closed as republished, once. The unit stays charged once
+// whatever the job's copies do.
+BOOST_AUTO_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_never_failed) {
+  TempDb db;
+  CreatedKey k = db.newKey(10);
+  Store& s = *db.store;
+  const int64_t t0 = nowMs();
+  auto fast = [&] { return s.quota(k.account_id).value().remaining.fast; };
+  BOOST_REQUIRE(s.registerInstance("api_live", 1, t0).isOk());
+  BOOST_REQUIRE(s.registerInstance("api_dead", 2, t0).isOk());
+  auto charge = [&](const std::string& req, const std::string& instance, const std::string& task,
+                    const std::string& job) {
+    BOOST_REQUIRE(s.chargeQuota(k.account_id, "fast", t0).value() == ChargeOutcome::kCharged);
+    TaskRecord t;
+    t.task_id = task;
+    t.account_id = k.account_id;
+    t.key_id = k.key_id;
+    t.request_id = req;
+    t.mode = "fast";
+    t.created_at = t0;
+    BOOST_REQUIRE(s.createTask(t).isOk());
+    BOOST_REQUIRE(
+        s.openCharge(OpenCharge{req, instance, k.account_id, "fast", task, t0 + 60'000, t0, job})
+            .isOk());
+  };
+  charge("req_queued", "api_dead", "tsk_queued", R"({"job":"queued"})");
+  charge("req_running", "api_dead", "tsk_running", R"({"job":"running"})");
+  charge("req_done", "api_dead", "tsk_done", R"({"job":"done"})");
+  charge("req_worker_failed", "api_dead", "tsk_worker_failed", R"({"job":"worker_failed"})");
+  charge("req_live", "api_live", "tsk_live", R"({"job":"live"})");
+  BOOST_TEST(fast() == 5);
+  // What the dispatcher recorded before the sweep: three jobs reached a
+  // worker; one of them failed there (which refunded it).
+  BOOST_REQUIRE(s.markTaskRunning("tsk_running", t0 + 5).value());
+  BOOST_REQUIRE(s.markTaskSucceeded("tsk_done", R"({"replies":[]})", t0 + 5).value());
+  BOOST_REQUIRE(s.markTaskFailed("tsk_worker_failed", 500, "engine", t0 + 5).value());
+  BOOST_TEST(fast() == 6);
+
+  const int64_t t1 = t0 + 20'000;
+  BOOST_REQUIRE(s.heartbeatInstance("api_live", t1).isOk());
+  BOOST_REQUIRE(s.begin().isOk());
+  auto settled = s.settleOrphanedCharges(t1, 10'000, 15'000);
+  BOOST_REQUIRE(settled.isOk());
+  BOOST_REQUIRE(s.commit().isOk());
+  std::map<std::string, Settlement> by_request;
+  for (const Settlement& st : settled.value()) by_request[st.charge.request_id] = st;
+  BOOST_TEST(by_request.size() == 3u, "the queued task's charge is left to the republisher");
+  for (const char* req : {"req_running", "req_done", "req_worker_failed"}) {
+    BOOST_TEST(by_request[req].action == "kept", req);
+    BOOST_TEST(!by_request[req].task_changed, req);
+    BOOST_TEST(by_request[req].reason.find("reached the broker") != std::string::npos,
+               by_request[req].reason);
+  }
+  BOOST_TEST(by_request["req_running"].reason.find("running") != std::string::npos);
+  BOOST_TEST(s.task("tsk_running").value()->status == "running", "not failed under its worker");
+  BOOST_TEST(fast() == 6, "nothing refunded by the sweep");
+
+  // The queued one: published again with the job eq-api kept.
+  auto jobs = s.orphanedJobs(t1, 10'000, 15'000, 100);
+  BOOST_REQUIRE(jobs.isOk());
+  BOOST_REQUIRE(jobs.value().size() == 1u);
+  const OpenCharge& j = jobs.value()[0];
+  BOOST_TEST(j.request_id == "req_queued");
+  BOOST_TEST(j.task_id == "tsk_queued");
+  BOOST_TEST(j.mode == "fast");
+  BOOST_TEST(j.job == R"({"job":"queued"})");
+  BOOST_REQUIRE(s.begin().isOk());
+  BOOST_TEST(s.settleRepublished(j, t1).value());
+  BOOST_TEST(!s.settleRepublished(j, t1).value(), "closed once");
+  BOOST_REQUIRE(s.commit().isOk());
+  BOOST_TEST(s.orphanedJobs(t1, 10'000, 15'000, 100).value().empty());
+  BOOST_TEST(s.task("tsk_queued").value()->status == "queued");
+  BOOST_TEST(fast() == 6, "still charged: its job is in the queue again");
+  // Both copies of the job report: the task ends once, charged once.
+  BOOST_TEST(s.markTaskSucceeded("tsk_queued", R"({"replies":[]})", t1 + 5).value());
+  BOOST_TEST(!s.markTaskSucceeded("tsk_queued", R"({"replies":[]})", t1 + 6).value());
+  BOOST_TEST(!s.markTaskFailed("tsk_queued", 500, "second copy", t1 + 7).value());
+  BOOST_TEST(fast() == 6);
+
+  // A second sweep has nothing left but the live eq-api's call.
+  BOOST_REQUIRE(s.begin().isOk());
+  BOOST_TEST(s.settleOrphanedCharges(t1 + 1, 10'000, 15'000).value().empty());
+  BOOST_REQUIRE(s.commit().isOk());
+  BOOST_TEST(s.closeCharge("req_live").value());
+  sqlite3* raw = nullptr;
+  BOOST_REQUIRE(sqlite3_open(db.path.c_str(), &raw) == SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  BOOST_REQUIRE(sqlite3_prepare_v2(raw,
+                                   "SELECT action, count(*) FROM settlements GROUP BY action "
+                                   "ORDER BY action",
+                                   -1, &q, nullptr) == SQLITE_OK);
+  std::map<std::string, int> actions;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    actions[reinterpret_cast<const char*>(sqlite3_column_text(q, 0))] = sqlite3_column_int(q, 1);
+  }
+  sqlite3_finalize(q);
+  sqlite3_close(raw);
+  BOOST_TEST(actions.size() == 2u);
+  BOOST_TEST(actions["kept"] == 3);
+  BOOST_TEST(actions["republished"] == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

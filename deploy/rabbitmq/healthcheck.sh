@@ -1,0 +1,27 @@
+#!/bin/sh
+# The compose healthcheck of the first RabbitMQ node (docker-compose.yml).
+# Healthy when the node accepts connections on its listeners AND the cluster
+# has as many running nodes as EQ_AMQP_URL lists addresses: one for a lone
+# broker, three for the cluster profile.
+#
+# Why the count matters: the EQ services declare their quorum queues on
+# their first connect, and a quorum queue gets its replicas on the nodes
+# that are in the cluster at that moment. Declared before rabbitmq-2 and
+# rabbitmq-3 have joined, every queue would have a single replica, and
+# stopping the first node would stop them all. RabbitMQ 3.12 does not add
+# replicas on nodes that join later by itself (`rabbitmq-queues grow` does;
+# docs/scaling.md), so the EQ services, which depend on this check, must
+# not start before the cluster is whole.
+set -eu
+rabbitmq-diagnostics -q check_port_connectivity >/dev/null
+# EQ_AMQP_URL is the same setting the EQ services get: a comma-separated
+# list, one address per node.
+want=$(printf '%s\n' "${EQ_AMQP_URL:-one}" | tr ',' '\n' | grep -c '[^[:space:]]')
+# cluster_status as JSON is one object whose "running_nodes" is a list of
+# node names ("rabbit@host"); count the names in that list alone.
+running=$(rabbitmq-diagnostics -q cluster_status --formatter json | tr -d '\n' |
+  sed -n 's/.*"running_nodes":\[\([^]]*\)\].*/\1/p' | tr ',' '\n' | grep -c '@' || true)
+if [ "${running:-0}" -lt "$want" ]; then
+  echo "$running of $want nodes running in the cluster" >&2
+  exit 1
+fi
