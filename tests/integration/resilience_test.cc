@@ -16,7 +16,6 @@
 // printed as test messages (ctest runs the module with --log_level=message).
 #include <netinet/in.h>
 #include <rapidjson/document.h>
-#include <sqlite3.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
