@@ -23,8 +23,10 @@
 #include <vector>
 
 #include "workers/engine/builtin/example_reader.h"
+#include "workers/engine/builtin/text.h"
 
 namespace eq::engine::builtin {
+namespace detail {
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -149,284 +151,6 @@ bool isNegative(Emotion e) {
 }
 
 bool isPositive(Emotion e) { return e == Emotion::kJoy || e == Emotion::kAffection; }
-
-// ---------------------------------------------------------------------------
-// UTF-8 and character classes.
-
-// Decodes the code point at s[pos] and returns its length in bytes (at least
-// 1, so a scan always advances). A malformed sequence reads as U+FFFD of one
-// byte; callers that emit text sanitize the input first (sanitizeUtf8).
-size_t decodeUtf8(std::string_view s, size_t pos, char32_t* cp) {
-  const auto b0 = static_cast<unsigned char>(s[pos]);
-  if (b0 < 0x80) {
-    *cp = b0;
-    return 1;
-  }
-  size_t len = 0;
-  char32_t v = 0;
-  if ((b0 & 0xE0) == 0xC0) {
-    len = 2;
-    v = b0 & 0x1F;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    len = 3;
-    v = b0 & 0x0F;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    len = 4;
-    v = b0 & 0x07;
-  } else {
-    *cp = 0xFFFD;
-    return 1;
-  }
-  if (pos + len > s.size()) {
-    *cp = 0xFFFD;
-    return 1;
-  }
-  for (size_t i = 1; i < len; ++i) {
-    const auto b = static_cast<unsigned char>(s[pos + i]);
-    if ((b & 0xC0) != 0x80) {
-      *cp = 0xFFFD;
-      return 1;
-    }
-    v = (v << 6) | (b & 0x3F);
-  }
-  // Overlong forms and surrogates are malformed too.
-  if ((len == 2 && v < 0x80) || (len == 3 && v < 0x800) || (len == 4 && v < 0x10000) ||
-      v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
-    *cp = 0xFFFD;
-    return 1;
-  }
-  *cp = v;
-  return len;
-}
-
-void appendUtf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
-// eq-api rejects invalid UTF-8, but the engine is also linked by tools and
-// tests; echoing a stray byte into a reply would make invalid JSON downstream,
-// so malformed input is repaired (each bad byte becomes U+FFFD) before use.
-std::optional<std::string> sanitizeUtf8(std::string_view s) {
-  bool valid = true;
-  for (size_t pos = 0; pos < s.size();) {
-    char32_t cp = 0;
-    const size_t len = decodeUtf8(s, pos, &cp);
-    if (cp == 0xFFFD && len == 1 && static_cast<unsigned char>(s[pos]) >= 0x80) {
-      valid = false;
-      break;
-    }
-    pos += len;
-  }
-  if (valid) return std::nullopt;
-  std::string out;
-  out.reserve(s.size() + 8);
-  for (size_t pos = 0; pos < s.size();) {
-    char32_t cp = 0;
-    const size_t len = decodeUtf8(s, pos, &cp);
-    appendUtf8(out, cp);
-    pos += len;
-  }
-  return out;
-}
-
-bool isCjkIdeograph(char32_t cp) {
-  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
-         (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x20000 && cp <= 0x2FA1F);
-}
-
-// Characters that a tokenizer for CJK text would count one by one: ideographs
-// plus CJK punctuation, kana and full-width forms.
-bool isWideChar(char32_t cp) {
-  return isCjkIdeograph(cp) || (cp >= 0x3000 && cp <= 0x30FF) || (cp >= 0xFF00 && cp <= 0xFFEF);
-}
-
-bool isSpace(char32_t cp) {
-  return cp == ' ' || cp == '\t' || cp == '\n' || cp == '\r' || cp == 0x3000 || cp == 0xA0;
-}
-
-bool isAsciiAlpha(unsigned char b) { return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z'); }
-bool isAsciiAlnum(unsigned char b) { return isAsciiAlpha(b) || (b >= '0' && b <= '9'); }
-char lowerAscii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-// Bytes that make up an English word. The apostrophe belongs to the word so
-// that "don't" is one lexicon term and "won't" never matches "won".
-bool isWordByte(unsigned char b) { return isAsciiAlnum(b) || b == '\''; }
-
-// Characters that end a clause. Negation and degree words never reach across
-// them, and the echo chunk is cut at them. Works on normalized text, where
-// full-width ASCII punctuation has already been folded.
-bool isClauseBreak(char32_t cp) {
-  switch (cp) {
-    case ',':
-    case '.':
-    case '!':
-    case '?':
-    case ';':
-    case ':':
-    case '(':
-    case ')':
-    case '~':
-    case '\n':
-    case '\r':
-    case '"':
-    case 0x3002:
-    case 0x3001:
-    case 0x2026:
-    case 0xFF5E:
-    case 0x2014:
-    case 0x300C:
-    case 0x300D:
-    case 0x300E:
-    case 0x300F:
-    case 0x3010:
-    case 0x3011:
-    case 0x300A:
-    case 0x300B:
-    case 0x201C:
-    case 0x201D:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Normalization. Lexicon terms and messages go through the same function, so
-// matching is a plain byte comparison. origin maps every byte of the
-// normalized text back to the original, which is where echoed terms are cut
-// from (the reply quotes the sender's own spelling, not our folded one).
-
-struct Normalized {
-  std::string text;
-  std::vector<uint32_t> origin;  // origin[i]: byte offset in the original; back() = its size
-};
-
-Normalized normalize(std::string_view s) {
-  Normalized out;
-  out.text.reserve(s.size());
-  out.origin.reserve(s.size() + 1);
-  auto push = [&](char c, size_t at) {
-    out.text.push_back(c);
-    out.origin.push_back(static_cast<uint32_t>(at));
-  };
-  size_t pos = 0;
-  while (pos < s.size()) {
-    const auto b = static_cast<unsigned char>(s[pos]);
-    if (isAsciiAlpha(b)) {
-      // Stretched letters ("sooo", "ewww", "loooove") collapse to one so that
-      // the word matches the lexicon; the stretch itself is still seen as
-      // emphasis on the original text.
-      const char lower = lowerAscii(static_cast<char>(b));
-      size_t run = 1;
-      while (pos + run < s.size() && lowerAscii(s[pos + run]) == lower) ++run;
-      if (run >= 3) {
-        push(lower, pos);
-        pos += run;
-      } else {
-        for (size_t i = 0; i < run; ++i) push(lower, pos + i);
-        pos += run;
-      }
-      continue;
-    }
-    char32_t cp = 0;
-    const size_t len = decodeUtf8(s, pos, &cp);
-    char mapped = 0;
-    if (cp == 0x2018 || cp == 0x2019) {
-      mapped = '\'';
-    } else if (cp >= 0xFF01 && cp <= 0xFF5E) {
-      mapped = lowerAscii(static_cast<char>(cp - 0xFEE0));  // full-width ASCII
-    }
-    if (mapped != 0) {
-      push(mapped, pos);
-    } else {
-      for (size_t i = 0; i < len; ++i) push(s[pos + i], pos + i);
-    }
-    pos += len;
-  }
-  out.origin.push_back(static_cast<uint32_t>(s.size()));
-  return out;
-}
-
-// Counts "units" in text[a, b): one per CJK or other non-ASCII character and
-// one per ASCII word, skipping spaces and clause breaks. Windows of negation
-// and degree words and the echo length limits are measured in these units, so
-// "不觉得你烦" and "don't really feel that" count alike.
-size_t countUnits(std::string_view t, size_t a, size_t b) {
-  size_t units = 0;
-  bool inWord = false;
-  size_t pos = a;
-  while (pos < b) {
-    const auto c = static_cast<unsigned char>(t[pos]);
-    if (c < 0x80) {
-      if (isWordByte(c)) {
-        if (!inWord) ++units;
-        inWord = true;
-      } else {
-        inWord = false;
-      }
-      ++pos;
-      continue;
-    }
-    inWord = false;
-    char32_t cp = 0;
-    const size_t len = decodeUtf8(t, pos, &cp);
-    if (!isSpace(cp) && !isClauseBreak(cp)) ++units;
-    pos += len;
-  }
-  return units;
-}
-
-// The token estimate of PRODUCT.md §3: one token per CJK character and one
-// per whitespace-separated word otherwise. It is an estimate, not what a model
-// tokenizer would say; it only has to be stable and roughly proportional.
-int64_t countTokens(std::string_view s) {
-  int64_t tokens = 0;
-  bool inWord = false;
-  for (size_t pos = 0; pos < s.size();) {
-    char32_t cp = 0;
-    const size_t len = decodeUtf8(s, pos, &cp);
-    if (isWideChar(cp)) {
-      ++tokens;
-      inWord = false;
-    } else if (isSpace(cp)) {
-      inWord = false;
-    } else if (!inWord) {
-      ++tokens;
-      inWord = true;
-    }
-    pos += len;
-  }
-  return tokens;
-}
-
-uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ULL) {
-  for (char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 
 // ---------------------------------------------------------------------------
 // The trie. One byte per edge, so Chinese, English and emoji terms share one
@@ -629,11 +353,12 @@ struct Data {
   ExampleReader examples;  // the team's example posts (parseExamples)
 };
 static_assert(ExampleReader::kClasses == kEmotionCount);
-
 }  // namespace
+}  // namespace detail
 
-struct BuiltinEngine::Tables : Data {};
+struct BuiltinEngine::Tables : detail::Data {};
 
+namespace detail {
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -1454,10 +1179,6 @@ std::pair<size_t, size_t> nounChunk(std::string_view t, size_t s, size_t e, Lang
   return best;
 }
 
-std::string cutOriginal(std::string_view original, const Normalized& n, size_t a, size_t b) {
-  return std::string(original.substr(n.origin[a], n.origin[b] - n.origin[a]));
-}
-
 Stage stageFromScene(Scene scene) {
   switch (scene) {
     case Scene::kDating:
@@ -1559,22 +1280,6 @@ bool readerNamedLast(std::string_view t, size_t a, size_t b) {
     pos += len;
   }
   return you;
-}
-
-bool endsWithAny(std::string_view t, size_t end, std::initializer_list<std::string_view> list) {
-  for (std::string_view w : list) {
-    if (end >= w.size() && t.substr(end - w.size(), w.size()) == w) return true;
-  }
-  return false;
-}
-
-// Where [a, b) ends once trailing spaces and non-question marks are dropped.
-size_t contentEnd(std::string_view t, size_t a, size_t b) {
-  while (b > a && (t[b - 1] == ' ' || t[b - 1] == '!' || t[b - 1] == '~' || t[b - 1] == '.' ||
-                   t[b - 1] == '\n' || t[b - 1] == ',')) {
-    --b;
-  }
-  return b;
 }
 
 // A question ends in "?", in 吗/么, or in a question word (在干嘛, 去哪呢), or
@@ -2413,8 +2118,6 @@ std::string speakBack(std::string_view s, Lang lang) {
   return out;
 }
 
-// Reads a message (and its context and scene) into Signals: the steps above,
-// in order.
 // Does the clause t[a, b) stop mid-sentence? A cut that ends on a word that
 // needs something after it ("my mom is in the hospital and i am", "我觉得很")
 // is a fragment: said back it reads as a broken question ("...and you are?").
@@ -2448,6 +2151,8 @@ size_t clauseEndFrom(std::string_view t, size_t pos) {
   return pos;
 }
 
+// Reads a message (and its context and scene) into Signals: the steps above,
+// in order.
 Signals readMessage(const Data& tables, std::string_view message, std::string_view context,
                     std::string_view sceneName) {
   Signals sig;
@@ -3138,6 +2843,33 @@ std::vector<Strategy> strategiesFor(const Composer& composer, size_t least, size
 }
 
 }  // namespace
+}  // namespace detail
+
+using detail::Act;
+using detail::Candidate;
+using detail::capitalizeFirst;
+using detail::Composer;
+using detail::countTokens;
+using detail::fill;
+using detail::Frames;
+using detail::idx;
+using detail::kActNames;
+using detail::kApplicableFit;
+using detail::kEmotionNames;
+using detail::kStageNames;
+using detail::kStrategyCount;
+using detail::Lang;
+using detail::offerInRounds;
+using detail::parseExamples;
+using detail::parseLexicon;
+using detail::parsePhrases;
+using detail::Picker;
+using detail::readMessage;
+using detail::sanitizeUtf8;
+using detail::Signals;
+using detail::strategiesFor;
+using detail::Strategy;
+using detail::topUp;
 
 // ---------------------------------------------------------------------------
 // BuiltinEngine.
