@@ -24,6 +24,7 @@
 
 #include "workers/engine/builtin/example_reader.h"
 #include "workers/engine/builtin/text.h"
+#include "workers/engine/builtin/trie.h"
 
 namespace eq::engine::builtin {
 namespace detail {
@@ -151,70 +152,6 @@ bool isNegative(Emotion e) {
 }
 
 bool isPositive(Emotion e) { return e == Emotion::kJoy || e == Emotion::kAffection; }
-
-// ---------------------------------------------------------------------------
-// The trie. One byte per edge, so Chinese, English and emoji terms share one
-// structure and a longest match costs one walk from each start position.
-
-class Trie {
- public:
-  Trie() : nodes_(1) { root_.fill(-1); }
-
-  // Returns false when the key is already present.
-  bool insert(std::string_view key, int32_t value) {
-    int32_t node = 0;
-    for (size_t i = 0; i < key.size(); ++i) {
-      const auto b = static_cast<unsigned char>(key[i]);
-      int32_t next = child(node, b);
-      if (next < 0) {
-        next = static_cast<int32_t>(nodes_.size());
-        nodes_.emplace_back();
-        if (node == 0) {
-          root_[b] = next;
-        } else {
-          nodes_[static_cast<size_t>(node)].next.emplace_back(b, next);
-        }
-      }
-      node = next;
-    }
-    Node& n = nodes_[static_cast<size_t>(node)];
-    if (n.value >= 0) return false;
-    n.value = value;
-    return true;
-  }
-
-  // The longest key starting at text[pos] whose end satisfies accept(end);
-  // returns {length, value}, or {0, -1} when none does.
-  template <typename Accept>
-  std::pair<size_t, int32_t> longest(std::string_view text, size_t pos, Accept accept) const {
-    std::pair<size_t, int32_t> best{0, -1};
-    int32_t node = 0;
-    for (size_t i = pos; i < text.size(); ++i) {
-      node = child(node, static_cast<unsigned char>(text[i]));
-      if (node < 0) break;
-      const Node& n = nodes_[static_cast<size_t>(node)];
-      if (n.value >= 0 && accept(i + 1)) best = {i + 1 - pos, n.value};
-    }
-    return best;
-  }
-
- private:
-  struct Node {
-    std::vector<std::pair<unsigned char, int32_t>> next;
-    int32_t value = -1;
-  };
-
-  int32_t child(int32_t node, unsigned char b) const {
-    if (node == 0) return root_[b];
-    for (const auto& [key, to] : nodes_[static_cast<size_t>(node)].next) {
-      if (key == b) return to;
-    }
-    return -1;
-  }
-
-  std::vector<Node> nodes_;
-  std::array<int32_t, 256> root_;  // the root fans out widely; index it directly
-};
 
 // ---------------------------------------------------------------------------
 // Parsed data.
