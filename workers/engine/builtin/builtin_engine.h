@@ -16,7 +16,8 @@
 // terms, degree adverbs, negations, contrast words, clause breaks) are folded
 // left to right into per-emotion scores; the stage comes from the context and
 // the scene. Replies are phrase-bank templates filled with a key term echoed
-// from the message, ranked by a documented score (see builtin_engine.cc).
+// from the message, ranked by a documented score (Composer::candidates,
+// composer.h). builtin_engine.cc lists the files that do each step.
 #pragma once
 
 #include <memory>
@@ -52,8 +53,9 @@ class BuiltinEngine final : public eq::engine::Engine {
   std::string actOf(const AnalyzeInput& in) const;
 
  private:
-  // The parsed, read-only tables. Defined in the .cc so that the lexicon and
-  // composer internals can grow without touching every includer.
+  // The parsed, read-only tables (detail::Data, tables.h). Defined in the .cc
+  // so that the lexicon and composer internals can grow without touching
+  // every includer.
   struct Tables;
 
   explicit BuiltinEngine(std::unique_ptr<const Tables> tables);
