@@ -2,11 +2,11 @@
 // row) and their way through the broker; finish() settles what admission
 // started (the stored response, a refund, a failed task) before answering.
 #include "api/handlers.h"
-
 #include "api/request_util.h"
 #include "api/validation.h"
 #include "common/crypto.h"
 #include "common/ids.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/messages.h"
 
@@ -113,8 +113,9 @@ void ApiService::reply(const CallPtr& c, bool async) {
       if (!a->charged) return Status::ok();
       // Open until finish() settles it; if this process dies first,
       // eq-dispatcher settles it (Store::settleOrphanedCharges).
-      if (Status s = store.openCharge(OpenCharge{request_id, instance, who->account_id, r.mode,
-                                                 a->task_id, deadline, now, a->job});
+      if (Status s =
+              store.openCharge(OpenCharge{request_id, instance, who->account_id, r.mode, a->task_id,
+                                          deadline, now, a->job, a->idem ? a->idem->key : ""});
           !s.isOk()) {
         return s;
       }
@@ -234,10 +235,9 @@ void ApiService::replyAdmitted(const CallPtr& c, bool async, ReplyAdmission& a) 
   ctx_.broker->publishPersistent(
       msg::queueForMode(r.mode), std::move(a.job), [this, info, res, task_id](Status s) {
         if (s.isOk()) {
-          sendJson(info, res, 200,
-                   "{\"task_id\":\"" + task_id + "\",\"status\":\"" +
-                       taskStatusName(TaskStatus::kQueued) + "\"}",
-                   "ok");
+          // The same body a sweeper records for the Idempotency-Key should
+          // this process die before it answers (json::asyncAcceptedBody).
+          sendBody(info, res, 200, json::asyncAcceptedBody(task_id));
           return;
         }
         // Not accepted: the task fails at once, which also refunds its unit
@@ -303,14 +303,32 @@ void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) 
     // process for dead: only the one that closes the open charge refunds.
     bool close_charge = !st->open_charge.empty();
     if (!st->task_id.empty()) {
-      // Failing the task refunds it (and is a no-op if a sweeper failed it
-      // first). If it cannot be written, the open charge stays open, so the
-      // sweeper fails the task later instead of leaving it queued and charged.
+      // Not accepted: the job kept with the open charge goes first, so that
+      // a sweeper which finds the charge open fails the task (and refunds
+      // it) rather than publishing the job again. Failing the task here
+      // refunds it (and is a no-op if a sweeper settled it first). If it
+      // cannot be written, the open charge stays open for the sweeper; if
+      // even the job could not be dropped, the sweeper publishes it and the
+      // task runs, charged once, although this answer said 503
+      // (docs/architecture.md, "Crash-safe accounting").
+      if (!st->open_charge.empty()) {
+        if (Status f = store.forgetChargeJob(st->open_charge); !f.isOk()) {
+          st->errors.push_back("could not drop the unaccepted job from its open charge: " +
+                               f.msg());
+        }
+      }
       Result<bool> failed = store.markTaskFailed(st->task_id, 503, st->task_msg, now);
       if (!failed.isOk()) {
         st->errors.push_back("could not fail unaccepted task; left to the sweeper: " +
                              failed.status().msg());
         close_charge = false;
+      } else if (!failed.value()) {
+        // The task had already left `queued`: a sweeper took this process
+        // for dead and published the job again, and a worker has it. The
+        // unit is the task's to settle; this answer's 503 is out of date.
+        st->errors.push_back(
+            "unaccepted task already taken by a worker (published again by "
+            "a sweeper); it will run, charged once");
       }
     }
     bool still_open = true;

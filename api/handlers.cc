@@ -10,10 +10,14 @@ namespace eq::api {
 
 void ApiService::sendJson(const Info& info, const Responder& res, int status,
                           std::string_view data_json, std::string_view msg) {
+  sendBody(info, res, status, json::envelope(status == 200 ? 0 : status, data_json, msg));
+}
+
+void ApiService::sendBody(const Info& info, const Responder& res, int status, std::string body) {
   HttpResponse r;
   r.status = status;
   r.headers.emplace_back("Content-Type", "application/json; charset=utf-8");
-  r.body = json::envelope(status == 200 ? 0 : status, data_json, msg);
+  r.body = std::move(body);
   finish(info, res, std::move(r));
 }
 

@@ -259,6 +259,8 @@ class ApiService {
   void send(const Info& info, const Responder& res, HttpResponse r);
   void sendJson(const Info& info, const Responder& res, int status, std::string_view data_json,
                 std::string_view msg);
+  // A JSON body already in its envelope.
+  void sendBody(const Info& info, const Responder& res, int status, std::string body);
   void sendError(const Info& info, const Responder& res, int status, std::string_view msg);
   void unauthorized(const Info& info, const Responder& res);
   void unavailable(const Info& info, const Responder& res, std::string_view what);

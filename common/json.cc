@@ -158,6 +158,13 @@ std::string envelope(int code, std::string_view data_json, std::string_view msg)
   return out;
 }
 
+std::string asyncAcceptedBody(std::string_view task_id) {
+  std::string data = "{\"task_id\":";
+  appendQuoted(data, task_id);
+  data += ",\"status\":\"queued\"}";
+  return envelope(0, data, "ok");
+}
+
 std::string getString(const rapidjson::Value& obj, const char* name, std::string_view fallback) {
   if (!obj.IsObject()) return std::string(fallback);
   auto it = obj.FindMember(name);

@@ -50,6 +50,12 @@ std::string toString(const rapidjson::Value& v);
 // (use "null" on errors).
 std::string envelope(int code, std::string_view data_json, std::string_view msg);
 
+// The 200 body of POST /api/v1/reply/async, {"task_id", "status": "queued"}
+// in the envelope. eq-api answers with it; eq-dispatcher writes it into the
+// Idempotency-Key record of a call whose eq-api died before answering
+// (Store::settleOrphanedCharges), so a retry with the key gets this answer.
+std::string asyncAcceptedBody(std::string_view task_id);
+
 // Small typed readers for documents we produced ourselves (broker messages).
 // They return the fallback when the member is absent or has another type.
 std::string getString(const rapidjson::Value& obj, const char* name,

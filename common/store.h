@@ -217,6 +217,8 @@ struct OpenCharge {
   // broker confirmed it so that a sweeper can publish it again. Empty for
   // charges opened by an eq-api older than schema version 7.
   std::string job;
+  // The call's Idempotency-Key, empty without one.
+  std::string idem_key;
 };
 
 // What a sweeper did with an orphaned charge.
@@ -510,6 +512,16 @@ class Store {
   // (action "republished"); false when someone else closed it first. Runs
   // inside the caller's transaction.
   Result<bool> settleRepublished(const OpenCharge& charge, int64_t now_ms);
+  // Fails the task of an orphaned job the broker keeps refusing, which
+  // refunds it, closes the charge and records it (action "task_failed");
+  // false when someone else closed the charge first. Runs inside the
+  // caller's transaction.
+  Result<bool> settleUnpublishable(const OpenCharge& charge, int64_t now_ms,
+                                   const std::string& reason);
+  // Drops the job kept with an open charge: its call is not going to be
+  // accepted (eq-api answered 503), so a sweeper must fail the task rather
+  // than publish the job again.
+  Status forgetChargeJob(const std::string& request_id);
   // Settlement records and dead instances older than cutoff_ms.
   Result<int> purgeSettlementsBefore(int64_t cutoff_ms, int limit);
 
@@ -630,6 +642,10 @@ class Store {
                     int64_t calls, int64_t refunded);
   // A sweeper's settlement row (schema/migrations/005_settlement.sql).
   Status recordSettlement(const Settlement& s, int64_t now_ms);
+  // Settles the Idempotency-Key record of a settled charge, if the call had
+  // one: kept or republished, the record answers with the task the client
+  // was charged for; refunded or failed, it is dropped so a retry runs.
+  Status settleIdempotencyOf(const Settlement& s);
   sqlite3_stmt* prepare(const char* sql);  // cached; nullptr on error (logged)
   Status error(const char* what) const;
 

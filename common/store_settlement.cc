@@ -1,8 +1,8 @@
 // Crash-safe accounting: eq-api's instances and open charges, and the
 // sweep that settles the charges of an eq-api that died
 // (schema/migrations/005_settlement.sql explains the tables).
+#include "common/json.h"
 #include "common/store.h"
-
 #include "common/store_query.h"
 
 namespace eq {
@@ -36,13 +36,20 @@ Status Store::removeInstance(const std::string& instance_id) {
 }
 
 Status Store::openCharge(const OpenCharge& c) {
-  Query q(prepare(
-      "INSERT INTO open_charges (request_id, instance_id, account_id, mode, task_id, "
-      "deadline_at, created_at, job) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
+  Query q(
+      prepare("INSERT INTO open_charges (request_id, instance_id, account_id, mode, task_id, "
+              "deadline_at, created_at, job, idem_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   q.bind(1, c.request_id).bind(2, c.instance_id).bind(3, c.account_id).bind(4, c.mode);
   q.bindOptText(5, c.task_id).bind(6, c.deadline_at_ms).bind(7, c.created_at_ms);
-  q.bindOptText(8, c.job);
+  q.bindOptText(8, c.job).bindOptText(9, c.idem_key);
   if (q.step() != SQLITE_DONE) return error("open charge");
+  return Status::ok();
+}
+
+Status Store::forgetChargeJob(const std::string& request_id) {
+  Query q(prepare("UPDATE open_charges SET job = NULL WHERE request_id = ?"));
+  q.bind(1, request_id);
+  if (q.step() != SQLITE_DONE) return error("forget charge job");
   return Status::ok();
 }
 
@@ -67,7 +74,8 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
     // kept is published again by the dispatcher's consumer thread.
     Query q(prepare(
         "SELECT c.request_id, c.instance_id, c.account_id, c.mode, c.task_id, c.deadline_at, "
-        "c.created_at, i.id IS NULL OR i.heartbeat_at < ?1, coalesce(t.status, '') "
+        "c.created_at, i.id IS NULL OR i.heartbeat_at < ?1, coalesce(t.status, ''), "
+        "coalesce(c.idem_key, '') "
         "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "
         "LEFT JOIN tasks t ON t.id = c.task_id "
         "WHERE " EQ_ORPHANED_CHARGE
@@ -78,8 +86,8 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
     int rc;
     while ((rc = q.step()) == SQLITE_ROW) {
       Settlement s;
-      s.charge = OpenCharge{q.text(0), q.text(1),  q.text(2),  q.text(3),
-                            q.text(4), q.int64(5), q.int64(6), ""};
+      s.charge = OpenCharge{q.text(0),  q.text(1),  q.text(2), q.text(3), q.text(4),
+                            q.int64(5), q.int64(6), "",        q.text(9)};
       s.reason = q.int64(7) != 0 ? "eq-api stopped before the call ended"
                                  : "the call outlived its deadline unsettled";
       found.push_back(std::move(s));
@@ -121,6 +129,7 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
                                                task_status[n] + "), whose outcome settles the unit";
     }
     if (Status r = recordSettlement(s, now_ms); !r.isOk()) return r;
+    if (Status r = settleIdempotencyOf(s); !r.isOk()) return r;
     settled.push_back(std::move(s));
   }
   return settled;
@@ -130,7 +139,7 @@ Result<std::vector<OpenCharge>> Store::orphanedJobs(int64_t now_ms, int64_t stal
                                                     int64_t grace_ms, int limit) {
   Query q(
       prepare("SELECT c.request_id, c.instance_id, c.account_id, c.mode, c.task_id, c.deadline_at, "
-              "c.created_at, c.job "
+              "c.created_at, c.job, coalesce(c.idem_key, '') "
               "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "
               "JOIN tasks t ON t.id = c.task_id "
               "WHERE " EQ_ORPHANED_CHARGE " AND c.job IS NOT NULL AND t.status = 'queued' "
@@ -141,7 +150,7 @@ Result<std::vector<OpenCharge>> Store::orphanedJobs(int64_t now_ms, int64_t stal
   int rc;
   while ((rc = q.step()) == SQLITE_ROW) {
     out.push_back(OpenCharge{q.text(0), q.text(1), q.text(2), q.text(3), q.text(4), q.int64(5),
-                             q.int64(6), q.text(7)});
+                             q.int64(6), q.text(7), q.text(8)});
   }
   if (rc != SQLITE_DONE) return error("read orphaned jobs");
   return out;
@@ -159,7 +168,38 @@ Result<bool> Store::settleRepublished(const OpenCharge& charge, int64_t now_ms) 
       "eq-api did not settle the call, and whether its job reached the broker is unknown: "
       "published again (it may run twice; its task ends once, charged once)";
   if (Status r = recordSettlement(s, now_ms); !r.isOk()) return r;
+  if (Status r = settleIdempotencyOf(s); !r.isOk()) return r;
   return true;
+}
+
+Result<bool> Store::settleUnpublishable(const OpenCharge& charge, int64_t now_ms,
+                                        const std::string& reason) {
+  Result<bool> closed = closeCharge(charge.request_id);
+  if (!closed.isOk() || !closed.value()) return closed;
+  Settlement s;
+  s.charge = charge;
+  s.action = "task_failed";
+  s.reason = reason;
+  // Failing a task refunds it; a no-op if the task left `queued` meanwhile
+  // (a copy of the job reached a worker after all: its outcome settles it).
+  Result<bool> failed = markTaskFailed(charge.task_id, 503, "not accepted: " + reason, now_ms);
+  if (!failed.isOk()) return failed.status();
+  s.task_changed = failed.value();
+  if (!s.task_changed) s.action = "kept";
+  if (Status r = recordSettlement(s, now_ms); !r.isOk()) return r;
+  if (Status r = settleIdempotencyOf(s); !r.isOk()) return r;
+  return true;
+}
+
+Status Store::settleIdempotencyOf(const Settlement& s) {
+  if (s.charge.idem_key.empty()) return Status::ok();
+  // Matched by the request that opened the record: a record some later
+  // request took over (its lease ran out) is that request's to settle.
+  const IdempotencyRequest req{s.charge.account_id, s.charge.idem_key, "", "", s.charge.request_id};
+  if (s.action == "kept" || s.action == "republished") {
+    return completeIdempotent(req, 200, json::asyncAcceptedBody(s.charge.task_id));
+  }
+  return abandonIdempotent(req);
 }
 
 Status Store::recordSettlement(const Settlement& s, int64_t now_ms) {

@@ -52,9 +52,6 @@ Status Dispatcher::serve(amqp::Connection& conn) {
   if (Status s = conn.qos(kPrefetch); !s.isOk()) return s;
   if (Status s = conn.consume(msg::kQueueTaskEvents); !s.isOk()) return s;
   if (Status s = conn.consume(msg::kQueueDead); !s.isOk()) return s;
-  if (republisher_ != nullptr) {
-    if (Status s = conn.enableConfirms(); !s.isOk()) return s;
-  }
   log::info("dispatcher consuming");
   if (metrics_ != nullptr) metrics_->brokerConnected();
   std::vector<amqp::Delivery> batch;
@@ -68,7 +65,7 @@ Status Dispatcher::serve(amqp::Connection& conn) {
     if (republisher_ != nullptr) {
       // Due every couple of seconds; next() below returns at least once a
       // second, so an idle dispatcher gets here too.
-      if (Result<int> r = republisher_->step(conn, nowMs()); !r.isOk()) return r.status();
+      republisher_->step(nowMs());
     }
     Result<amqp::Event> ev = conn.next(1000);
     if (!ev.isOk()) return ev.status();

@@ -14,9 +14,9 @@
 // what was left undone.
 //
 // Between batches it also runs the JobRepublisher, if given
-// (dispatcher/settler.h): publishing the jobs of a dead eq-api's charges
-// again needs this thread's broker connection, whose channel is therefore in
-// confirm mode.
+// (dispatcher/settler.h), which publishes the jobs of a dead eq-api's
+// charges again on a connection of its own, so a blocked or slow publish
+// never costs this thread the connection it reads task events on.
 //
 // Runs on the calling thread until `stop` becomes true. Borrows the Store
 // (this thread's own connection), which must outlive it, the write gate

@@ -120,7 +120,8 @@ int main() {
   {
     // The half of settling that publishes (dispatcher/settler.h), on the
     // consumer thread with its Store, with the settler's timing.
-    eq::dispatch::JobRepublisher republisher(*consumer_store.value(), opts.settler, &db_writes);
+    eq::dispatch::JobRepublisher republisher(*consumer_store.value(), config.amqp_url, opts.settler,
+                                             &db_writes);
     eq::dispatch::DeliverySender sender(*sender_store.value(), std::move(opts), g_stop);
     std::thread sender_thread([&sender] { sender.run(); });
     eq::dispatch::Dispatcher dispatcher(

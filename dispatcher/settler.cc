@@ -1,5 +1,8 @@
 #include "dispatcher/settler.h"
 
+#include <algorithm>
+
+#include "common/defaults.h"
 #include "common/log.h"
 #include "common/messages.h"
 #include "dispatcher/db_writes.h"
@@ -68,10 +71,36 @@ namespace {
 // for its confirm (eq-api waits as long for its own).
 constexpr int kRepublishBatch = 100;
 constexpr int kConfirmTimeoutMs = 3'000;
+// The longest wait between sweeps while the broker cannot be reached or
+// does not confirm.
+constexpr int64_t kMaxBackoffMs = 60'000;
 
 }  // namespace
 
-Result<int> JobRepublisher::step(amqp::Connection& conn, int64_t now_ms) {
+bool JobRepublisher::connected() {
+  if (conn_ != nullptr && !conn_->broken()) return true;
+  conn_.reset();
+  Result<std::unique_ptr<amqp::Connection>> c = amqp::Connection::open(
+      amqp_url_, "eq-dispatcher republisher", defaults::kAmqpHeartbeatSeconds, &first_broker_);
+  if (!c.isOk()) {
+    log::warn("job republisher: broker not reachable; next sweep later",
+              {{"error", c.status().msg()}});
+    return false;
+  }
+  if (Status s = c.value()->enableConfirms(); !s.isOk()) {
+    log::warn("job republisher: confirms not enabled; next sweep later", {{"error", s.msg()}});
+    return false;
+  }
+  conn_ = std::move(c).value();
+  return true;
+}
+
+void JobRepublisher::backOff(int64_t now_ms) {
+  backoff_ms_ = std::min(kMaxBackoffMs, std::max(opts_.interval_ms, backoff_ms_ * 2));
+  next_run_ms_ = now_ms + backoff_ms_;
+}
+
+int JobRepublisher::step(int64_t now_ms) {
   if (now_ms < next_run_ms_) return 0;
   next_run_ms_ = now_ms + opts_.interval_ms;
   // A read, outside the gate: the rows are settled only by whoever closes
@@ -83,22 +112,48 @@ Result<int> JobRepublisher::step(amqp::Connection& conn, int64_t now_ms) {
               {{"error", found.status().msg()}});
     return 0;
   }
+  if (found.value().empty()) {
+    // Nothing to publish: the connection is not kept open for nothing.
+    conn_.reset();
+    refusals_.clear();
+    return 0;
+  }
+  if (!connected()) {
+    backOff(now_ms);
+    return 0;
+  }
   std::vector<const OpenCharge*> confirmed;
+  std::vector<const OpenCharge*> refused;  // kMaxRefusals times: given up
   for (const OpenCharge& c : found.value()) {
     amqp::PublishOptions opts;
     opts.persistent = true;
-    Status s = conn.publishConfirmed(msg::queueForMode(c.mode), c.job, opts, kConfirmTimeoutMs);
+    Status s = conn_->publishConfirmed(msg::queueForMode(c.mode), c.job, opts, kConfirmTimeoutMs);
     if (s.isOk()) {
       confirmed.push_back(&c);
+      refusals_.erase(c.request_id);
       continue;
     }
-    if (conn.broken()) return s;
-    // Refused (nack): left open, published again at a later sweep.
-    log::warn("job republisher: the broker refused a job; retried at the next sweep",
-              {{"request_id", c.request_id}, {"task_id", c.task_id}, {"error", s.msg()}});
+    if (conn_->broken()) {
+      // Blocked by an alarm or gone: what was confirmed so far is settled
+      // below, the rest waits for a later sweep.
+      log::warn("job republisher: publishing failed; next sweep later", {{"error", s.msg()}});
+      conn_.reset();
+      backOff(now_ms);
+      break;
+    }
+    int& n = refusals_[c.request_id];
+    if (++n >= kMaxRefusals) {
+      refused.push_back(&c);
+    } else {
+      log::warn("job republisher: the broker refused a job; retried at the next sweep",
+                {{"request_id", c.request_id}, {"task_id", c.task_id}, {"error", s.msg()}});
+    }
   }
-  if (confirmed.empty()) return 0;
-  std::vector<const OpenCharge*> settled;
+  if (conn_ != nullptr) backoff_ms_ = 0;
+  if (confirmed.empty() && refused.empty()) return 0;
+  const std::string give_up = "the broker refused its job " + std::to_string(kMaxRefusals) +
+                              " times when it was published again";
+  std::vector<std::pair<const OpenCharge*, const char*>> settled;
   Status s = [&] {
     std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
     if (Status b = store_.begin(); !b.isOk()) return b;
@@ -110,7 +165,15 @@ Result<int> JobRepublisher::step(amqp::Connection& conn, int64_t now_ms) {
       }
       // false: eq-api (alive after all) or the settler closed it first; the
       // copy just published is a duplicate, which changes nothing.
-      if (r.value()) settled.push_back(c);
+      if (r.value()) settled.emplace_back(c, "republished");
+    }
+    for (const OpenCharge* c : refused) {
+      Result<bool> r = store_.settleUnpublishable(*c, now_ms, give_up);
+      if (!r.isOk()) {
+        store_.rollback();
+        return r.status();
+      }
+      if (r.value()) settled.emplace_back(c, "task_failed");
     }
     return store_.commit();
   }();
@@ -121,15 +184,18 @@ Result<int> JobRepublisher::step(amqp::Connection& conn, int64_t now_ms) {
                {{"error", s.msg()}});
     return 0;
   }
-  for (const OpenCharge* c : settled) {
+  for (const OpenCharge* c : refused) refusals_.erase(c->request_id);
+  for (const auto& [c, action] : settled) {
     log::warn("settled a charge eq-api left open",
               {{"request_id", c->request_id},
                {"instance", c->instance_id},
                {"account_id", c->account_id},
                {"mode", c->mode},
                {"task_id", c->task_id},
-               {"action", "republished"},
-               {"reason", "whether its job reached the broker is unknown: published again"}});
+               {"action", action},
+               {"reason", std::string_view(action) == "republished"
+                              ? "whether its job reached the broker is unknown: published again"
+                              : give_up}});
   }
   auto n = static_cast<int>(settled.size());
   settled_total_ += n;

@@ -25,13 +25,19 @@
 //
 // ChargeSettler lives on the sender thread (dispatcher/sender.h) and borrows
 // that thread's Store; the caller holds the dispatcher's write gate around
-// step(). JobRepublisher lives on the consumer thread (dispatcher/dispatcher.h),
-// which owns the broker connection it publishes on, and borrows that
-// thread's Store and the write gate, which it takes itself.
+// step(). JobRepublisher is called on the consumer thread
+// (dispatcher/dispatcher.h) and borrows that thread's Store and the write
+// gate, which it takes itself. It publishes on a connection of its own,
+// opened when there is something to publish: a publisher may be blocked by
+// the broker (a resource alarm) or see its confirms time out, and neither
+// may cost the consumer the connection it reads task events on.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <unordered_map>
 
 #include "common/amqp.h"
 #include "common/store.h"
@@ -65,23 +71,41 @@ class ChargeSettler {
 
 class JobRepublisher {
  public:
-  JobRepublisher(Store& store, SettlerOptions opts, std::mutex* db_writes = nullptr)
-      : store_(store), opts_(opts), db_writes_(db_writes) {}
+  // A broker that refuses (nacks) the same job this many sweeps in a row is
+  // not going to take it: its task is failed and refunded, as eq-api would
+  // have done had its own publish been refused (settleUnpublishable).
+  static constexpr int kMaxRefusals = 5;
 
-  // If a sweep is due: publishes again, on `conn` (confirms enabled), the
-  // job of each orphaned async charge whose task is still queued, and once
-  // the broker has confirmed them settles those charges in one transaction.
-  // Returns the number settled, or the error of a connection that broke
-  // (the caller reconnects; what was not settled is published again by a
-  // later sweep).
-  Result<int> step(amqp::Connection& conn, int64_t now_ms);
+  JobRepublisher(Store& store, std::string amqp_url, SettlerOptions opts,
+                 std::mutex* db_writes = nullptr)
+      : store_(store), amqp_url_(std::move(amqp_url)), opts_(opts), db_writes_(db_writes) {}
+
+  // If a sweep is due: publishes again the job of each orphaned async
+  // charge whose task is still queued, and once the broker has confirmed
+  // them settles those charges in one transaction. Returns the number
+  // settled. Never fails its caller: a broker it cannot reach or publish to
+  // is tried again at a later sweep, after a wait that doubles (up to a
+  // minute) while it keeps failing, and what was not settled stays open.
+  int step(int64_t now_ms);
   int64_t settledTotal() const { return settled_total_; }
 
  private:
+  // The publishing connection, opened (confirms enabled) when missing or
+  // broken; false when the broker cannot be reached.
+  bool connected();
+  void backOff(int64_t now_ms);
+
   Store& store_;
+  std::string amqp_url_;
   SettlerOptions opts_;
   std::mutex* db_writes_;  // optional, borrowed (dispatcher/db_writes.h)
+  std::unique_ptr<amqp::Connection> conn_;
+  std::size_t first_broker_ = 0;  // of a cluster's addresses (amqp::Connection::open)
   int64_t next_run_ms_ = 0;
+  int64_t backoff_ms_ = 0;  // 0 while things work
+  // Consecutive refusals per open charge (request id), in memory: after a
+  // restart the count starts over, which only delays the give-up.
+  std::unordered_map<std::string, int> refusals_;
   int64_t settled_total_ = 0;
 };
 

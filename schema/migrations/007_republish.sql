@@ -12,6 +12,12 @@
 -- (message and context) stays in the row only until the charge is closed,
 -- milliseconds for a live eq-api.
 ALTER TABLE open_charges ADD COLUMN job TEXT;
+-- The call's Idempotency-Key, when it had one: a sweeper that settles the
+-- charge settles the key's record too (Store::settleOrphanedCharges), so a
+-- client retrying with the key gets the task it was charged for, or runs
+-- afresh when the call was refunded, instead of 409 "in progress" and then,
+-- once the record's lease ran out, a second charge.
+ALTER TABLE open_charges ADD COLUMN idem_key TEXT;
 
 -- settlements gains the action `republished`. SQLite cannot change a CHECK
 -- constraint in place: the table is rebuilt (no foreign key refers to it).

@@ -1274,19 +1274,25 @@ BOOST_AUTO_TEST_CASE(eq_api_killed_after_the_broker_confirmed_its_jobs_fails_non
   // Admitted (charged, task row, open charge with its job) while a memory
   // alarm holds every publish back...
   MemoryAlarm alarm;
-  std::vector<long> answers(2 * kEach, 0);  // one slot per caller
+  // Every call carries an Idempotency-Key: eq-api cannot record its answer
+  // (the database is locked below), so the key's record is settled with the
+  // charge, and a retry after the kill must get the same task.
+  auto bodyOf = [&](int i) {
+    return std::string(R"({"mode":")") + (i < kEach ? "fast" : "standard") +
+           R"(","message":"确认之后 )" + std::to_string(i) +
+           R"(","reply_count":1,"webhook_url":")" + receiver.url() + "\"}";
+  };
+  auto call = [&](int i) {
+    return eq::it::httpRequest(
+        "POST", stack.url("/api/v1/reply/async"),
+        {"Authorization: Bearer " + key.api_key, "Content-Type: application/json; charset=utf-8",
+         "Idempotency-Key: confirmed-" + std::to_string(i)},
+        bodyOf(i));
+  };
+  std::vector<HttpResult> answers(2 * kEach);  // one slot per caller
   std::vector<std::jthread> callers;
   for (int i = 0; i < 2 * kEach; ++i) {
-    const char* mode = i < kEach ? "fast" : "standard";
-    callers.emplace_back([&, i, mode] {
-      answers[static_cast<size_t>(i)] =
-          post(stack, "/api/v1/reply/async",
-               std::string(R"({"mode":")") + mode + R"(","message":"确认之后 )" +
-                   std::to_string(i) + R"(","reply_count":1,"webhook_url":")" + receiver.url() +
-                   "\"}",
-               key)
-              .status;
-    });
+    callers.emplace_back([&, i] { answers[static_cast<size_t>(i)] = call(i); });
   }
   int64_t until = nowMs() + 10000;
   auto open = [&] {
@@ -1336,7 +1342,9 @@ BOOST_AUTO_TEST_CASE(eq_api_killed_after_the_broker_confirmed_its_jobs_fails_non
   eq::it::DbWriteLock lock(db);
   alarm.clear();
   for (std::jthread& t : callers) t.join();
-  for (long status : answers) BOOST_REQUIRE_EQUAL(status, 200);
+  for (const HttpResult& a : answers) BOOST_REQUIRE_MESSAGE(a.status == 200, a.body);
+  BOOST_REQUIRE(queryInt(db, "SELECT count(*) FROM idempotency_keys WHERE state = 'pending'") ==
+                2 * kEach);
   stack.process("api-0")->kill9();
   lock.release();
   BOOST_REQUIRE(open() == 2 * kEach);
@@ -1390,6 +1398,20 @@ BOOST_AUTO_TEST_CASE(eq_api_killed_after_the_broker_confirmed_its_jobs_fails_non
                r);
   }
   BOOST_TEST(queryInt(db, "SELECT count(*) FROM tasks WHERE status = 'failed'") == 0);
+
+  // A client that retries with its Idempotency-Key (on a new eq-api, same
+  // port) gets the answer it was given, the same task, and is not charged
+  // again: the keys were settled with the charges (before, a retry got 409
+  // "in progress" for ten minutes, then a second charge).
+  stack.spawn("api-1", {"eq-api"}, {{"EQ_HTTP_PORT", std::to_string(stack.apiPort(0))}})
+      ->waitForLog("\"msg\":\"listening\"", 10000);
+  for (int i = 0; i < 2 * kEach; ++i) {
+    HttpResult again = call(i);
+    BOOST_TEST(again.status == 200, again.body);
+    BOOST_TEST(again.body == answers[static_cast<size_t>(i)].body, "the same task");
+    BOOST_TEST(again.headers.count("idempotent-replayed") == 1u);
+  }
+  BOOST_TEST(queryInt(db, "SELECT count(*) FROM tasks") == 2 * kEach, "no task added");
 
   // The standard worker runs both copies of each job: its queue held the
   // originals (prefetched by the stopped worker) and the copies.

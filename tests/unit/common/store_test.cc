@@ -4,12 +4,13 @@
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
-#include <map>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 
 #include "common/crypto.h"
+#include "common/json.h"
 #include "common/timefmt.h"
 #include "tests/unit/temp_db.h"
 
@@ -632,7 +633,7 @@ BOOST_AUTO_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orphaned) {
       BOOST_REQUIRE(s.createTask(t).isOk());
     }
     BOOST_REQUIRE(
-        s.openCharge(OpenCharge{req, instance, k.account_id, "fast", task, deadline, t0, ""})
+        s.openCharge(OpenCharge{req, instance, k.account_id, "fast", task, deadline, t0, "", ""})
             .isOk());
   };
   charge("req_live", "api_live", "", t0 + 30'000);
@@ -676,7 +677,7 @@ BOOST_AUTO_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orphaned) {
   BOOST_REQUIRE(s.removeInstance("api_live").isOk());
   BOOST_TEST(s.heartbeatInstance("api_live", t1 + 1).isOk());
   BOOST_REQUIRE(s.openCharge(OpenCharge{"req_again", "api_live", k.account_id, "fast", "",
-                                        t1 + 30'000, t1, ""})
+                                        t1 + 30'000, t1, "", ""})
                     .isOk());
   BOOST_REQUIRE(s.begin().isOk());
   BOOST_TEST(s.settleOrphanedCharges(t1 + 2, 10'000, 15'000).value().empty());
@@ -709,9 +710,9 @@ BOOST_AUTO_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_never_fa
     t.mode = "fast";
     t.created_at = t0;
     BOOST_REQUIRE(s.createTask(t).isOk());
-    BOOST_REQUIRE(
-        s.openCharge(OpenCharge{req, instance, k.account_id, "fast", task, t0 + 60'000, t0, job})
-            .isOk());
+    BOOST_REQUIRE(s.openCharge(OpenCharge{req, instance, k.account_id, "fast", task, t0 + 60'000,
+                                          t0, job, ""})
+                      .isOk());
   };
   charge("req_queued", "api_dead", "tsk_queued", R"({"job":"queued"})");
   charge("req_running", "api_dead", "tsk_running", R"({"job":"running"})");
@@ -788,6 +789,83 @@ BOOST_AUTO_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_never_fa
   BOOST_TEST(actions.size() == 2u);
   BOOST_TEST(actions["kept"] == 3);
   BOOST_TEST(actions["republished"] == 1);
+}
+
+// The Idempotency-Key of a call whose eq-api died before answering is
+// settled with the charge: a retry with the key gets the task the client was
+// charged for (kept, republished), or runs afresh when the call was refunded
+// (a sync call, a job the broker kept refusing), instead of 409 "in
+// progress" and then, once the record's lease ran out, a second charge.
+BOOST_AUTO_TEST_CASE(an_orphaned_calls_idempotency_key_is_settled_with_its_charge) {
+  TempDb db;
+  CreatedKey k = db.newKey(10);
+  Store& s = *db.store;
+  const int64_t t0 = nowMs();
+  auto fast = [&] { return s.quota(k.account_id).value().remaining.fast; };
+  BOOST_REQUIRE(s.registerInstance("api_dead", 2, t0).isOk());
+  auto call = [&](const std::string& req, const std::string& idem, const std::string& task,
+                  const std::string& job) {
+    IdempotencyRequest r{k.account_id, idem, task.empty() ? "/api/v1/reply" : "/api/v1/reply/async",
+                         crypto::sha256(idem), req};
+    BOOST_REQUIRE((s.beginIdempotent(r, t0).value().state == IdempotencyState::kStarted));
+    BOOST_REQUIRE(s.chargeQuota(k.account_id, "fast", t0).value() == ChargeOutcome::kCharged);
+    if (!task.empty()) {
+      TaskRecord t;
+      t.task_id = task;
+      t.account_id = k.account_id;
+      t.key_id = k.key_id;
+      t.request_id = req;
+      t.mode = "fast";
+      t.created_at = t0;
+      BOOST_REQUIRE(s.createTask(t).isOk());
+    }
+    BOOST_REQUIRE(s.openCharge(OpenCharge{req, "api_dead", k.account_id, "fast", task, t0 + 60'000,
+                                          t0, job, idem})
+                      .isOk());
+    return r;
+  };
+  const IdempotencyRequest sync = call("req_sync", "key-sync", "", "");
+  const IdempotencyRequest running = call("req_running", "key-running", "tsk_running", "{}");
+  const IdempotencyRequest queued = call("req_queued", "key-queued", "tsk_queued", "{}");
+  const IdempotencyRequest refused = call("req_refused", "key-refused", "tsk_refused", "{}");
+  BOOST_REQUIRE(s.markTaskRunning("tsk_running", t0 + 5).value());
+  BOOST_TEST(fast() == 6);
+
+  const int64_t t1 = t0 + 20'000;
+  BOOST_REQUIRE(s.begin().isOk());
+  BOOST_REQUIRE(s.settleOrphanedCharges(t1, 10'000, 15'000).isOk());
+  auto jobs = s.orphanedJobs(t1, 10'000, 15'000, 100);
+  BOOST_REQUIRE(jobs.isOk());
+  BOOST_REQUIRE(jobs.value().size() == 2u);
+  for (const OpenCharge& j : jobs.value()) {
+    BOOST_TEST(!j.idem_key.empty());
+    if (j.task_id == "tsk_queued") {
+      BOOST_TEST(s.settleRepublished(j, t1).value());
+    } else {
+      BOOST_TEST(s.settleUnpublishable(j, t1, "the broker refused its job 5 times").value());
+      BOOST_TEST(!s.settleUnpublishable(j, t1, "again").value(), "closed once");
+    }
+  }
+  BOOST_REQUIRE(s.commit().isOk());
+  BOOST_TEST(fast() == 8, "the sync call and the refused job refunded, the other two kept");
+  BOOST_TEST(s.task("tsk_refused").value()->status == "failed");
+
+  // Kept and republished: the retry is the answer eq-api would have sent.
+  for (const auto& [r, task] : {std::pair{running, "tsk_running"}, {queued, "tsk_queued"}}) {
+    IdempotencyRequest retry = r;
+    retry.request_id = "req_retry_" + std::string(task);
+    IdempotencyBegin b = s.beginIdempotent(retry, t1 + 10).value();
+    BOOST_TEST((b.state == IdempotencyState::kReplay), task);
+    BOOST_TEST(b.http_status == 200);
+    BOOST_TEST(b.response_body == json::asyncAcceptedBody(task));
+  }
+  // Refunded: the retry runs afresh at once.
+  for (const IdempotencyRequest& r : {sync, refused}) {
+    IdempotencyRequest retry = r;
+    retry.request_id = "req_retry_" + r.key;
+    BOOST_TEST((s.beginIdempotent(retry, t1 + 10).value().state == IdempotencyState::kStarted),
+               r.key);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
