@@ -608,6 +608,24 @@ BOOST_AUTO_TEST_CASE(batched_rate_counts_add_up) {
   BOOST_TEST(Store::rateDecision(5, 5, w, w).allowed);
 }
 
+// A call as eq-api admits it (api/admission.cc): one fast unit charged, the
+// task row of an async call (`c.task_id` set), and the open charge.
+void admit(Store& s, const CreatedKey& k, const OpenCharge& c) {
+  BOOST_REQUIRE(s.chargeQuota(k.account_id, "fast", c.created_at_ms).value() ==
+                ChargeOutcome::kCharged);
+  if (!c.task_id.empty()) {
+    TaskRecord t;
+    t.task_id = c.task_id;
+    t.account_id = k.account_id;
+    t.key_id = k.key_id;
+    t.request_id = c.request_id;
+    t.mode = "fast";
+    t.created_at = c.created_at_ms;
+    BOOST_REQUIRE(s.createTask(t).isOk());
+  }
+  BOOST_REQUIRE(s.openCharge(c).isOk());
+}
+
 // Crash-safe accounting (issue 13): only a dead instance's charges, or a
 // charge far past its deadline, are settled by the sweep; each exactly
 // once, whoever gets there first (eq-api's own settle or the sweep).
@@ -621,20 +639,7 @@ BOOST_AUTO_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orphaned) {
   BOOST_REQUIRE(s.registerInstance("api_dead", 2, t0).isOk());
   auto charge = [&](const std::string& req, const std::string& instance, const std::string& task,
                     int64_t deadline) {
-    BOOST_REQUIRE(s.chargeQuota(k.account_id, "fast", t0).value() == ChargeOutcome::kCharged);
-    if (!task.empty()) {
-      TaskRecord t;
-      t.task_id = task;
-      t.account_id = k.account_id;
-      t.key_id = k.key_id;
-      t.request_id = req;
-      t.mode = "fast";
-      t.created_at = t0;
-      BOOST_REQUIRE(s.createTask(t).isOk());
-    }
-    BOOST_REQUIRE(
-        s.openCharge(OpenCharge{req, instance, k.account_id, "fast", task, deadline, t0, "", ""})
-            .isOk());
+    admit(s, k, OpenCharge{req, instance, k.account_id, "fast", task, deadline, t0, "", ""});
   };
   charge("req_live", "api_live", "", t0 + 30'000);
   charge("req_dead_sync", "api_dead", "", t0 + 30'000);
@@ -701,18 +706,7 @@ BOOST_AUTO_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_never_fa
   BOOST_REQUIRE(s.registerInstance("api_dead", 2, t0).isOk());
   auto charge = [&](const std::string& req, const std::string& instance, const std::string& task,
                     const std::string& job) {
-    BOOST_REQUIRE(s.chargeQuota(k.account_id, "fast", t0).value() == ChargeOutcome::kCharged);
-    TaskRecord t;
-    t.task_id = task;
-    t.account_id = k.account_id;
-    t.key_id = k.key_id;
-    t.request_id = req;
-    t.mode = "fast";
-    t.created_at = t0;
-    BOOST_REQUIRE(s.createTask(t).isOk());
-    BOOST_REQUIRE(s.openCharge(OpenCharge{req, instance, k.account_id, "fast", task, t0 + 60'000,
-                                          t0, job, ""})
-                      .isOk());
+    admit(s, k, OpenCharge{req, instance, k.account_id, "fast", task, t0 + 60'000, t0, job, ""});
   };
   charge("req_queued", "api_dead", "tsk_queued", R"({"job":"queued"})");
   charge("req_running", "api_dead", "tsk_running", R"({"job":"running"})");
@@ -808,20 +802,8 @@ BOOST_AUTO_TEST_CASE(an_orphaned_calls_idempotency_key_is_settled_with_its_charg
     IdempotencyRequest r{k.account_id, idem, task.empty() ? "/api/v1/reply" : "/api/v1/reply/async",
                          crypto::sha256(idem), req};
     BOOST_REQUIRE((s.beginIdempotent(r, t0).value().state == IdempotencyState::kStarted));
-    BOOST_REQUIRE(s.chargeQuota(k.account_id, "fast", t0).value() == ChargeOutcome::kCharged);
-    if (!task.empty()) {
-      TaskRecord t;
-      t.task_id = task;
-      t.account_id = k.account_id;
-      t.key_id = k.key_id;
-      t.request_id = req;
-      t.mode = "fast";
-      t.created_at = t0;
-      BOOST_REQUIRE(s.createTask(t).isOk());
-    }
-    BOOST_REQUIRE(s.openCharge(OpenCharge{req, "api_dead", k.account_id, "fast", task, t0 + 60'000,
-                                          t0, job, idem})
-                      .isOk());
+    admit(s, k,
+          OpenCharge{req, "api_dead", k.account_id, "fast", task, t0 + 60'000, t0, job, idem});
     return r;
   };
   const IdempotencyRequest sync = call("req_sync", "key-sync", "", "");
