@@ -2,7 +2,7 @@
 // labelled file and prints accuracy, macro-F1, per-class precision/recall and
 // the confusion matrix (the numbers in docs/engine.md).
 //
-//   engine_eval [--misses] [--half even|odd] [--balanced N] FILE...
+//   engine_eval [--misses] [--half even|odd] [--balanced N] [--sources] FILE...
 //   engine_eval --reply MODE[:COUNT] [--scene S] [--context C] MESSAGE...
 //
 // A FILE named acts_*.tsv is a speech-act set (tests/data/acts_*.tsv): its
@@ -25,6 +25,10 @@
 // fewer), the same ones on every run: the class-balanced view of CLUE, whose
 // full split is dominated by two labels.
 //
+// --sources also scores each emotion file by the lexicon's words alone and by
+// the example posts alone (BuiltinEngine::emotionSourcesOf), after the
+// analyzer's own report: which source a change moved, and which one errs.
+//
 // --reply prints the analysis and the replies for each MESSAGE (MODE is fast,
 // standard or perfect, COUNT 1..5, default 3), so replies can be read the way
 // a user reads them while the phrase bank is edited.
@@ -45,6 +49,11 @@
 namespace {
 
 namespace eval = eq::engine::builtin::eval;
+
+constexpr const char* kUsage =
+    "usage: engine_eval [--misses] [--half even|odd] [--balanced N] [--sources] "
+    "FILE.tsv|FILE.jsonl...\n"
+    "       engine_eval --reply MODE[:COUNT] [--scene S] [--context C] MESSAGE...\n";
 using eq::engine::builtin::BuiltinEngine;
 
 bool readFile(const std::string& path, std::string* out) {
@@ -97,6 +106,7 @@ void printReplies(const BuiltinEngine& engine, eq::engine::Mode mode, int count,
 
 int main(int argc, char** argv) {
   bool listMisses = false;
+  bool sources = false;
   std::string replyMode;
   std::string scene;
   std::string context;
@@ -107,6 +117,8 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--misses") {
       listMisses = true;
+    } else if (arg == "--sources") {
+      sources = true;
     } else if (arg == "--balanced" && i + 1 < argc) {
       balanced = std::atoi(argv[++i]);
       if (balanced < 1) {
@@ -122,17 +134,14 @@ int main(int argc, char** argv) {
     } else if ((arg == "--reply" || arg == "--scene" || arg == "--context") && i + 1 < argc) {
       (arg == "--reply" ? replyMode : arg == "--scene" ? scene : context) = argv[++i];
     } else if (arg == "-h" || arg == "--help") {
-      std::printf(
-          "usage: engine_eval [--misses] [--half even|odd] [--balanced N] FILE.tsv|FILE.jsonl...\n"
-          "       engine_eval --reply MODE[:COUNT] [--scene S] [--context C] MESSAGE...\n");
+      std::printf("%s", kUsage);
       return 0;
     } else {
       files.push_back(arg);
     }
   }
   if (files.empty()) {
-    std::fprintf(stderr,
-                 "usage: engine_eval [--misses] [--half even|odd] [--balanced N] FILE.tsv|FILE.jsonl...\n");
+    std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
 
@@ -221,6 +230,11 @@ int main(int argc, char** argv) {
     const eval::Report report =
         eval::evaluate(*engine, samples.value(), (listMisses && !clue) ? &misses : nullptr);
     std::printf("== %s\n%s\n", path.c_str(), report.format().c_str());
+    if (sources) {
+      const eval::SourceReports by = eval::evaluateSources(*engine, samples.value());
+      std::printf("== %s, the words alone\n%s\n", path.c_str(), by.words.format().c_str());
+      std::printf("== %s, the examples alone\n%s\n", path.c_str(), by.examples.format().c_str());
+    }
     for (const eval::Miss& m : misses) {
       std::printf("miss %s:%d  gold=%s  got=%s  %s\n", path.c_str(), m.sample->line,
                   m.sample->emotion.c_str(), m.predicted.c_str(), m.sample->message.c_str());

@@ -779,6 +779,38 @@ BOOST_AUTO_TEST_CASE(words_decide_before_the_examples) {
   BOOST_TEST(analyzeByFew("the delivery was wrong and support hung up on me").emotion == "neutral");
 }
 
+BOOST_AUTO_TEST_CASE(the_sources_of_an_emotion_are_reported_apart) {
+  const auto sourcesOf = [](const std::string& message) {
+    AnalyzeInput in;
+    in.message = message;
+    return fewExamplesEngine().emotionSourcesOf(in);
+  };
+  // Read by example: the words say nothing, the examples decide.
+  auto s = sourcesOf("外卖送错了，客服也不接电话");
+  BOOST_TEST(s.words == "neutral");
+  BOOST_TEST(s.examples == "anger");
+  BOOST_TEST(s.emotion == "anger");
+  // The words decide although the examples read the situation otherwise.
+  s = sourcesOf("外卖送错了，但是好开心");
+  BOOST_TEST(s.words == "joy");
+  BOOST_TEST(s.examples == "anger");
+  BOOST_TEST(s.emotion == "joy");
+  // The examples are asked about every message here, even where analyze()
+  // does not ask them (a denied feeling, a short message)...
+  s = sourcesOf("外卖送错了，我一点也不生气");
+  BOOST_TEST(s.words == "neutral");
+  BOOST_TEST(s.examples == "anger");
+  BOOST_TEST(s.emotion == "neutral");
+  BOOST_TEST(sourcesOf("客服挂电话").examples == "anger");
+  // ...and say neutral when no character of the message occurs in them.
+  s = sourcesOf("hello there");
+  BOOST_TEST(s.examples == "neutral");
+  // The reported emotion is analyze()'s, also for repaired UTF-8.
+  const std::string broken = "今天好开心\xff";
+  BOOST_TEST(sourcesOf(broken).emotion == analyzeByFew(broken).emotion);
+  BOOST_TEST(sourcesOf("").emotion == "neutral");
+}
+
 BOOST_AUTO_TEST_CASE(malformed_example_line_is_reported_with_its_number) {
   const std::string good = kFewExamples;
   struct Case {

@@ -216,6 +216,22 @@ BOOST_AUTO_TEST_CASE(pinned_tricky_messages) {
   for (const Case& c : cases) BOOST_TEST(emotionOf(c.message) == c.emotion, c.message);
 }
 
+BOOST_AUTO_TEST_CASE(the_analyzer_reads_better_than_either_of_its_sources) {
+  const std::string path = testDataDir() + "/eval_zh.tsv";
+  auto samples = eval::parseTsv(mustRead(path), path);
+  BOOST_TEST_REQUIRE(samples.isOk(), samples.status().msg());
+  const eval::SourceReports by = eval::evaluateSources(engine(), samples.value());
+  BOOST_TEST_MESSAGE("eval_zh, the words alone: " << by.words.format());
+  BOOST_TEST_MESSAGE("eval_zh, the examples alone: " << by.examples.format());
+  // The analyzer's answers are analyze()'s, sample for sample.
+  const eval::Report analyzed = eval::evaluate(engine(), samples.value());
+  BOOST_TEST((by.emotion.confusion == analyzed.confusion));
+  BOOST_TEST(by.emotion.failed + by.words.failed + by.examples.failed == 0);
+  // Combining them is worth it: better than the words or the examples alone.
+  BOOST_TEST(by.emotion.accuracy() > by.words.accuracy());
+  BOOST_TEST(by.emotion.accuracy() > by.examples.accuracy());
+}
+
 BOOST_AUTO_TEST_CASE(clue_validation_split_when_present) {
   // ../shared/data next to the source tree (/work/shared/data for /work/main).
   const std::string path = envOr(

@@ -40,6 +40,8 @@ using detail::Candidate;
 using detail::capitalizeFirst;
 using detail::Composer;
 using detail::countTokens;
+using detail::Emotion;
+using detail::exampleText;
 using detail::fill;
 using detail::Frames;
 using detail::idx;
@@ -49,6 +51,7 @@ using detail::kEmotionNames;
 using detail::kStageNames;
 using detail::kStrategyCount;
 using detail::Lang;
+using detail::normalize;
 using detail::offerInRounds;
 using detail::parseExamples;
 using detail::parseLexicon;
@@ -77,14 +80,33 @@ eq::Result<std::unique_ptr<BuiltinEngine>> BuiltinEngine::create(std::string_vie
   return std::unique_ptr<BuiltinEngine>(new BuiltinEngine(std::move(tables)));
 }
 
-eq::Result<Analysis> BuiltinEngine::analyze(const AnalyzeInput& in) const {
-  const std::optional<std::string> fixedMessage = sanitizeUtf8(in.message);
-  const std::optional<std::string> fixedContext = sanitizeUtf8(in.context);
-  const std::string_view message = fixedMessage ? *fixedMessage : std::string_view(in.message);
-  const std::string_view context = fixedContext ? *fixedContext : std::string_view(in.context);
-  if (message.empty()) return Status(400, "message is empty");
+namespace {
 
-  const Signals sig = readMessage(*tables_, message, context, in.scene);
+// A request's text as valid UTF-8: a view of the original, or of a repaired
+// copy when it held invalid bytes (sanitizeUtf8). Neither copied nor moved,
+// so the view never outlives the copy it may point into.
+class CleanText {
+ public:
+  explicit CleanText(std::string_view raw)
+      : fixed_(sanitizeUtf8(raw)), view_(fixed_ ? std::string_view(*fixed_) : raw) {}
+  CleanText(const CleanText&) = delete;
+  CleanText& operator=(const CleanText&) = delete;
+
+  std::string_view view() const { return view_; }
+
+ private:
+  std::optional<std::string> fixed_;
+  std::string_view view_;
+};
+
+}  // namespace
+
+eq::Result<Analysis> BuiltinEngine::analyze(const AnalyzeInput& in) const {
+  const CleanText message(in.message);
+  const CleanText context(in.context);
+  if (message.view().empty()) return Status(400, "message is empty");
+
+  const Signals sig = readMessage(*tables_, message.view(), context.view(), in.scene);
   const Composer composer(*tables_, sig);
   Analysis out;
   out.emotion = std::string(kEmotionNames[idx(sig.emotion)]);
@@ -107,20 +129,37 @@ eq::Result<Analysis> BuiltinEngine::analyze(const AnalyzeInput& in) const {
 }
 
 std::string BuiltinEngine::actOf(const AnalyzeInput& in) const {
-  const std::optional<std::string> fixedMessage = sanitizeUtf8(in.message);
-  const std::optional<std::string> fixedContext = sanitizeUtf8(in.context);
-  const std::string_view message = fixedMessage ? *fixedMessage : std::string_view(in.message);
-  const std::string_view context = fixedContext ? *fixedContext : std::string_view(in.context);
-  if (message.empty()) return std::string(kActNames[idx(Act::kSmallTalk)]);
-  return std::string(kActNames[idx(readMessage(*tables_, message, context, in.scene).act)]);
+  const CleanText message(in.message);
+  const CleanText context(in.context);
+  if (message.view().empty()) return std::string(kActNames[idx(Act::kSmallTalk)]);
+  return std::string(
+      kActNames[idx(readMessage(*tables_, message.view(), context.view(), in.scene).act)]);
+}
+
+BuiltinEngine::EmotionSources BuiltinEngine::emotionSourcesOf(const AnalyzeInput& in) const {
+  const CleanText message(in.message);
+  const CleanText context(in.context);
+  EmotionSources out;
+  out.words = out.examples = out.emotion = std::string(kEmotionNames[idx(Emotion::kNeutral)]);
+  if (message.view().empty()) return out;
+  const Signals sig = readMessage(*tables_, message.view(), context.view(), in.scene);
+  out.words = std::string(kEmotionNames[idx(sig.worded_emotion)]);
+  out.emotion = std::string(kEmotionNames[idx(sig.emotion)]);
+  const std::optional<ExampleReader::Posterior> p =
+      tables_->examples.read(exampleText(normalize(message.view()).text));
+  if (p) {
+    out.examples = std::string(
+        kEmotionNames[static_cast<size_t>(std::max_element(p->begin(), p->end()) - p->begin())]);
+  }
+  return out;
 }
 
 eq::Result<ReplyOutput> BuiltinEngine::reply(const ReplyInput& in) const {
   if (in.reply_count < 1 || in.reply_count > 5) return Status(400, "reply_count must be 1..5");
-  const std::optional<std::string> fixedMessage = sanitizeUtf8(in.message);
-  const std::optional<std::string> fixedContext = sanitizeUtf8(in.context);
-  const std::string_view message = fixedMessage ? *fixedMessage : std::string_view(in.message);
-  const std::string_view context = fixedContext ? *fixedContext : std::string_view(in.context);
+  const CleanText cleanMessage(in.message);
+  const CleanText cleanContext(in.context);
+  const std::string_view message = cleanMessage.view();
+  const std::string_view context = cleanContext.view();
   if (message.empty()) return Status(400, "message is empty");
 
   const Signals sig = readMessage(*tables_, message, context, in.scene);

@@ -52,6 +52,20 @@ class BuiltinEngine final : public eq::engine::Engine {
   // analysis, exposed for tools/engine_eval and the unit tests.
   std::string actOf(const AnalyzeInput& in) const;
 
+  // Where analyze()'s emotion comes from (docs/engine.md, "Reading by
+  // example"): what the lexicon's words say alone, what the example posts say
+  // alone, and the emotion analyze() reports after combining them. Emotion
+  // names as in the API; not part of the API's analysis, exposed for
+  // `tools/engine_eval --sources` and the unit tests.
+  struct EmotionSources {
+    std::string words;     // "neutral" when no word names a feeling
+    std::string examples;  // asked about every message, whatever its length
+                           // or shape; "neutral" when no character of it
+                           // occurs in any example
+    std::string emotion;   // what analyze() reports
+  };
+  EmotionSources emotionSourcesOf(const AnalyzeInput& in) const;
+
  private:
   // The parsed, read-only tables (detail::Data, tables.h). Defined in the .cc
   // so that the lexicon and composer internals can grow without touching

@@ -198,6 +198,12 @@ struct Report {
     for (const auto& row : confusion) n += row[pred];
     return n;
   }
+  // Counts one answer (indices into kEmotions).
+  void add(size_t gold, size_t pred) {
+    ++total;
+    ++confusion[gold][pred];
+    if (gold == pred) ++correct;
+  }
   double accuracy() const { return total == 0 ? 0.0 : static_cast<double>(correct) / total; }
   double precision(size_t i) const {
     const int p = predicted(i);
@@ -305,27 +311,57 @@ inline Report evaluate(const Engine& engine, const std::vector<Sample>& samples,
     in.scene = s.scene;
     const Result<Analysis> a = engine.analyze(in);
     const int gold = emotionIndex(s.emotion);
-    ++r.total;
-    if (!a.isOk() || gold < 0) {
+    const int pred = a.isOk() ? emotionIndex(a.value().emotion) : -1;
+    if (gold < 0 || pred < 0) {
+      ++r.total;
       ++r.failed;
       if (misses != nullptr) misses->push_back({&s, "error"});
       continue;
     }
-    const int pred = emotionIndex(a.value().emotion);
-    if (pred < 0) {
-      ++r.failed;
-      continue;
-    }
-    ++r.confusion[static_cast<size_t>(gold)][static_cast<size_t>(pred)];
-    if (gold == pred) {
-      ++r.correct;
-    } else if (misses != nullptr) {
-      misses->push_back({&s, a.value().emotion});
-    }
+    r.add(static_cast<size_t>(gold), static_cast<size_t>(pred));
+    if (gold != pred && misses != nullptr) misses->push_back({&s, a.value().emotion});
     if (!s.stage.empty()) {
       ++r.stage_total;
       if (a.value().relationship_stage == s.stage) ++r.stage_correct;
     }
+  }
+  return r;
+}
+
+// Where the answers come from (BuiltinEngine::emotionSourcesOf): the same
+// samples scored three times, by the lexicon's words alone, by the example
+// posts alone, and by the analyzer, which combines them. Shows which source
+// a rule or a new example moves, and which one errs (docs/engine.md).
+struct SourceReports {
+  Report words;
+  Report examples;
+  Report emotion;
+};
+
+inline SourceReports evaluateSources(const BuiltinEngine& engine,
+                                     const std::vector<Sample>& samples) {
+  SourceReports r;
+  for (const Sample& s : samples) {
+    AnalyzeInput in;
+    in.message = s.message;
+    in.context = s.context;
+    in.scene = s.scene;
+    const BuiltinEngine::EmotionSources got = engine.emotionSourcesOf(in);
+    const int gold = emotionIndex(s.emotion);
+    const int words = emotionIndex(got.words);
+    const int examples = emotionIndex(got.examples);
+    const int emotion = emotionIndex(got.emotion);
+    if (gold < 0 || words < 0 || examples < 0 || emotion < 0) {
+      for (Report* report : {&r.words, &r.examples, &r.emotion}) {
+        ++report->total;
+        ++report->failed;
+      }
+      continue;
+    }
+    const auto g = static_cast<size_t>(gold);
+    r.words.add(g, static_cast<size_t>(words));
+    r.examples.add(g, static_cast<size_t>(examples));
+    r.emotion.add(g, static_cast<size_t>(emotion));
   }
   return r;
 }
