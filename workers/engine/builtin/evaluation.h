@@ -294,6 +294,16 @@ struct Report {
   }
 };
 
+// The analyzer's input for a labelled sample (Sample or ActSample).
+template <typename LabelledSample>
+AnalyzeInput inputOf(const LabelledSample& s) {
+  AnalyzeInput in;
+  in.message = s.message;
+  in.context = s.context;
+  in.scene = s.scene;
+  return in;
+}
+
 // A sample the analyzer got wrong, for the tool's --misses listing.
 struct Miss {
   const Sample* sample = nullptr;
@@ -305,11 +315,7 @@ inline Report evaluate(const Engine& engine, const std::vector<Sample>& samples,
                        std::vector<Miss>* misses = nullptr) {
   Report r;
   for (const Sample& s : samples) {
-    AnalyzeInput in;
-    in.message = s.message;
-    in.context = s.context;
-    in.scene = s.scene;
-    const Result<Analysis> a = engine.analyze(in);
+    const Result<Analysis> a = engine.analyze(inputOf(s));
     const int gold = emotionIndex(s.emotion);
     const int pred = a.isOk() ? emotionIndex(a.value().emotion) : -1;
     if (gold < 0 || pred < 0) {
@@ -342,11 +348,7 @@ inline SourceReports evaluateSources(const BuiltinEngine& engine,
                                      const std::vector<Sample>& samples) {
   SourceReports r;
   for (const Sample& s : samples) {
-    AnalyzeInput in;
-    in.message = s.message;
-    in.context = s.context;
-    in.scene = s.scene;
-    const BuiltinEngine::EmotionSources got = engine.emotionSourcesOf(in);
+    const BuiltinEngine::EmotionSources got = engine.emotionSourcesOf(inputOf(s));
     const int gold = emotionIndex(s.emotion);
     const int words = emotionIndex(got.words);
     const int examples = emotionIndex(got.examples);
@@ -451,11 +453,7 @@ struct ActReport {
 inline ActReport evaluateActs(const BuiltinEngine& engine, const std::vector<ActSample>& samples) {
   ActReport r;
   for (const ActSample& s : samples) {
-    AnalyzeInput in;
-    in.message = s.message;
-    in.context = s.context;
-    in.scene = s.scene;
-    const std::string got = engine.actOf(in);
+    const std::string got = engine.actOf(inputOf(s));
     const int gold = actIndex(s.act);
     const int pred = actIndex(got);
     ++r.total;
