@@ -49,12 +49,12 @@
 namespace {
 
 namespace eval = eq::engine::builtin::eval;
+using eq::engine::builtin::BuiltinEngine;
 
 constexpr const char* kUsage =
     "usage: engine_eval [--misses] [--half even|odd] [--balanced N] [--sources] "
     "FILE.tsv|FILE.jsonl...\n"
     "       engine_eval --reply MODE[:COUNT] [--scene S] [--context C] MESSAGE...\n";
-using eq::engine::builtin::BuiltinEngine;
 
 bool readFile(const std::string& path, std::string* out) {
   std::ifstream in(path, std::ios::binary);

@@ -59,8 +59,9 @@ class BuiltinEngine final : public eq::engine::Engine {
   // `tools/engine_eval --sources` and the unit tests.
   struct EmotionSources {
     std::string words;     // "neutral" when no word names a feeling
-    std::string examples;  // asked about every message, whatever its length
-                           // or shape; "neutral" when no character of it
+    std::string examples;  // their most likely class, neutral included, asked
+                           // about every message whatever its length or
+                           // shape; "neutral" when no character of it
                            // occurs in any example
     std::string emotion;   // what analyze() reports
   };
