@@ -626,17 +626,26 @@ void admit(Store& s, const CreatedKey& k, const OpenCharge& c) {
   BOOST_REQUIRE(s.openCharge(c).isOk());
 }
 
-// Crash-safe accounting (issue 13): only a dead instance's charges, or a
-// charge far past its deadline, are settled by the sweep; each exactly
-// once, whoever gets there first (eq-api's own settle or the sweep).
-BOOST_AUTO_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orphaned) {
+// What the settlement cases share: an account with 10 fast units, the
+// store, the time the calls were admitted, and two eq-api instances, one
+// that stays alive and one that died (its heartbeat is never renewed).
+struct OrphanedCalls {
   TempDb db;
   CreatedKey k = db.newKey(10);
   Store& s = *db.store;
   const int64_t t0 = nowMs();
-  auto fast = [&] { return s.quota(k.account_id).value().remaining.fast; };
-  BOOST_REQUIRE(s.registerInstance("api_live", 1, t0).isOk());
-  BOOST_REQUIRE(s.registerInstance("api_dead", 2, t0).isOk());
+
+  OrphanedCalls() {
+    BOOST_REQUIRE(s.registerInstance("api_live", 1, t0).isOk());
+    BOOST_REQUIRE(s.registerInstance("api_dead", 2, t0).isOk());
+  }
+  int64_t fast() { return s.quota(k.account_id).value().remaining.fast; }
+};
+
+// Crash-safe accounting (issue 13): only a dead instance's charges, or a
+// charge far past its deadline, are settled by the sweep; each exactly
+// once, whoever gets there first (eq-api's own settle or the sweep).
+BOOST_FIXTURE_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orphaned, OrphanedCalls) {
   auto charge = [&](const std::string& req, const std::string& instance, const std::string& task,
                     int64_t deadline) {
     admit(s, k, OpenCharge{req, instance, k.account_id, "fast", task, deadline, t0, "", ""});
@@ -696,14 +705,8 @@ BOOST_AUTO_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orphaned) {
 // queued one is handed out to be published again, its job as eq-api kept
 // it, then closed as republished, once. The unit stays charged once
 // whatever the job's copies do.
-BOOST_AUTO_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_never_failed) {
-  TempDb db;
-  CreatedKey k = db.newKey(10);
-  Store& s = *db.store;
-  const int64_t t0 = nowMs();
-  auto fast = [&] { return s.quota(k.account_id).value().remaining.fast; };
-  BOOST_REQUIRE(s.registerInstance("api_live", 1, t0).isOk());
-  BOOST_REQUIRE(s.registerInstance("api_dead", 2, t0).isOk());
+BOOST_FIXTURE_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_never_failed,
+                        OrphanedCalls) {
   auto charge = [&](const std::string& req, const std::string& instance, const std::string& task,
                     const std::string& job) {
     admit(s, k, OpenCharge{req, instance, k.account_id, "fast", task, t0 + 60'000, t0, job, ""});
@@ -790,13 +793,8 @@ BOOST_AUTO_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_never_fa
 // charged for (kept, republished), or runs afresh when the call was refunded
 // (a sync call, a job the broker kept refusing), instead of 409 "in
 // progress" and then, once the record's lease ran out, a second charge.
-BOOST_AUTO_TEST_CASE(an_orphaned_calls_idempotency_key_is_settled_with_its_charge) {
-  TempDb db;
-  CreatedKey k = db.newKey(10);
-  Store& s = *db.store;
-  const int64_t t0 = nowMs();
-  auto fast = [&] { return s.quota(k.account_id).value().remaining.fast; };
-  BOOST_REQUIRE(s.registerInstance("api_dead", 2, t0).isOk());
+BOOST_FIXTURE_TEST_CASE(an_orphaned_calls_idempotency_key_is_settled_with_its_charge,
+                        OrphanedCalls) {
   auto call = [&](const std::string& req, const std::string& idem, const std::string& task,
                   const std::string& job) {
     IdempotencyRequest r{k.account_id, idem, task.empty() ? "/api/v1/reply" : "/api/v1/reply/async",
