@@ -6,6 +6,11 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <charconv>
+#include <climits>
+#include <cstdint>
+#include <optional>
+
 #include "common/utf8.h"
 
 namespace eq::json {
@@ -14,7 +19,8 @@ namespace {
 // Forwards SAX events to a Document, with SaxChecks' checks before each.
 class DepthLimitedHandler {
  public:
-  DepthLimitedHandler(rapidjson::Document& doc, int max_depth) : doc_(doc), checks_(max_depth) {}
+  DepthLimitedHandler(rapidjson::Document& doc, int max_depth, TextCheck check)
+      : doc_(doc), checks_(max_depth, check) {}
 
   bool Null() { return doc_.Null(); }
   bool Bool(bool b) { return doc_.Bool(b); }
@@ -23,8 +29,9 @@ class DepthLimitedHandler {
   bool Int64(int64_t i) { return doc_.Int64(i); }
   bool Uint64(uint64_t u) { return doc_.Uint64(u); }
   bool Double(double d) { return doc_.Double(d); }
-  bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) {
-    return doc_.RawNumber(s, n, copy);
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
+    Number number;
+    return checks_.number(s, n, &number) && forwardNumber(number, *this);
   }
   // Decoded strings are checked again: see common/utf8.h for the escapes
   // that pass RapidJSON's own validation and still decode to bad bytes.
@@ -32,7 +39,7 @@ class DepthLimitedHandler {
     return checks_.text(s, n) && doc_.String(s, n, copy);
   }
   bool Key(const char* s, rapidjson::SizeType n, bool copy) {
-    return checks_.text(s, n) && doc_.Key(s, n, copy);
+    return checks_.key(s, n) && doc_.Key(s, n, copy);
   }
   bool StartObject() { return checks_.enter() && doc_.StartObject(); }
   bool EndObject(rapidjson::SizeType n) {
@@ -45,27 +52,91 @@ class DepthLimitedHandler {
     return doc_.EndArray(n);
   }
 
-  bool tooDeep() const { return checks_.tooDeep(); }
-  bool badText() const { return checks_.badText(); }
+  const SaxChecks& checks() const { return checks_; }
 
  private:
   rapidjson::Document& doc_;
   SaxChecks checks_;
 };
 
-// No kParseFullPrecisionFlag: its slow path (internal/diyfp.h in RapidJSON
-// 1.1) calls __builtin_clzll(0) on a zero significand such as "0e54",
-// which is undefined behaviour (found by tests/fuzz/request_json), and no
-// number we read needs more than the normal path's precision: the API's
-// numbers are small integers, and scores are written by us.
-constexpr unsigned kParseFlags = rapidjson::kParseValidateEncodingFlag;
+// How many digits text has from at on, up to the first character that is not one.
+std::size_t digitsAt(std::string_view text, std::size_t at) {
+  std::size_t n = 0;
+  while (at + n < text.size() && text[at + n] >= '0' && text[at + n] <= '9') ++n;
+  return n;
+}
+
+// An integer's text (no fraction, no exponent) in the narrowest kind that
+// holds it; nullopt when it is beyond 64 bits and must be read as a double.
+std::optional<Number> readInteger(std::string_view text) {
+  Number n;
+  const char* end = text.data() + text.size();
+  if (text.front() == '-') {
+    if (std::from_chars(text.data(), end, n.i).ec != std::errc()) return std::nullopt;
+    n.kind = n.i >= INT32_MIN ? Number::Kind::kInt : Number::Kind::kInt64;
+  } else {
+    if (std::from_chars(text.data(), end, n.u).ec != std::errc()) return std::nullopt;
+    n.kind = n.u <= UINT32_MAX ? Number::Kind::kUint : Number::Kind::kUint64;
+  }
+  return n;
+}
 
 }  // namespace
 
+Result<Number> readNumber(std::string_view text) {
+  // The reader checked the grammar: -? int frac? exp?, so the text is not
+  // empty and every character is a sign, a digit, '.', 'e' or 'E'.
+  std::size_t at = text.front() == '-' ? 1 : 0;
+  std::size_t digits = digitsAt(text, at);
+  at += digits;
+  bool integer = true;
+  if (at < text.size() && text[at] == '.') {
+    std::size_t fraction = digitsAt(text, at + 1);
+    digits += fraction;
+    at += 1 + fraction;
+    integer = false;
+  }
+  bool negative_exponent = false;
+  if (at < text.size() && (text[at] == 'e' || text[at] == 'E')) {
+    ++at;
+    if (at < text.size() && (text[at] == '+' || text[at] == '-')) negative_exponent = text[at++] == '-';
+    if (digitsAt(text, at) > kMaxExponentDigits) {
+      return Status(400, "a number has more than " + std::to_string(kMaxExponentDigits) +
+                             " digits in its exponent");
+    }
+    integer = false;
+  }
+  if (digits > kMaxNumberDigits) {
+    return Status(400, "a number has more than " + std::to_string(kMaxNumberDigits) + " digits");
+  }
+  if (integer) {
+    if (std::optional<Number> n = readInteger(text)) return *n;
+  }
+  Number n;
+  n.kind = Number::Kind::kDouble;
+  std::from_chars_result r = std::from_chars(text.data(), text.data() + text.size(), n.d);
+  if (r.ec == std::errc::result_out_of_range) {
+    // Too small for a double rounds to zero, as it would in any reader;
+    // too large has no value at all.
+    if (!negative_exponent) return Status(400, "a number is too large for a double");
+    n.d = text.front() == '-' ? -0.0 : 0.0;
+  } else if (r.ec != std::errc() || r.ptr != text.data() + text.size()) {
+    // Cannot happen for the reader's grammar; refused all the same.
+    return Status(400, "a number could not be read");
+  }
+  return n;
+}
+
 bool SaxChecks::text(const char* s, std::size_t n) {
-  if (utf8::isValid(std::string_view(s, n))) return true;
+  if (check_ == TextCheck::kAnyBytes || utf8::isValid(std::string_view(s, n))) return true;
   bad_text_ = true;
   return false;
+}
+
+bool SaxChecks::key(const char* s, std::size_t n) {
+  if (!text(s, n)) return false;
+  key_.assign(s, n);
+  return true;
 }
 
 bool SaxChecks::enter() {
@@ -73,38 +144,82 @@ bool SaxChecks::enter() {
     too_deep_ = true;
     return false;
   }
+  path_.push_back(std::move(key_));
+  key_.clear();
   return true;
 }
 
-Status parse(std::string_view text, rapidjson::Document* doc, int max_depth) {
+void SaxChecks::leave() {
+  --depth_;
+  if (!path_.empty()) path_.pop_back();
+  key_.clear();
+}
+
+bool SaxChecks::number(const char* s, std::size_t n, Number* out) {
+  Result<Number> r = readNumber(std::string_view(s, n));
+  if (!r.isOk()) {
+    std::string where = field();
+    number_error_ = (where.empty() ? std::string("the body") : "field " + where) + ": " +
+                    r.status().msg() + " (at most " + std::to_string(kMaxNumberDigits) +
+                    " digits and " + std::to_string(kMaxExponentDigits) + " exponent digits)";
+    return false;
+  }
+  *out = r.value();
+  return true;
+}
+
+std::string SaxChecks::field() const {
+  std::string out;
+  auto add = [&out](const std::string& name) {
+    if (name.empty()) return;  // an array's element, or the top level
+    if (!out.empty()) out += '.';
+    out += name;
+  };
+  for (const std::string& name : path_) add(name);
+  add(key_);
+  return out;
+}
+
+Status parse(std::string_view text, rapidjson::Document* doc, int max_depth, TextCheck check) {
   rapidjson::MemoryStream ms(text.data(), text.size());
-  rapidjson::Reader reader;
-  DepthLimitedHandler handler(*doc, max_depth);
+  DepthLimitedHandler handler(*doc, max_depth, check);
   rapidjson::ParseResult result;
-  auto generator = [&](rapidjson::Document& d) {
-    (void)d;
-    result = reader.Parse<kParseFlags>(ms, handler);
+  auto generator = [&](rapidjson::Document&) {
+    result = check == TextCheck::kValidUtf8 ? scan<TextCheck::kValidUtf8>(ms, handler)
+                                             : scan<TextCheck::kAnyBytes>(ms, handler);
     return !result.IsError();
   };
   doc->Populate(generator);
-  if (handler.tooDeep()) {
+  const SaxChecks& checks = handler.checks();
+  if (checks.tooDeep()) {
     return Status(400, "request body nests deeper than " + std::to_string(max_depth) + " levels");
   }
-  if (handler.badText()) {
+  if (checks.badText()) {
     return Status(400, "request body has a string that is not valid Unicode text (a lone "
                        "surrogate escape such as \\udc00?) before byte " +
                            std::to_string(result.Offset()));
   }
-  if (result.IsError()) {
-    if (result.Code() == rapidjson::kParseErrorStringInvalidEncoding) {
-      return Status(400, "request body is not valid UTF-8 (at byte " +
-                             std::to_string(result.Offset()) + ")");
-    }
-    return Status(400, std::string("request body is not valid JSON: ") +
-                           rapidjson::GetParseError_En(result.Code()) + " (at byte " +
-                           std::to_string(result.Offset()) + ")");
-  }
+  if (!checks.numberError().empty()) return Status(400, "request body: " + checks.numberError());
+  if (result.IsError()) return readerError(result, checks);
   return Status::ok();
+}
+
+Status readerError(const rapidjson::ParseResult& result, const SaxChecks& checks) {
+  if (result.Code() == rapidjson::kParseErrorStringInvalidEncoding) {
+    return Status(400,
+                  "request body is not valid UTF-8 (at byte " + std::to_string(result.Offset()) + ")");
+  }
+  std::string msg = std::string("request body is not valid JSON: ") +
+                    rapidjson::GetParseError_En(result.Code()) + " (at byte " +
+                    std::to_string(result.Offset());
+  // The reader's own number errors (1e309: too big for a double; 1.e5: no
+  // fraction) happen before our checks see the number: name the field here.
+  std::string where = checks.field();
+  bool number_error = result.Code() == rapidjson::kParseErrorNumberTooBig ||
+                      result.Code() == rapidjson::kParseErrorNumberMissFraction ||
+                      result.Code() == rapidjson::kParseErrorNumberMissExponent;
+  if (number_error && !where.empty()) msg += ", field " + where;
+  return Status(400, msg + ")");
 }
 
 void appendQuoted(std::string& out, std::string_view raw) {

@@ -65,13 +65,20 @@ class SyncResultScanner
   bool Uint64(uint64_t u) {
     return number(u > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(u));
   }
+  bool Double(double) { return Default(); }
+  // Numbers come as text (json::kReaderFlags): converted by the shared
+  // checks, then handed to the typed events above.
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
+    json::Number number;
+    return checks_.number(s, n, &number) && json::forwardNumber(number, *this);
+  }
   bool String(const char* s, rapidjson::SizeType n, bool) {
     if (!checks_.text(s, n)) return false;
     if (checks_.depth() == 1 && key_ == "msg" && !msg_) msg_ = std::string(s, n);
     return Default();
   }
   bool Key(const char* s, rapidjson::SizeType n, bool) {
-    if (!checks_.text(s, n)) return false;
+    if (!checks_.key(s, n)) return false;
     if (checks_.depth() == 1 || (checks_.depth() == 2 && in_data_)) key_.assign(s, n);
     return true;
   }
@@ -101,8 +108,7 @@ class SyncResultScanner
     return true;
   }
 
-  bool tooDeep() const { return checks_.tooDeep(); }
-  bool badText() const { return checks_.badText(); }
+  const json::SaxChecks& checks() const { return checks_; }
   bool isObject() const { return is_object_; }
   const std::optional<bool>& ok() const { return ok_; }
   const std::optional<std::string_view>& data() const { return data_; }
@@ -214,10 +220,9 @@ Result<Job> decodeJob(std::string_view body) {
 
 std::string salvageTaskId(std::string_view body) {
   rapidjson::Document doc;
-  // Default flags: no encoding validation, and RapidJSON's own recursion
-  // limit is irrelevant for our flat messages; a bad body just fails here.
-  doc.Parse(body.data(), body.size());
-  if (doc.HasParseError() || !doc.IsObject()) return "";
+  if (!json::parse(body, &doc, kMaxDepth, json::TextCheck::kAnyBytes).isOk() || !doc.IsObject()) {
+    return "";
+  }
   std::string id = json::getString(doc, "task_id");
   return ids::looksLike(id, "tsk_") ? id : "";
 }
@@ -245,14 +250,12 @@ Result<SyncResult> decodeSyncResult(std::string_view body) {
   // after the whole body was checked as strictly as parseObject() would.
   rapidjson::MemoryStream in(body.data(), body.size());
   SyncResultScanner scan(in, kMaxDepth);
-  rapidjson::Reader reader;
-  rapidjson::ParseResult parsed = reader.Parse<rapidjson::kParseValidateEncodingFlag>(in, scan);
-  if (scan.tooDeep()) return Status(400, "message nests too deeply");
-  if (scan.badText()) return Status(400, "message has a string that is not valid Unicode text");
-  if (parsed.IsError()) {
-    return Status(400, std::string("message is not valid JSON: ") +
-                           rapidjson::GetParseError_En(parsed.Code()));
-  }
+  rapidjson::ParseResult parsed = json::scan(in, scan);
+  const json::SaxChecks& checks = scan.checks();
+  if (checks.tooDeep()) return Status(400, "message nests too deeply");
+  if (checks.badText()) return Status(400, "message has a string that is not valid Unicode text");
+  if (!checks.numberError().empty()) return Status(400, "message: " + checks.numberError());
+  if (parsed.IsError()) return json::readerError(parsed, checks);
   if (!scan.isObject()) return Status(400, "message is not a JSON object");
   if (!scan.ok()) return Status(400, "result: no ok flag");
   SyncResult r;

@@ -5,6 +5,7 @@
 #include <rapidjson/writer.h>
 
 #include "common/crypto.h"
+#include "common/defaults.h"
 #include "common/json.h"
 #include "common/timefmt.h"
 
@@ -35,7 +36,8 @@ std::string standardSignature(const std::string& secret, const std::string& msg_
 
 std::string webhookBody(const TaskRecord& task, const std::string& event, int64_t timestamp) {
   rapidjson::Document result;
-  bool has_result = !task.result_json.empty() && !result.Parse(task.result_json.c_str()).HasParseError() &&
+  bool has_result = !task.result_json.empty() &&
+                    json::parse(task.result_json, &result, defaults::kMaxJsonDepth).isOk() &&
                     result.IsObject();
   rapidjson::StringBuffer sb;
   Writer w(sb);

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "common/defaults.h"
+#include "common/json.h"
 #include "common/netaddr.h"
 #include "common/timefmt.h"
 #include "common/utf8.h"
@@ -892,7 +893,8 @@ int taskShow(Store& store, const std::string& id, const Args& a, std::ostream& o
     putSpan(w, "total_ms", total_ms);
     w.Key("result");
     rapidjson::Document result;
-    if (task.status == "succeeded" && !result.Parse(task.result_json.c_str()).HasParseError()) {
+    if (task.status == "succeeded" &&
+        json::parse(task.result_json, &result, defaults::kMaxJsonDepth).isOk()) {
       result.Accept(w);
     } else {
       w.Null();
@@ -936,8 +938,8 @@ int taskShow(Store& store, const std::string& id, const Args& a, std::ostream& o
     out << "error:       " << task.error_code << " " << task.error_msg << "\n";
   }
   rapidjson::Document result;
-  if (task.status == "succeeded" && !result.Parse(task.result_json.c_str()).HasParseError() &&
-      result.IsObject()) {
+  if (task.status == "succeeded" &&
+      json::parse(task.result_json, &result, defaults::kMaxJsonDepth).isOk() && result.IsObject()) {
     if (result.HasMember("tokens_used") && result["tokens_used"].IsInt64()) {
       out << "tokens_used: " << result["tokens_used"].GetInt64() << "\n";
     }

@@ -254,6 +254,44 @@ BOOST_AUTO_TEST_CASE(chunk_extensions_are_bounded) {
   BOOST_TEST(small.find("field 'message' is required") != std::string::npos, small.substr(0, 300));
 }
 
+// Issue 27: one unauthenticated body with this number killed eq-api
+// (RapidJSON 1.1's exponent arithmetic, CVE-2024-38517), because bodies are
+// read before keys are checked. Every JSON route, the developer center's
+// too, must refuse it and go on serving; with a key, the 400 names the field.
+BOOST_AUTO_TEST_CASE(a_crafted_number_is_a_400_and_eq_api_lives_on) {
+  Stack stack(apiOnly());
+  eq::it::Key key = eq::it::createKey(stack, "numbers");
+  const std::string crash = "0.0000000001e-2147483639";
+  struct Route {
+    std::string path, body, field;
+  };
+  for (const Route& r : {Route{"/api/v1/reply", R"({"reply_count":)" + crash + "}", "reply_count"},
+                         Route{"/api/v1/reply/async", R"({"mode":"fast","message":"hi","reply_count":)" +
+                                                          crash + "}",
+                               "reply_count"},
+                         Route{"/api/v1/analyze", R"({"message":"hi","n":[)" + crash + "]}", "n"}}) {
+    BOOST_TEST_CONTEXT(r.path) {
+      // No key: the attack as it was sent.
+      eq::it::HttpResult anonymous = eq::it::httpRequest(
+          "POST", stack.url(r.path), {"Content-Type: application/json"}, r.body);
+      BOOST_TEST(anonymous.status == 401);
+      eq::it::HttpResult keyed = eq::it::post(stack, r.path, r.body, key);
+      BOOST_TEST(keyed.status == 400);
+      BOOST_TEST(keyed.body.find("field " + r.field) != std::string::npos, keyed.body);
+      // Still serving: the test stack restarts nothing.
+      BOOST_TEST(eq::it::httpRequest("GET", stack.url("/healthz")).status == 200);
+    }
+  }
+  std::string origin = stack.url("");
+  if (!origin.empty() && origin.back() == '/') origin.pop_back();
+  eq::it::HttpResult portal = eq::it::httpRequest(
+      "POST", stack.url("/portal/api/signin"),
+      {"Content-Type: application/json", "Origin: " + origin}, R"({"email":)" + crash + "}");
+  BOOST_TEST(portal.status == 400);
+  BOOST_TEST(portal.body.find("field email") != std::string::npos, portal.body);
+  BOOST_TEST(eq::it::httpRequest("GET", stack.url("/healthz")).status == 200);
+}
+
 BOOST_AUTO_TEST_CASE(head_is_answered_like_get_without_a_body) {
   HttpWorld w;
   std::string get = w.exchange("GET /openapi.yaml HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");

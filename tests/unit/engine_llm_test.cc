@@ -10,6 +10,7 @@
 #include "common/config.h"
 #include "workers/engine/llm/answers.h"
 #include "workers/engine/llm/prompts.h"
+#include "tests/unit/hostile_numbers.h"
 
 using namespace eq::engine;
 using namespace eq::engine::llm;
@@ -107,6 +108,22 @@ BOOST_AUTO_TEST_CASE(judgement_ranks_every_candidate_once) {
       {"candidate":1,"score":0.4,"reason":"r"}]})",
                              2)
                   .isOk());
+}
+
+// An LLM server's answer is untrusted input too: the envelope and the JSON
+// the model wrote inside it go through the same guarded reader.
+BOOST_AUTO_TEST_CASE(hostile_numbers_in_an_answer_are_refused_or_read) {
+  for (const eq::test::HostileNumber& n : eq::test::hostileNumbers()) {
+    BOOST_TEST_CONTEXT(n.text.substr(0, 40)) {
+      auto c = parseCompletion(R"({"choices":[{"message":{"content":"x"}}],"usage":{"total_tokens":)" +
+                               n.text + "}}");
+      BOOST_TEST(c.isOk() == n.parses, c.status().msg());
+      if (!c.isOk()) BOOST_TEST(c.status().msg().find("usage.total_tokens") != std::string::npos);
+      auto r = parseReplies(R"({"replies":[{"text":"x","score":)" + n.text + R"(,"eq_analysis":"y"}]})",
+                            1);
+      if (!n.parses) BOOST_TEST(r.status().msg().find("replies.score") != std::string::npos);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 #include <memory>
 #include <string>
+#include "tests/unit/hostile_numbers.h"
 
 using eq::api::parseAnalyzeRequest;
 using eq::api::parseReplyRequest;
@@ -236,6 +237,23 @@ BOOST_AUTO_TEST_CASE(a_loopback_portal_takes_every_loopback_spelling_and_nothing
   BOOST_TEST(pub("https://eq.example.com", "eq.example.com"));
   BOOST_TEST(!pub("https://localhost", "localhost"));
   BOOST_TEST(!pub("https://127.0.0.1", "127.0.0.1"));
+}
+
+// The crash of issue 27: the body is parsed before the key is checked, so
+// every number an attacker can write must come back as a 400.
+BOOST_AUTO_TEST_CASE(hostile_numbers_are_400_naming_the_field) {
+  for (const eq::test::HostileNumber& n : eq::test::hostileNumbers()) {
+    BOOST_TEST_CONTEXT(n.text.substr(0, 40)) {
+      for (bool async : {false, true}) {
+        std::string msg = rejection(R"({"mode":"fast","message":"hi","reply_count":)" + n.text + "}", async);
+        BOOST_TEST(mentions(msg, "reply_count"), msg);
+      }
+      auto a = parseAnalyzeRequest(R"({"message":"hi","context":)" + n.text + "}");
+      BOOST_REQUIRE(!a.isOk());
+      BOOST_TEST(a.status().code() == 400);
+      BOOST_TEST(mentions(a.status().msg(), "context"), a.status().msg());
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

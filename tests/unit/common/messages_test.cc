@@ -2,6 +2,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "tests/unit/hostile_numbers.h"
+
 using namespace eq;
 
 BOOST_AUTO_TEST_SUITE(message_formats)
@@ -94,6 +96,30 @@ BOOST_AUTO_TEST_CASE(sync_result_refuses_what_is_not_ours) {
            "{\"ok\":true,\"data\":{\"t\":\"\xff\"}}",  // a raw byte that is not UTF-8
            deep}) {
     BOOST_TEST(!msg::decodeSyncResult(body).isOk(), body);
+  }
+}
+
+// What a worker, eq-api and eq-dispatcher read off the broker goes through
+// the same reader: a hostile number is a refused message, never a crash.
+BOOST_AUTO_TEST_CASE(hostile_numbers_in_broker_messages_are_refused_or_read) {
+  for (const test::HostileNumber& n : test::hostileNumbers()) {
+    BOOST_TEST_CONTEXT(n.text.substr(0, 40)) {
+      // A number that parses may still be a value the reader refuses or
+      // reads as its default: only the refusals are checked here.
+      auto job = msg::decodeJob(R"({"v":1,"kind":"analyze","request_id":"r","message":"x",)"
+                                R"("reply_count":)" + n.text + "}");
+      if (!n.parses) BOOST_TEST(job.status().msg().find("reply_count") != std::string::npos);
+      auto event = msg::decodeTaskEvent(R"({"event":"task.succeeded","task_id":"tsk_1",)"
+                                        R"("request_id":"r","mode":"fast","at_ms":)" + n.text + "}");
+      if (!n.parses) BOOST_TEST(event.status().msg().find("at_ms") != std::string::npos);
+      auto failed = msg::decodeSyncResult(R"({"ok":false,"code":)" + n.text + R"(,"msg":"x"})");
+      BOOST_TEST(failed.isOk() == n.parses, failed.status().msg());
+      if (!failed.isOk()) BOOST_TEST(failed.status().msg().find("code") != std::string::npos);
+      auto ok = msg::decodeSyncResult(R"({"ok":true,"data":{"replies":[],"tokens_used":)" +
+                                      n.text + "}}");
+      BOOST_TEST(ok.isOk() == n.parses, ok.status().msg());
+      if (!ok.isOk()) BOOST_TEST(ok.status().msg().find("data.tokens_used") != std::string::npos);
+    }
   }
 }
 

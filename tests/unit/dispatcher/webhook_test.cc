@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "common/crypto.h"
+#include "tests/unit/hostile_numbers.h"
 
 using namespace eq;
 using namespace eq::dispatch;
@@ -94,6 +95,20 @@ BOOST_AUTO_TEST_CASE(a_test_event_body_names_its_delivery) {
   d.created_at = 1700000000000;
   std::string body = testEventBody(d, 1700000001);
   BOOST_TEST(body == R"({"event":"test","delivery_id":"dlv_3","created_at":"2023-11-14T22:13:20.000Z","timestamp":1700000001})");
+}
+
+// The stored result is read back through the guarded reader: one that
+// holds a number past its limits is sent without replies, never a crash.
+BOOST_AUTO_TEST_CASE(a_stored_result_with_a_hostile_number_is_not_read) {
+  for (const eq::test::HostileNumber& n : eq::test::hostileNumbers()) {
+    TaskRecord t;
+    t.task_id = "tsk_1";
+    t.mode = "fast";
+    t.status = "succeeded";
+    t.result_json = R"({"replies":[{"text":"hi","score":)" + n.text + R"(,"eq_analysis":"x"}]})";
+    std::string body = webhookBody(t, "task.succeeded", 42);
+    BOOST_TEST((body.find(R"("text":"hi")") != std::string::npos) == n.parses, n.text.substr(0, 40));
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -9,6 +9,7 @@
 #include "common/timefmt.h"
 #include "tools/eqctl_commands.h"
 #include "tests/unit/temp_db.h"
+#include "tests/unit/hostile_numbers.h"
 
 using namespace eq;
 
@@ -795,6 +796,31 @@ BOOST_AUTO_TEST_CASE(revoke_json_and_create_with_default_webhook_url) {
   BOOST_TEST(!f.store->authenticate(api_key, "production", nowMs()).value().has_value());
   BOOST_TEST(f.run({"key", "revoke", "key_missing"}, &out, &err) == tools::kExitNotFound);
   BOOST_TEST(f.run({"key", "revoke", id, "--force"}, &out, &err) == tools::kExitUsage);
+}
+
+// A stored result is read back with the guarded reader: `task show` of one
+// that holds a number past the limits shows no result rather than crashing.
+BOOST_AUTO_TEST_CASE(task_show_survives_a_stored_hostile_number) {
+  Fixture f;
+  std::string key_id = f.createKey();
+  int i = 0;
+  for (const test::HostileNumber& n : test::hostileNumbers()) {
+    BOOST_TEST_CONTEXT(n.text.substr(0, 40)) {
+      std::string task_id = "tsk_h" + std::to_string(i++);
+      std::string account = f.store->accountOfKey(key_id).value();
+      TaskRecord t{task_id, account, key_id, "req_" + task_id, "fast", "", "", "", 0, "", 1000, 0,
+                   0};
+      BOOST_REQUIRE(f.store->createTask(t).isOk());
+      std::string result = R"({"replies":[{"text":"hi","score":)" + n.text +
+                           R"(,"eq_analysis":"x"}],"tokens_used":1})";
+      BOOST_REQUIRE(f.store->markTaskSucceeded(task_id, result, 2000).value());
+      rapidjson::Document d = f.json({"task", "show", task_id});
+      BOOST_TEST(d["result"].IsObject() == n.parses);
+      std::string out, err;
+      BOOST_TEST(f.run({"task", "show", task_id}, &out, &err) == 0);
+      BOOST_TEST((out.find("replies:") != std::string::npos) == n.parses);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

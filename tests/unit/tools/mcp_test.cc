@@ -16,6 +16,7 @@
 #include "tools/mcp/config.h"
 #include "tools/mcp/server.h"
 #include "tools/mcp/stdio.h"
+#include "tests/unit/hostile_numbers.h"
 
 using namespace eq;
 using namespace eq::mcp;
@@ -464,6 +465,24 @@ BOOST_AUTO_TEST_CASE(stdio_stops_on_the_signal_fd) {
   // stdin stays open and silent: only the signal can end the loop.
   BOOST_TEST((runStdio(server, in[0], devnull, sig[0], 1024) == StopReason::kSignal));
   for (int fd : {in[0], in[1], sig[0], sig[1], devnull}) ::close(fd);
+}
+
+// eq-mcp reads its stdin with the guarded reader: a hostile number is a
+// JSON-RPC parse error naming the member, and the server answers the next line.
+BOOST_AUTO_TEST_CASE(hostile_numbers_are_parse_errors_or_read) {
+  Session s;
+  s.init();
+  for (const test::HostileNumber& n : test::hostileNumbers()) {
+    BOOST_TEST_CONTEXT(n.text.substr(0, 40)) {
+      rapidjson::Document d = s.rpc(R"({"jsonrpc":"2.0","id":)" + n.text + R"(,"method":"ping"})");
+      if (!n.parses) {
+        BOOST_TEST(errorCode(d) == rpc::kParseError);
+        BOOST_TEST(std::string(d["error"]["message"].GetString()).find("field id") !=
+                   std::string::npos);
+      }
+      BOOST_TEST(s.rpc(R"({"jsonrpc":"2.0","id":1,"method":"ping"})").HasMember("result"));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/json.h"
 #include "common/status.h"
 #include "workers/engine/builtin/builtin_engine.h"
 #include "workers/engine/engine.h"
@@ -131,12 +132,13 @@ inline Result<std::vector<Sample>> parseClueJsonl(std::string_view text, std::st
   Status st = detail::forEachLine(text, [&](int number, std::string_view line) {
     if (line.empty()) return Status::ok();
     rapidjson::Document doc;
-    doc.Parse(line.data(), line.size());
+    const Status parsed = json::parse(line, &doc, 4);
     const auto bad = [&](std::string_view what) {
       return Status(400,
                     std::string(name) + ":" + std::to_string(number) + ": " + std::string(what));
     };
-    if (doc.HasParseError() || !doc.IsObject()) return bad("not a JSON object");
+    if (!parsed.isOk()) return bad(parsed.msg());
+    if (!doc.IsObject()) return bad("not a JSON object");
     const auto content = doc.FindMember("content");
     const auto label = doc.FindMember("label");
     if (content == doc.MemberEnd() || !content->value.IsString() || label == doc.MemberEnd() ||
