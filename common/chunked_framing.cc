@@ -80,11 +80,11 @@ ChunkedFraming::Step ChunkedFraming::scan(std::string_view bytes) {
         if (c == '\r') {
           state_ = State::kEndLf;
         } else if (c == ' ' || c == '\t') {
-          return bad(i, "obsolete line folding in a trailer");
+          return bad(i, "obsolete line folding in a chunked trailer");
         } else if (c == '\n') {
           return bad(i, "bare LF after the last chunk (use CRLF)");
         } else if (!isLineText(c)) {
-          return bad(i, "control character in a trailer");
+          return bad(i, "control character in a chunked trailer");
         } else {
           state_ = State::kTrailer;
         }
@@ -93,13 +93,13 @@ ChunkedFraming::Step ChunkedFraming::scan(std::string_view bytes) {
         if (c == '\r') {
           state_ = State::kTrailerLf;
         } else if (c == '\n') {
-          return bad(i, "bare LF in a trailer (use CRLF)");
+          return bad(i, "bare LF in a chunked trailer (use CRLF)");
         } else if (!isLineText(c)) {
-          return bad(i, "control character in a trailer");
+          return bad(i, "control character in a chunked trailer");
         }
         break;
       case State::kTrailerLf:
-        if (c != '\n') return bad(i, "trailer line not ended by CRLF");
+        if (c != '\n') return bad(i, "chunked trailer line not ended by CRLF");
         state_ = State::kTrailerStart;
         break;
       case State::kEndLf:
