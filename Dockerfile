@@ -20,7 +20,10 @@ FROM debian:bookworm AS runtime
 COPY scripts/lib/deps.sh /usr/local/lib/eq/deps.sh
 RUN bash /usr/local/lib/eq/deps.sh install libs && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/eq-api /src/build/eq-worker /src/build/eq-dispatcher /src/build/eqctl /src/build/eq-mcp /usr/local/bin/
-RUN useradd --system --home /var/lib/eq --create-home eq && mkdir -p /data && chown eq /data
+# /data holds the database, webhook secrets in clear among it: its owner only
+# (docs/operations.md, "Files and their modes"). A named volume mounted there
+# starts with this mode.
+RUN useradd --system --home /var/lib/eq --create-home eq && install -d -m 0700 -o eq /data
 USER eq
 ENV EQ_DB_PATH=/data/eq.db
 # 8080: eq-api. 9101 / 9102: /metrics and /healthz of eq-worker / eq-dispatcher.

@@ -14,6 +14,7 @@
 #include "common/allocator.h"
 #include "common/config.h"
 #include "common/defaults.h"
+#include "common/file_modes.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/store.h"
@@ -70,6 +71,7 @@ void onSignal(uv_signal_t* handle, int signum) {
 }  // namespace
 
 int main() {
+  eq::restrictNewFiles();  // before any file is created: common/file_modes.h
   eq::log::setComponent("api");
   eq::tuneAllocator();
   eq::Result<eq::Config> cfg = eq::Config::fromEnv();

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "common/chunked_framing.h"
 #include "common/ids.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -34,6 +35,7 @@ constexpr int kSendBufferBytes = 256 * 1024;
 constexpr uint64_t kRefusalLogIntervalMs = 10'000;
 // Input handed to http-parser per call (see HttpConnection::feed).
 constexpr size_t kParseSliceBytes = 16 * 1024;
+constexpr std::string_view kTransferEncoding = "transfer-encoding:";
 
 const char* reasonPhrase(int status) {
   switch (status) {
@@ -344,14 +346,36 @@ class HttpConnection {
         }
         if (head == 0) break;  // the head is not complete yet
         at_message_start_ = false;
+        // A head with Transfer-Encoding goes to the parser alone, so that
+        // no body byte reaches it before the framing check below is armed
+        // (onHeadersComplete). Other heads go with what follows them.
+        head_left_ = head_has_te_ ? scan_pos_ : 0;
       }
       if (HTTP_PARSER_ERRNO(&parser_) == HPE_PAUSED) http_parser_pause(&parser_, 0);
       // In slices, so that the bound below is checked before a message that
       // exceeds it can complete within one call.
-      size_t n = http_parser_execute(&parser_, &settings_, in_.data(),
-                                     std::min(in_.size(), kParseSliceBytes));
+      size_t len = std::min(in_.size(), kParseSliceBytes);
+      if (head_left_ > 0) {
+        len = std::min(len, head_left_);
+      } else if (chunked_body_) {
+        // The parser is lax about chunked framing (chunked_framing.h): every
+        // body byte passes the strict check first. At the end of the body
+        // the slice ends too, so the parser completes the request exactly
+        // where the check did.
+        ChunkedFraming::Step step = chunked_framing_.scan(std::string_view(in_.data(), len));
+        if (step.verdict == ChunkedFraming::Verdict::kBad) {
+          fail(400, std::string("malformed HTTP request: ") + step.error);
+          break;
+        }
+        if (step.verdict == ChunkedFraming::Verdict::kComplete) {
+          len = step.used;
+          chunked_body_ = false;
+        }
+      }
+      size_t n = http_parser_execute(&parser_, &settings_, in_.data(), len);
       http_errno err = HTTP_PARSER_ERRNO(&parser_);
       in_.erase(0, n);
+      head_left_ -= std::min(n, head_left_);
       message_wire_bytes_ += n;
       if (err == HPE_PAUSED) continue;  // a request completed; loop checks if answered
       if (error_status_ == 0 && message_wire_bytes_ > maxMessageWireBytes()) {
@@ -399,7 +423,12 @@ class HttpConnection {
       }
       if (!saw_request_line_) {
         saw_request_line_ = true;
+        head_has_te_ = false;
         continue;
+      }
+      if (line.size() >= kTransferEncoding.size() &&
+          strncasecmp(line.data(), kTransferEncoding.data(), kTransferEncoding.size()) == 0) {
+        head_has_te_ = true;
       }
       if (line.front() == ' ' || line.front() == '\t') {
         return reject(400, "malformed HTTP request: obsolete header line folding");
@@ -527,6 +556,10 @@ class HttpConnection {
     c->req_.path = std::string(url.substr(0, q));
     if (q != std::string_view::npos) c->req_.query = std::string(url.substr(q + 1));
     if (!c->checkFraming(p)) return -1;
+    // Armed before the parser sees a body byte: the head was given to it
+    // alone (head_has_te_).
+    c->chunked_body_ = (p->flags & F_CHUNKED) != 0;
+    c->chunked_framing_ = ChunkedFraming();
     c->head_request_ = p->method == HTTP_HEAD;
     // Decide on the size before reading the body (PRODUCT.md §2: 413 over 64 KiB).
     if ((p->flags & F_CONTENTLENGTH) != 0 &&
@@ -609,6 +642,7 @@ class HttpConnection {
     c->at_message_start_ = true;
     c->scan_pos_ = c->line_start_ = 0;
     c->saw_request_line_ = false;
+    c->chunked_body_ = false;  // the check ended the slice here already
     uv_read_stop(reinterpret_cast<uv_stream_t*>(&c->tcp_));
     http_parser_pause(p, 1);
     c->server_->handler_(std::move(c->req_), Responder(c->server_, c->id_));
@@ -645,6 +679,12 @@ class HttpConnection {
   bool saw_request_line_ = false;
   size_t scan_pos_ = 0;
   size_t line_start_ = 0;
+  bool head_has_te_ = false;  // the head has a Transfer-Encoding line
+  size_t head_left_ = 0;      // bytes of such a head the parser has not had yet
+  // The strict framing check of a chunked body (chunked_framing.h), armed
+  // by onHeadersComplete and done at the end of the body.
+  bool chunked_body_ = false;
+  ChunkedFraming chunked_framing_;
   bool http10_ = false;
   uv_shutdown_t shutdown_req_;
   int closed_handles_ = 0;

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/embedded.h"
+#include "common/file_modes.h"
 #include "common/log.h"
 #include "common/timefmt.h"
 #include "common/store_query.h"
@@ -26,9 +27,26 @@ constexpr const char* kMigrations[] = {"schema/migrations/001_init.sql",
                                        "schema/migrations/006_portal.sql",
                                        "schema/migrations/007_republish.sql"};
 
+// A database that an older version (or a looser umask) created readable by
+// other users is tightened before it is opened: it holds webhook secrets in
+// clear (docs/operations.md, "Files and their modes"). SQLite gives the -wal
+// and -shm files it creates the database file's mode, so the main file is the
+// one that matters; existing ones are tightened too. A failure (another user
+// owns the file) is logged, not fatal: the database still works, and the
+// operator sees why its mode stayed.
+void restrictDatabaseFiles(const std::string& path) {
+  if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) return;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    if (Status s = restrictExistingFile(path + suffix); !s.isOk()) {
+      log::warn("database file left readable by others", {{"error", s.msg()}});
+    }
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Store>> Store::open(const std::string& path, int busy_timeout_ms) {
+  restrictDatabaseFiles(path);
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,

@@ -12,6 +12,7 @@
 #include "common/allocator.h"
 #include "common/config.h"
 #include "common/defaults.h"
+#include "common/file_modes.h"
 #include "common/log.h"
 #include "common/metrics_server.h"
 #include "common/store.h"
@@ -28,6 +29,7 @@ void onSignal(int) { g_stop.store(true); }
 }  // namespace
 
 int main() {
+  eq::restrictNewFiles();  // before any file is created: common/file_modes.h
   eq::log::setComponent("dispatcher");
   eq::tuneAllocator();
   eq::Result<eq::Config> cfg = eq::Config::fromEnv();

@@ -4,11 +4,13 @@
 #include <iostream>
 
 #include "common/config.h"
+#include "common/file_modes.h"
 #include "common/log.h"
 #include "common/store.h"
 #include "tools/eqctl_commands.h"
 
 int main(int argc, char** argv) {
+  eq::restrictNewFiles();  // before any file is created: common/file_modes.h
   eq::log::setComponent("eqctl");
   eq::log::setLevel("warn");
   eq::Result<eq::Config> cfg = eq::Config::fromEnv();

@@ -48,8 +48,9 @@ constexpr CommandHelp kCommands[] = {
      "key create --name NAME [--tier free|pro|ultra] [--quota-fast N] [--quota-standard N]\n"
      "           [--quota-perfect N] [--expire-days N] [--rate N] [--webhook-url URL] [--json]",
      "Creates an account and its first key. Prints the key (eq_live_... or eq_test_..., after\n"
-     "EQ_ENV) and the account's webhook signing secret (whsec_...) once: only their hashes and\n"
-     "a display prefix are stored. Defaults: 100 units per mode, quota expiring in 30 days\n"
+     "EQ_ENV) and the account's webhook signing secret (whsec_...) once. The database keeps\n"
+     "only a hash and a display prefix of the key, but the webhook secret in clear: signing\n"
+     "a webhook needs the secret itself. Defaults: 100 units per mode, quota expiring in 30 days\n"
      "(--expire-days is the quota's), 60 requests/minute, no default webhook URL.\n"
      "--json prints {key_id, api_key, webhook_secret, tier}.\n"},
     {"key", "list", "key list [--json]",
@@ -144,7 +145,9 @@ constexpr const char* kUsageFooter =
     "survive a rotation. --expire-at takes UTC times such as 2026-01-31T00:00:00Z (or\n"
     "+08:00 offsets) and may lie in the past (ends a quota or key now).\n"
     "The database is EQ_DB_PATH; keys are minted for EQ_ENV (production: eq_live_, staging:\n"
-    "eq_test_).\n"
+    "eq_test_). It stores API keys and portal passwords only as hashes, but webhook secrets\n"
+    "and message texts in clear (a webhook signature needs its secret), so it and its -wal\n"
+    "and -shm files are created readable by their owner only (mode 0600).\n"
     "Exit codes: 0 ok, 1 internal error (database), 2 usage error, 3 not found,\n"
     "4 conflict (wrong state), 5 refused by the deployment's settings.\n";
 

@@ -13,6 +13,7 @@
 #include "common/allocator.h"
 #include "common/config.h"
 #include "common/defaults.h"
+#include "common/file_modes.h"
 #include "common/log.h"
 #include "common/metrics_server.h"
 #include "workers/engine/factory.h"
@@ -33,6 +34,7 @@ int usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  eq::restrictNewFiles();  // before any file is created: common/file_modes.h
   eq::log::setComponent("worker");
   eq::tuneAllocator();
   eq::worker::WorkerOptions opts;

@@ -371,12 +371,13 @@ json.dump({
             return 1
         fi
         chown -R rabbitmq:rabbitmq "$d" || return 1
-        # `mktemp -d` makes VAR_DIR mode 700, which the rabbitmq user cannot
-        # traverse: grant search (not listing) on VAR_DIR itself, ours to
-        # manage. Its parents are the caller's business.
-        if [[ "$(stat -c %A "$var_dir")" != d????????[xt] ]]; then
-            chmod o+x "$var_dir" || return 1
-        fi
+        # The node must pass through VAR_DIR to reach $d, but VAR_DIR also
+        # holds the database and logs, which are for its owner only
+        # (docs/operations.md, "Files and their modes"): the rabbitmq group
+        # gets search (not listing) on VAR_DIR itself, others nothing.
+        # Its parents are the caller's business.
+        chgrp rabbitmq "$var_dir" || return 1
+        chmod 0710 "$var_dir" || return 1
         if runuser -u rabbitmq -- test -w "$d/mnesia"; then
             EQB_RUN_AS=rabbitmq
         else

@@ -416,6 +416,53 @@ BOOST_AUTO_TEST_CASE(chunked_bodies_are_read_and_counted_against_the_limit) {
   BOOST_TEST(startsWith(over, "HTTP/1.1 413"), over.substr(0, 200));
 }
 
+// Issue 27, item 5a: Debian's http-parser (built without
+// HTTP_PARSER_STRICT) took any two bytes for the CRLF after chunk data and a
+// bare LF inside a chunk extension; a proxy framing strictly reads another
+// request boundary from the same bytes. Each shape below was answered 200
+// and the request behind it served; now it is 400 and the connection closes.
+BOOST_AUTO_TEST_CASE(chunked_framing_is_strict) {
+  HttpWorld w;
+  const std::string head = "POST /api/v1/analyze HTTP/1.1\r\nHost: t\r\n" + w.auth() +
+                           "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string body = R"({"message":"今天好开心"})";
+  auto hex = [](size_t n) {
+    char out[16];
+    std::snprintf(out, sizeof out, "%zx", n);
+    return std::string(out);
+  };
+  const std::string size = hex(body.size());
+  const std::string next = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+  struct Case {
+    const char* name;
+    std::string chunks;
+  };
+  const Case cases[] = {
+      {"two bytes other than CRLF after chunk data", size + "\r\n" + body + "XY0\r\n\r\n"},
+      {"bare LF in a chunk extension", size + ";a=b\nc\r\n" + body + "\r\n0\r\n\r\n"},
+      {"CR without LF after the chunk size", size + "\rX" + body + "\r\n0\r\n\r\n"},
+      {"bare LF in a trailer", size + "\r\n" + body + "\r\n0\r\nX-T: 1\n\r\n"},
+  };
+  for (const Case& c : cases) {
+    std::string resp = w.exchange(head + c.chunks + next);
+    BOOST_TEST_CONTEXT(c.name) {
+      BOOST_TEST(startsWith(resp, "HTTP/1.1 400"), resp.substr(0, 200));
+      BOOST_TEST(resp.find("chunk") != std::string::npos, resp.substr(0, 400));
+      BOOST_TEST(resp.find("Connection: close") != std::string::npos);
+      BOOST_TEST(count(resp, "HTTP/1.1 ") == 1, "a request behind the bad one was served");
+    }
+  }
+  // Strict framing is still framing: extensions, several chunks and a
+  // trailer are read, and the request behind is answered in turn.
+  std::string ok = w.exchange(head + "5;ext=\"v\"\r\n" + body.substr(0, 5) + "\r\n" +
+                              hex(body.size() - 5) + "\r\n" + body.substr(5) +
+                              "\r\n0\r\nX-Trailer: 1\r\n\r\n" +
+                              "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  BOOST_TEST(startsWith(ok, "HTTP/1.1 200"), ok.substr(0, 200));
+  BOOST_TEST(ok.find("\"emotion\":\"joy\"") != std::string::npos, ok.substr(0, 400));
+  BOOST_TEST(count(ok, "HTTP/1.1 200") == 2, ok);
+}
+
 BOOST_AUTO_TEST_CASE(expect_100_continue_is_honoured) {
   HttpWorld w;
   int fd = eq::it::connectTo(w.stack.apiPort());

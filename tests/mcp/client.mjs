@@ -121,6 +121,10 @@ async function main() {
   assert.equal(reply.inputSchema.properties.reply_count.maximum, 5);
   assert.ok(tools.find((t) => t.name === 'generate_reply_async').inputSchema.properties.webhook_url);
   assert.equal(tools.find((t) => t.name === 'get_quota').annotations?.readOnlyHint, true);
+  // Only the tool taking a webhook_url reaches the open world (issue 27).
+  for (const t of tools) {
+    assert.equal(t.annotations?.openWorldHint, t.name === 'generate_reply_async', `${t.name} openWorldHint`);
+  }
 
   // --- quota before
   step('get_quota');

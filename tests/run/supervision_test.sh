@@ -12,7 +12,6 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 var="$(mktemp -d "${TMPDIR:-/tmp}/eq-run-test-XXXXXX")"
-chmod 755 "$var"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 export EQ_VAR_DIR="$var" EQ_HTTP_PORT="$(free_port)" EQ_METRICS_PORT=off
 # Never the test broker's ports that scripts/test exported.

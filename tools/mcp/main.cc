@@ -13,6 +13,7 @@
 #include <cstdlib>
 
 #include "common/defaults.h"
+#include "common/file_modes.h"
 #include "common/log.h"
 #include "tools/mcp/api_client.h"
 #include "tools/mcp/config.h"
@@ -20,6 +21,7 @@
 #include "tools/mcp/stdio.h"
 
 int main() {
+  eq::restrictNewFiles();  // before any file is created: common/file_modes.h
   eq::log::setComponent("mcp");
   eq::Result<eq::mcp::McpConfig> cfg =
       eq::mcp::McpConfig::fromEnv([](const char* name) { return std::getenv(name); });

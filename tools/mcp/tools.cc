@@ -127,6 +127,7 @@ struct ToolDef {
   const char* output_schema;
   bool read_only;   // no effect on the account (analyze charges nothing)
   bool idempotent;  // calling again with the same arguments has no further effect
+  bool open_world;  // takes a URL the service will reach out to (a webhook)
 };
 
 constexpr std::array<ToolDef, 5> kTools = {{
@@ -135,26 +136,26 @@ constexpr std::array<ToolDef, 5> kTools = {{
      "English too), each with a score in [0, 1] and a short explanation of why it works. Waits "
      "for the result: fast takes seconds, standard and perfect can take minutes with a language "
      "model behind the service. Uses one unit of the mode's quota.",
-     kGenerateReplyInput, kReplyOutput, false, false},
+     kGenerateReplyInput, kReplyOutput, false, false, false},
     {"generate_reply_async", "Generate replies (background task)",
      "Starts reply generation as a background task and returns its task_id at once; fetch the "
      "result with get_task (poll until status is succeeded or failed), or receive it at "
      "webhook_url. Recommended for perfect mode. Uses one unit of the mode's quota (refunded if "
      "the task fails).",
-     kGenerateReplyAsyncInput, kTaskCreatedOutput, false, false},
+     kGenerateReplyAsyncInput, kTaskCreatedOutput, false, false, true},
     {"get_task", "Get task",
      "Returns the state of a task created by generate_reply_async: status, the replies once it "
      "succeeded, the error once it failed, and the webhook delivery state.",
-     kGetTaskInput, kTaskOutput, true, true},
+     kGetTaskInput, kTaskOutput, true, true, false},
     {"analyze_message", "Analyze message",
      "Analyzes the emotion and intent of a message without generating replies: main emotion, "
      "intensity in [0, 1], underlying need, relationship stage and a suggested reply strategy. "
      "Uses no quota.",
-     kAnalyzeInput, kAnalyzeOutput, true, true},
+     kAnalyzeInput, kAnalyzeOutput, true, true, false},
     {"get_quota", "Get quota",
      "Returns the remaining quota units per mode (fast, standard, perfect) of the configured API "
      "key, when they expire, and the key's tier.",
-     kQuotaInput, kQuotaOutput, true, true},
+     kQuotaInput, kQuotaOutput, true, true, false},
 }};
 
 std::string_view sv(const rapidjson::Value& v) {
@@ -236,9 +237,12 @@ void ToolCatalog::writeList(JsonWriter& w, ProtocolVersion version) const {
       }
       w.Key("idempotentHint");
       w.Bool(t.idempotent);
-      // The tools reach one configured EQ Reply service, not the open web.
+      // Most tools reach one configured EQ Reply service and nothing else.
+      // generate_reply_async takes any webhook_url, which the service then
+      // POSTs the result to: that is the open world, and a client must be
+      // told so before it lets a model choose the address.
       w.Key("openWorldHint");
-      w.Bool(false);
+      w.Bool(t.open_world);
       w.EndObject();
     }
     w.EndObject();

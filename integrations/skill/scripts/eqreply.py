@@ -28,6 +28,7 @@ import os
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 
@@ -64,12 +65,36 @@ class Unreachable(Exception):
     pass
 
 
+def origin_of(url):
+    """(scheme, host, port) of a URL, the port spelled out when implied."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port or {"http": 80, "https": 443}.get(scheme)
+    return scheme, (parts.hostname or "").lower(), port
+
+
+class SameOriginAuthRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows redirects as urllib does, but the API key never leaves the
+    origin it was meant for: on a redirect to another scheme, host or port
+    the Authorization header is dropped (as curl and browsers do), so a
+    proxy or a compromised server cannot send the key elsewhere. The other
+    origin then answers 401 like any request without a key. Once dropped it
+    stays dropped, even if a later redirect comes back."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and origin_of(new.full_url) != origin_of(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
 class Client:
     def __init__(self, base_url, api_key, retries, max_wait):
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.retries = retries
         self.max_wait = max_wait
+        self.opener = urllib.request.build_opener(SameOriginAuthRedirects)
 
     def call(self, method, path, body=None, idempotency_key=None, timeout=30):
         """Returns the envelope's data; raises ApiError or Unreachable after
@@ -106,7 +131,7 @@ class Client:
         req = urllib.request.Request(self.base_url + path, data=data, headers=headers,
                                      method=method)
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
+            with self.opener.open(req, timeout=timeout) as resp:
                 return parse_envelope(resp.status, resp.read())["data"]
         except urllib.error.HTTPError as e:
             envelope = parse_envelope(e.code, e.read())

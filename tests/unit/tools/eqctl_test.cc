@@ -590,6 +590,12 @@ BOOST_AUTO_TEST_CASE(every_command_has_help_and_takes_json) {
                         "account reset-password"}) {
     BOOST_TEST(out.find(s) != std::string::npos, s);
   }
+  // What the database keeps in clear, and why, is part of the help (issue 27):
+  // an operator must not be told the webhook secret is hashed.
+  BOOST_TEST(out.find("webhook secrets\nand message texts in clear") != std::string::npos);
+  BOOST_REQUIRE(f.run({"key", "create", "--help"}, &out, &err) == 0);
+  BOOST_TEST(out.find("the webhook secret in clear") != std::string::npos);
+  BOOST_TEST(out.find("only their hashes") == std::string::npos);
   BOOST_REQUIRE(f.run({"task", "--help"}, &out, &err) == 0);
   BOOST_TEST(out.find("task list") != std::string::npos);
   BOOST_TEST(out.find("key create") == std::string::npos);  // only that noun's commands

@@ -252,6 +252,13 @@ BOOST_AUTO_TEST_CASE(tools_list_has_every_tool_with_schemas_for_the_agreed_versi
       "task_id");
   BOOST_TEST((*toolNamed(list, "get_quota"))["annotations"]["readOnlyHint"].GetBool());
   BOOST_TEST(!(*toolNamed(list, "generate_reply"))["annotations"]["readOnlyHint"].GetBool());
+  // Only the tool that takes a webhook_url reaches beyond the service
+  // (issue 27): the service POSTs to whatever address it is given.
+  for (const std::string& n : names) {
+    BOOST_TEST((*toolNamed(list, n))["annotations"]["openWorldHint"].GetBool() ==
+                   (n == "generate_reply_async"),
+               n);
+  }
 
   Session old;
   old.init("2024-11-05");
