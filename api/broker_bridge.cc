@@ -10,6 +10,7 @@
 
 #include "common/defaults.h"
 #include "common/log.h"
+#include "common/msg_auth.h"
 #include "common/reconnect.h"
 #include "common/timefmt.h"
 
@@ -28,8 +29,12 @@ constexpr int64_t kConfirmTimeoutMs = 3000;
 
 }  // namespace
 
-BrokerBridge::BrokerBridge(uv_loop_t* loop, std::string amqp_url, std::string conn_name)
-    : loop_(loop), url_(std::move(amqp_url)), conn_name_(std::move(conn_name)) {
+BrokerBridge::BrokerBridge(uv_loop_t* loop, std::string amqp_url, std::string conn_name,
+                           std::string internal_key)
+    : loop_(loop),
+      url_(std::move(amqp_url)),
+      conn_name_(std::move(conn_name)),
+      internal_key_(std::move(internal_key)) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   uv_async_init(loop_, &async_, &BrokerBridge::onAsync);
   async_.data = this;
@@ -111,6 +116,7 @@ void BrokerBridge::call(const msg::Job& job, CallDone done) {
   op.op_id = next_op_id_++;
   op.queue = msg::syncQueueForMode(job.kind == "analyze" ? "" : job.mode);
   op.body = msg::encodeJob(job);
+  op.opts.signature = msg::signMessage(internal_key_, msg::SignedKind::kJob, "", op.body);
   op.opts.correlation_id = job.request_id;
   op.opts.message_id = job.request_id;
   // The message expires from the queue when the caller stops waiting, so a
@@ -132,6 +138,7 @@ void BrokerBridge::publishPersistent(const std::string& queue, std::string body,
   op.op_id = next_op_id_++;
   op.queue = queue;
   op.body = std::move(body);
+  op.opts.signature = msg::signMessage(internal_key_, msg::SignedKind::kJob, "", op.body);
   op.opts.persistent = true;
   publishes_[op.op_id] = std::move(done);
   submit(std::move(op));
@@ -376,7 +383,21 @@ void BrokerBridge::pumpFrames() {
     }
     if (std::holds_alternative<amqp::Timeout>(ev.value())) return;
     if (auto* d = std::get_if<amqp::Delivery>(&ev.value())) {
-      // A reply (direct reply-to is consumed with no_ack: nothing to ack).
+      // A reply (direct reply-to is consumed with no_ack: nothing to ack,
+      // and nothing to dead-letter either). One that a worker did not sign
+      // is dropped here, counted and logged: whoever published it could
+      // otherwise answer a caller with replies of its choosing. The call
+      // goes on waiting, so the genuine result, if it comes, still answers
+      // it; if none does, its deadline does (504, refunded).
+      msg::Verdict verdict = msg::verifyMessage(internal_key_, msg::SignedKind::kSyncResult,
+                                                d->correlation_id, d->body, d->signature);
+      if (verdict != msg::Verdict::kValid) {
+        (verdict == msg::Verdict::kUnsigned ? refused_unsigned_ : refused_bad_)
+            .fetch_add(1, std::memory_order_relaxed);
+        log::warn("sync result refused: signature does not verify",
+                  {{"reason", msg::verdictName(verdict)}, {"request_id", d->correlation_id}});
+        continue;
+      }
       std::string corr = d->correlation_id;
       sync_in_flight_.erase(corr);
       emit(Outcome{Outcome::Kind::kReply, 0, std::move(corr), std::move(d->body), "", {}});

@@ -87,7 +87,10 @@ class BrokerBridge {
   using CallDone = std::function<void(Result<msg::SyncResult>)>;
   using PublishDone = std::function<void(Status)>;
 
-  BrokerBridge(uv_loop_t* loop, std::string amqp_url, std::string conn_name);
+  // internal_key: EQ_INTERNAL_KEY, which signs the jobs published here and
+  // must sign every sync result taken (common/msg_auth.h).
+  BrokerBridge(uv_loop_t* loop, std::string amqp_url, std::string conn_name,
+               std::string internal_key);
   ~BrokerBridge();
   BrokerBridge(const BrokerBridge&) = delete;
   BrokerBridge& operator=(const BrokerBridge&) = delete;
@@ -106,14 +109,19 @@ class BrokerBridge {
     return connected_.load(std::memory_order_acquire) && !stalled_.load(std::memory_order_acquire);
   }
   uint64_t reconnects() const { return reconnects_.load(std::memory_order_relaxed); }
+  // Sync results dropped because their signature was missing or wrong
+  // (any thread; for /metrics).
+  uint64_t refusedUnsigned() const { return refused_unsigned_.load(std::memory_order_relaxed); }
+  uint64_t refusedBadSignature() const { return refused_bad_.load(std::memory_order_relaxed); }
   std::size_t pendingCalls() const { return calls_.size(); }
 
   // Publishes a sync job and calls done with the worker's result, or with
   // 503 (broker trouble) or 504 (deadline passed). Loop thread only.
   void call(const msg::Job& job, CallDone done);
 
-  // Publishes a persistent message and calls done once the broker confirmed
-  // it (ok) or could not take it (503). Loop thread only.
+  // Publishes a persistent job (signed like every job) and calls done once
+  // the broker confirmed it (ok) or could not take it (503). Loop thread
+  // only.
   void publishPersistent(const std::string& queue, std::string body, PublishDone done);
 
   // Loop thread: hands the operations of this iteration to the broker
@@ -168,6 +176,7 @@ class BrokerBridge {
   uv_loop_t* loop_;
   std::string url_;
   std::string conn_name_;
+  std::string internal_key_;
   uv_async_t async_;
   uv_prepare_t prepare_;  // hands in each loop iteration's operations
   uv_timer_t sweep_;
@@ -177,6 +186,8 @@ class BrokerBridge {
   std::atomic<bool> connected_{false};
   std::atomic<bool> stalled_{false};  // a publish went unconfirmed too long (see above)
   std::atomic<uint64_t> reconnects_{0};
+  std::atomic<uint64_t> refused_unsigned_{0};
+  std::atomic<uint64_t> refused_bad_{0};
 
   std::mutex mu_;  // guards inbox_ and outbox_
   std::deque<Outgoing> inbox_;

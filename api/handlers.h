@@ -305,6 +305,11 @@ class ApiService {
   metrics::Counter& broker_reconnects_ =
       registry_.counter("eq_api_broker_reconnects_total", "Broker reconnections since start.")
           .get();
+  metrics::Family<metrics::Counter>& messages_refused_ = registry_.counter(
+      "eq_api_messages_refused_total",
+      "Sync results dropped because their x-eq-signature was missing (unsigned) or wrong "
+      "(bad_signature): not published by an eq-worker with this EQ_INTERNAL_KEY.",
+      {"reason"});
   metrics::Counter& db_batches_ =
       registry_
           .counter("eq_api_db_batches_total",

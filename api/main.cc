@@ -81,6 +81,10 @@ int main() {
   }
   const eq::Config& config = cfg.value();
   eq::log::setLevel(config.log_level);
+  if (eq::Status s = config.requireInternalKey(); !s.isOk()) {
+    eq::log::error("bad configuration", {{"error", s.msg()}});
+    return 2;
+  }
 
   eq::Result<eq::net::CidrSet> webhook_allow = eq::net::CidrSet::parse(config.webhook_allow_cidrs);
   if (!webhook_allow.isOk()) {
@@ -107,7 +111,7 @@ int main() {
 
   std::signal(SIGPIPE, SIG_IGN);  // a client hanging up is an error value, not a signal
   uv_loop_t* loop = uv_default_loop();
-  eq::api::BrokerBridge broker(loop, config.amqp_url, "eq-api");
+  eq::api::BrokerBridge broker(loop, config.amqp_url, "eq-api", config.internal_key);
   eq::SystemClock clock;
   eq::api::DbThread db(loop, std::move(store.value()), &clock, instance_id);
   eq::api::ApiService service(

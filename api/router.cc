@@ -168,6 +168,14 @@ std::string ApiService::renderMetrics() {
     broker_reconnects_.inc(static_cast<double>(reconnects - reconnects_seen_));
     reconnects_seen_ = reconnects;
   }
+  // Set from the bridge's running totals (they only grow), which also
+  // creates both series at zero for dashboards.
+  uint64_t unsigned_seen = ctx_.broker->refusedUnsigned();
+  uint64_t bad_seen = ctx_.broker->refusedBadSignature();
+  metrics::Counter& refused_unsigned = messages_refused_.with({"unsigned"});
+  metrics::Counter& refused_bad = messages_refused_.with({"bad_signature"});
+  refused_unsigned.inc(static_cast<double>(unsigned_seen) - refused_unsigned.value());
+  refused_bad.inc(static_cast<double>(bad_seen) - refused_bad.value());
   auto batches = static_cast<uint64_t>(ctx_.db->batches());
   if (batches > db_batches_seen_) {
     db_batches_.inc(static_cast<double>(batches - db_batches_seen_));

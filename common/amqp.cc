@@ -12,6 +12,7 @@
 #include "common/defaults.h"
 #include "common/log.h"
 #include "common/messages.h"
+#include "common/msg_auth.h"
 #include "common/timefmt.h"
 
 namespace eq::amqp {
@@ -294,6 +295,14 @@ Result<uint64_t> Connection::publish(const std::string& routing_key, const std::
     props._flags |= AMQP_BASIC_EXPIRATION_FLAG;
     props.expiration = bytes(expiration);
   }
+  amqp_table_entry_t headers[1];
+  if (!opts.signature.empty()) {
+    headers[0].key = amqp_cstring_bytes(msg::kSignatureHeader);
+    headers[0].value.kind = AMQP_FIELD_KIND_UTF8;
+    headers[0].value.value.bytes = bytes(opts.signature);
+    props._flags |= AMQP_BASIC_HEADERS_FLAG;
+    props.headers = amqp_table_t{1, headers};
+  }
   int rc = amqp_basic_publish(conn_, kChannel, amqp_empty_bytes, bytes(routing_key), 0, 0, &props,
                               bytes(body));
   if (Status s = libStatus(rc, "basic.publish"); !s.isOk()) return s;
@@ -360,6 +369,11 @@ Result<Event> Connection::readOneFrame(int timeout_ms) {
           }
         } else if (key == "x-first-death-reason" && e.value.kind == AMQP_FIELD_KIND_UTF8) {
           d.death_reason = str(e.value.value.bytes);
+        } else if (key == msg::kSignatureHeader && (e.value.kind == AMQP_FIELD_KIND_UTF8 ||
+                                                    e.value.kind == AMQP_FIELD_KIND_BYTES)) {
+          // The management UI's "publish message" sends header values as
+          // long strings, which rabbitmq-c reports as UTF8 or BYTES.
+          d.signature = str(e.value.value.bytes);
         }
       }
     }

@@ -32,6 +32,8 @@ struct PublishOptions {
   std::string message_id;
   int64_t expiration_ms = 0;  // 0: never expires in the queue
   bool persistent = false;
+  // Sent as the x-eq-signature header when not empty (common/msg_auth.h).
+  std::string signature;
 };
 
 struct Delivery {
@@ -43,6 +45,7 @@ struct Delivery {
   bool redelivered = false;
   int64_t delivery_count = 0;  // quorum queues: x-delivery-count header
   std::string death_reason;    // dead-lettered messages: x-first-death-reason
+  std::string signature;       // x-eq-signature, empty when absent (common/msg_auth.h)
 };
 
 // The broker's answer to a publish once confirms are enabled.

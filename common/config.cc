@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/defaults.h"
+#include "common/msg_auth.h"
 
 namespace eq {
 namespace {
@@ -88,6 +89,13 @@ Status llmFromEnv(bool required, LlmConfig* llm) {
 
 }  // namespace
 
+Status Config::requireInternalKey() const {
+  if (!internal_key.empty()) return Status::ok();
+  return Status(500, "EQ_INTERNAL_KEY is not set: eq-api, eq-worker and eq-dispatcher sign the "
+                     "messages they exchange with it; give all of them the same random key "
+                     "(e.g. `openssl rand -hex 32`, docs/operations.md)");
+}
+
 Status parseRetrySchedule(std::string_view text, std::vector<int64_t>* steps_ms) {
   constexpr int64_t kMaxStepMs = 7 * 86'400'000LL;
   constexpr size_t kMaxSteps = 100;
@@ -142,6 +150,12 @@ Result<Config> Config::fromEnv() {
   c.http_port = static_cast<int>(port);
   c.http_host = envOr("EQ_HTTP_HOST", "0.0.0.0");
   c.amqp_url = envOr("EQ_AMQP_URL", defaults::kAmqpUrl);
+  c.internal_key = envOr("EQ_INTERNAL_KEY", "");
+  if (!c.internal_key.empty() && c.internal_key.size() < msg::kInternalKeyMinChars) {
+    return Status(500, "EQ_INTERNAL_KEY must be at least " +
+                           std::to_string(msg::kInternalKeyMinChars) +
+                           " characters (e.g. `openssl rand -hex 32`)");
+  }
   c.db_path = envOr("EQ_DB_PATH", defaults::kDbPath);
   c.engine = envOr("EQ_ENGINE", "builtin");
   if (c.engine != "builtin" && c.engine != "llm") {

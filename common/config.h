@@ -35,6 +35,11 @@ struct Config {
   int http_port = 0;               // EQ_HTTP_PORT (eq-api); 0 picks a free port
   std::string http_host = "0.0.0.0";
   std::string amqp_url;            // EQ_AMQP_URL
+  // EQ_INTERNAL_KEY: the key eq-api, eq-worker and eq-dispatcher sign and
+  // check their messages with (common/msg_auth.h). fromEnv() refuses a
+  // short one; the three processes refuse to start without one
+  // (requireInternalKey), tools such as eqctl do not need it.
+  std::string internal_key;
   std::string db_path;             // EQ_DB_PATH
   std::string engine = "builtin";  // EQ_ENGINE: builtin | llm
   std::string log_level = "info";  // EQ_LOG_LEVEL: debug | info | warn | error
@@ -94,6 +99,11 @@ struct Config {
 
   // Reads the environment; a malformed value is an error naming the variable.
   static Result<Config> fromEnv();
+
+  // An error naming EQ_INTERNAL_KEY when it is unset. Required in every
+  // environment, staging too: without it a process could only accept
+  // unsigned messages, which is exactly what the key exists to refuse.
+  Status requireInternalKey() const;
 };
 
 // Parses EQ_PORTAL_URL ("http[s]://host[:port][/...]") into its origin and

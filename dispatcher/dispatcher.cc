@@ -9,6 +9,7 @@
 
 #include "common/defaults.h"
 #include "common/log.h"
+#include "common/msg_auth.h"
 #include "common/reconnect.h"
 #include "common/timefmt.h"
 #include "dispatcher/db_writes.h"
@@ -88,6 +89,9 @@ Status Dispatcher::applyBatch(amqp::Connection& conn, std::vector<amqp::Delivery
   std::vector<BatchItem> items;
   items.reserve(batch.size());
   for (const amqp::Delivery& d : batch) {
+    Result<bool> genuine = authentic(conn, d);
+    if (!genuine.isOk()) return genuine.status();
+    if (!genuine.value()) continue;
     if (d.queue_hint != msg::kQueueTaskEvents) {
       // Dead-lettered messages keep their original routing key, so anything
       // not routed as a task event came through eq.dlx.
@@ -146,6 +150,36 @@ Status Dispatcher::applyBatch(amqp::Connection& conn, std::vector<amqp::Delivery
     }
   }
   return Status::ok();
+}
+
+Result<bool> Dispatcher::authentic(amqp::Connection& conn, const amqp::Delivery& d) {
+  // Task events are signed by the worker that made them; everything else
+  // here is a dead letter, a job as eq-api or the republisher signed it
+  // (dead-lettering keeps a message's headers and routing key). Unsigned,
+  // both could fail or complete any task and send its webhook signed with
+  // the customer's secret: that is what whoever reaches the broker with a
+  // publishing user must not be able to do (docs/architecture.md,
+  // "Message authentication").
+  bool event = d.queue_hint == msg::kQueueTaskEvents;
+  msg::Verdict verdict =
+      msg::verifyMessage(internal_key_, event ? msg::SignedKind::kTaskEvent : msg::SignedKind::kJob,
+                         "", d.body, d.signature);
+  if (verdict == msg::Verdict::kValid) return true;
+  // Rejected without requeue, like a malformed event: from eq.task-events
+  // it goes to eq.dead (an operator can still see it there with the
+  // management UI while no dispatcher runs) and comes back here once more,
+  // to be dropped; from eq.dead, which has no dead-letter exchange, it is
+  // dropped. Counted and logged once, on its first pass: a message that
+  // already went through eq.dlx says so in x-first-death-reason.
+  if (Status r = conn.reject(d.tag, false); !r.isOk()) return r;
+  if (d.death_reason.empty()) {
+    log::error("message refused: signature does not verify",
+               {{"reason", msg::verdictName(verdict)},
+                {"queue", d.queue_hint},
+                {"task_id", msg::salvageTaskId(d.body)}});
+    if (metrics_ != nullptr) metrics_->messageRefused(msg::verdictName(verdict));
+  }
+  return false;
 }
 
 Status Dispatcher::applyTogether(const std::vector<BatchItem>& items) {

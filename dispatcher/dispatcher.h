@@ -41,11 +41,15 @@ namespace eq::dispatch {
 
 class Dispatcher {
  public:
-  Dispatcher(Store& store, std::string amqp_url, const std::atomic<bool>& stop,
-             std::function<void()> on_delivery_due = {}, DispatcherMetrics* metrics = nullptr,
-             std::mutex* db_writes = nullptr, JobRepublisher* republisher = nullptr)
+  // internal_key: EQ_INTERNAL_KEY; every task event and dead letter
+  // consumed must carry its signature (common/msg_auth.h).
+  Dispatcher(Store& store, std::string amqp_url, std::string internal_key,
+             const std::atomic<bool>& stop, std::function<void()> on_delivery_due = {},
+             DispatcherMetrics* metrics = nullptr, std::mutex* db_writes = nullptr,
+             JobRepublisher* republisher = nullptr)
       : store_(store),
         amqp_url_(std::move(amqp_url)),
+        internal_key_(std::move(internal_key)),
         stop_(stop),
         on_delivery_due_(std::move(on_delivery_due)),
         metrics_(metrics),
@@ -76,11 +80,16 @@ class Dispatcher {
   // all when the transaction fails).
   Status applyBatch(amqp::Connection& conn, std::vector<amqp::Delivery>& batch);
   Status createDeliveryIfFinal(const std::string& task_id);
+  // True when the delivery's signature verifies as a task event (routed as
+  // one) or as a job (a dead letter). A message that does not is rejected
+  // without requeue, counted and logged here; the caller skips it.
+  Result<bool> authentic(amqp::Connection& conn, const amqp::Delivery& d);
   // Logs now, or after the batch's commit when one is open.
   void logLater(std::function<void()> line);
 
   Store& store_;
   std::string amqp_url_;
+  std::string internal_key_;
   const std::atomic<bool>& stop_;
   std::function<void()> on_delivery_due_;
   DispatcherMetrics* metrics_;   // optional, borrowed

@@ -39,6 +39,10 @@ int main() {
   }
   const eq::Config& config = cfg.value();
   eq::log::setLevel(config.log_level);
+  if (eq::Status s = config.requireInternalKey(); !s.isOk()) {
+    eq::log::error("bad configuration", {{"error", s.msg()}});
+    return 2;
+  }
   auto allowed = eq::net::CidrSet::parse(config.webhook_allow_cidrs);
   if (!allowed.isOk()) {
     eq::log::error("bad EQ_WEBHOOK_ALLOW_CIDRS", {{"error", allowed.status().msg()}});
@@ -122,13 +126,13 @@ int main() {
   {
     // The half of settling that publishes (dispatcher/settler.h), on the
     // consumer thread with its Store, with the settler's timing.
-    eq::dispatch::JobRepublisher republisher(*consumer_store.value(), config.amqp_url, opts.settler,
-                                             &db_writes);
+    eq::dispatch::JobRepublisher republisher(*consumer_store.value(), config.amqp_url,
+                                             config.internal_key, opts.settler, &db_writes);
     eq::dispatch::DeliverySender sender(*sender_store.value(), std::move(opts), g_stop);
     std::thread sender_thread([&sender] { sender.run(); });
     eq::dispatch::Dispatcher dispatcher(
-        *consumer_store.value(), config.amqp_url, g_stop, [&sender] { sender.wakeup(); }, &metrics,
-        &db_writes, &republisher);
+        *consumer_store.value(), config.amqp_url, config.internal_key, g_stop,
+        [&sender] { sender.wakeup(); }, &metrics, &db_writes, &republisher);
     rc = dispatcher.run();
     sender_thread.join();
   }

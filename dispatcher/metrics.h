@@ -60,6 +60,12 @@ class DispatcherMetrics {
         reconnects_(r.counter("eq_dispatcher_broker_reconnects_total",
                               "Broker connections made after the first one (reconnects).")
                         .get()),
+        refused_(r.counter("eq_dispatcher_messages_refused_total",
+                           "Task events and dead letters refused (rejected unapplied) because "
+                           "their x-eq-signature was missing (unsigned) or wrong "
+                           "(bad_signature): not published by our processes with this "
+                           "EQ_INTERNAL_KEY.",
+                           {"reason"})),
         database_up_(r.gauge("eq_dispatcher_database_up",
                              "1 when the last read of the database (the pending count) "
                              "succeeded.")
@@ -73,10 +79,13 @@ class DispatcherMetrics {
       attempt_seconds_.with({o});
     }
     for (const char* o : {"delivered", "failed"}) deliveries_.with({o});
+    for (const char* reason : {"unsigned", "bad_signature"}) refused_.with({reason});
   }
 
   // Consumer thread.
   void eventConsumed(std::string_view type) { events_.with({std::string(type)}).inc(); }
+  // A message whose signature did not verify (common/msg_auth.h).
+  void messageRefused(std::string_view reason) { refused_.with({std::string(reason)}).inc(); }
   void brokerConnected() {
     if (ever_connected_.exchange(true)) reconnects_.inc();
     connected_.set(1);
@@ -122,6 +131,7 @@ class DispatcherMetrics {
   metrics::Gauge& pending_;
   metrics::Gauge& connected_;
   metrics::Counter& reconnects_;
+  metrics::Family<metrics::Counter>& refused_;
   metrics::Gauge& database_up_;
   std::atomic<bool> ever_connected_{false};
   std::atomic<bool> broker_up_{false};

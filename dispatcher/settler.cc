@@ -5,6 +5,7 @@
 #include "common/defaults.h"
 #include "common/log.h"
 #include "common/messages.h"
+#include "common/msg_auth.h"
 #include "dispatcher/db_writes.h"
 
 namespace eq::dispatch {
@@ -127,6 +128,7 @@ int JobRepublisher::step(int64_t now_ms) {
   for (const OpenCharge& c : found.value()) {
     amqp::PublishOptions opts;
     opts.persistent = true;
+    opts.signature = msg::signMessage(internal_key_, msg::SignedKind::kJob, "", c.job);
     Status s = conn_->publishConfirmed(msg::queueForMode(c.mode), c.job, opts, kConfirmTimeoutMs);
     if (s.isOk()) {
       confirmed.push_back(&c);

@@ -76,9 +76,15 @@ class JobRepublisher {
   // have done had its own publish been refused (settleUnpublishable).
   static constexpr int kMaxRefusals = 5;
 
-  JobRepublisher(Store& store, std::string amqp_url, SettlerOptions opts,
-                 std::mutex* db_writes = nullptr)
-      : store_(store), amqp_url_(std::move(amqp_url)), opts_(opts), db_writes_(db_writes) {}
+  // internal_key: EQ_INTERNAL_KEY, which signs the jobs published again
+  // as eq-api signed them (common/msg_auth.h).
+  JobRepublisher(Store& store, std::string amqp_url, std::string internal_key,
+                 SettlerOptions opts, std::mutex* db_writes = nullptr)
+      : store_(store),
+        amqp_url_(std::move(amqp_url)),
+        internal_key_(std::move(internal_key)),
+        opts_(opts),
+        db_writes_(db_writes) {}
 
   // If a sweep is due: publishes again the job of each orphaned async
   // charge whose task is still queued, and once the broker has confirmed
@@ -97,6 +103,7 @@ class JobRepublisher {
 
   Store& store_;
   std::string amqp_url_;
+  std::string internal_key_;
   SettlerOptions opts_;
   std::mutex* db_writes_;  // optional, borrowed (dispatcher/db_writes.h)
   std::unique_ptr<amqp::Connection> conn_;

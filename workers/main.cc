@@ -57,7 +57,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   eq::log::setLevel(cfg.value().log_level);
+  if (eq::Status s = cfg.value().requireInternalKey(); !s.isOk()) {
+    eq::log::error("bad configuration", {{"error", s.msg()}});
+    return 2;
+  }
   opts.amqp_url = cfg.value().amqp_url;
+  opts.internal_key = cfg.value().internal_key;
   opts.concurrency = static_cast<int>(cfg.value().worker_concurrency);
   if (opts.concurrency == 0) {
     opts.concurrency = cfg.value().engine == "llm" ? eq::defaults::kLlmConcurrency : 1;

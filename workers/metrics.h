@@ -45,7 +45,14 @@ class WorkerMetrics {
             r.gauge("eq_worker_broker_connected", "1 while the broker connection is up.").get()),
         reconnects_(r.counter("eq_worker_broker_reconnects_total",
                               "Broker connections made after the first one (reconnects).")
-                        .get()) {}
+                        .get()),
+        refused_(r.counter("eq_worker_messages_refused_total",
+                           "Jobs refused and dead-lettered unrun because their x-eq-signature "
+                           "was missing (unsigned) or wrong (bad_signature): not published by "
+                           "eq-api or eq-dispatcher with this EQ_INTERNAL_KEY.",
+                           {"reason"})) {
+    for (const char* reason : {"unsigned", "bad_signature"}) refused_.with({reason});
+  }
 
   // Creates the series a worker of this mode will report, at zero, so rates
   // and dashboards see them before the first job.
@@ -71,6 +78,9 @@ class WorkerMetrics {
     if (tokens > 0) tokens_.with({m}).inc(static_cast<double>(tokens));
   }
 
+  // A job whose signature did not verify (common/msg_auth.h).
+  void messageRefused(std::string_view reason) { refused_.with({std::string(reason)}).inc(); }
+
   void brokerConnected() {
     if (ever_connected_.exchange(true)) reconnects_.inc();
     connected_.set(1);
@@ -88,6 +98,7 @@ class WorkerMetrics {
   metrics::Family<metrics::Counter>& tokens_;
   metrics::Gauge& connected_;
   metrics::Counter& reconnects_;
+  metrics::Family<metrics::Counter>& refused_;
   std::atomic<bool> ever_connected_{false};
   std::atomic<bool> up_{false};
 };

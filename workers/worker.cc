@@ -12,6 +12,7 @@
 #include "common/defaults.h"
 #include "common/log.h"
 #include "common/messages.h"
+#include "common/msg_auth.h"
 #include "common/reconnect.h"
 #include "common/timefmt.h"
 
@@ -249,6 +250,24 @@ Status Worker::accept(amqp::Connection& conn, const amqp::Delivery& d) {
     ledger_.released(d.tag);
     return conn.reject(d.tag, true);
   }
+  msg::Verdict verdict =
+      msg::verifyMessage(opts_.internal_key, msg::SignedKind::kJob, "", d.body, d.signature);
+  if (verdict != msg::Verdict::kValid) {
+    // Not from eq-api or eq-dispatcher: running it could put a signed
+    // task event for any task id, or a reply, in the hands of whoever
+    // published it. Dead-lettered unread (eq-dispatcher refuses it there
+    // too) and its sender, if it gave a reply address, gets no answer.
+    log::warn("job refused: signature does not verify",
+              {{"reason", msg::verdictName(verdict)},
+               {"queue", d.queue_hint},
+               {"correlation_id", d.correlation_id}});
+    ledger_.released(d.tag);
+    Status rejected = conn.reject(d.tag, false);
+    if (rejected.isOk() && opts_.metrics != nullptr) {
+      opts_.metrics->messageRefused(msg::verdictName(verdict));
+    }
+    return rejected;
+  }
   Result<msg::Job> decoded = msg::decodeJob(d.body);
   if (!decoded.isOk()) {
     // Retrying cannot fix a malformed message: dead-letter it at once.
@@ -261,8 +280,10 @@ Status Worker::accept(amqp::Connection& conn, const amqp::Delivery& d) {
     if (!d.reply_to.empty() && !d.correlation_id.empty()) {
       amqp::PublishOptions reply_opts;
       reply_opts.correlation_id = d.correlation_id;
-      Result<uint64_t> seq = conn.publish(
-          d.reply_to, msg::encodeSyncResult({false, "", 500, "generation failed"}), reply_opts);
+      std::string body = msg::encodeSyncResult({false, "", 500, "generation failed"});
+      reply_opts.signature = msg::signMessage(opts_.internal_key, msg::SignedKind::kSyncResult,
+                                              d.correlation_id, body);
+      Result<uint64_t> seq = conn.publish(d.reply_to, body, reply_opts);
       if (!seq.isOk()) return seq.status();
       ledger_.published(seq.value(), 0, nowMs());
     }
@@ -292,8 +313,10 @@ Status Worker::accept(amqp::Connection& conn, const amqp::Delivery& d) {
     amqp::PublishOptions event_opts;
     event_opts.persistent = true;
     msg::TaskEvent running{"task.running", job.task_id, job.request_id, job.mode, now, "", 0, ""};
-    Result<uint64_t> seq =
-        conn.publish(msg::kQueueTaskEvents, msg::encodeTaskEvent(running), event_opts);
+    std::string body = msg::encodeTaskEvent(running);
+    event_opts.signature =
+        msg::signMessage(opts_.internal_key, msg::SignedKind::kTaskEvent, "", body);
+    Result<uint64_t> seq = conn.publish(msg::kQueueTaskEvents, body, event_opts);
     if (!seq.isOk()) return seq.status();
     ledger_.published(seq.value(), 0, now);
   }
@@ -332,6 +355,8 @@ Status Worker::moveToCountingQueue(amqp::Connection& conn, const amqp::Delivery&
   opts.correlation_id = d.correlation_id;
   opts.message_id = job.request_id;
   opts.reply_to = d.reply_to;
+  // The same body, so the same signature: the job stays eq-api's.
+  opts.signature = d.signature;
   if (job.deadline_ms > 0) opts.expiration_ms = std::max<int64_t>(1, job.deadline_ms - now);
   std::string queue = msg::queueForMode(job.kind == "analyze" ? "" : job.mode);
   Result<uint64_t> seq = conn.publish(queue, d.body, opts);
@@ -408,12 +433,18 @@ Status Worker::publishOutcome(amqp::Connection& conn, const FinishedJob& done) {
     ev.result_json = result.data_json;
     ev.error_code = result.ok ? 0 : 500;
     ev.error_msg = result.ok ? "" : "generation failed";
-    seq = conn.publish(msg::kQueueTaskEvents, msg::encodeTaskEvent(ev), event_opts);
+    std::string body = msg::encodeTaskEvent(ev);
+    event_opts.signature =
+        msg::signMessage(opts_.internal_key, msg::SignedKind::kTaskEvent, "", body);
+    seq = conn.publish(msg::kQueueTaskEvents, body, event_opts);
   } else if (!done.slot.reply_to.empty()) {
     amqp::PublishOptions reply_opts;
     reply_opts.correlation_id = job.request_id;
     if (!result.ok) result.msg = "generation failed";  // no internals to the caller
-    seq = conn.publish(done.slot.reply_to, msg::encodeSyncResult(result), reply_opts);
+    std::string body = msg::encodeSyncResult(result);
+    reply_opts.signature = msg::signMessage(opts_.internal_key, msg::SignedKind::kSyncResult,
+                                            reply_opts.correlation_id, body);
+    seq = conn.publish(done.slot.reply_to, body, reply_opts);
   } else {
     ledger_.ready(done.slot.tag);  // a sync job nobody waits for: nothing to publish
     return Status::ok();

@@ -53,6 +53,9 @@ namespace eq::worker {
 
 struct WorkerOptions {
   std::string amqp_url;
+  // EQ_INTERNAL_KEY: jobs must carry its signature, and results and task
+  // events are signed with it (common/msg_auth.h).
+  std::string internal_key;
   std::string mode;      // fast | standard | perfect; empty: analyze only
   bool analyze = false;  // also consume the analyze queue
   int concurrency = 1;   // jobs running at once

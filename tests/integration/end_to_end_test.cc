@@ -17,6 +17,7 @@
 #include "common/amqp.h"
 #include "common/crypto.h"
 #include "common/messages.h"
+#include "common/msg_auth.h"
 #include "tests/integration/stack.h"
 
 using eq::it::HttpResult;
@@ -302,6 +303,8 @@ BOOST_AUTO_TEST_CASE(an_unreadable_sync_job_is_answered_with_a_failure_at_once) 
   opts.correlation_id = "req_unreadable";
   std::string body = "{\"v\":1,\"kind\":\"reply\",\"request_id\":\"req_unreadable\","
                      "\"mode\":\"fast\",\"message\":\"hi\xED\xB0\x80\"}";
+  // Signed with the stack's key: an eq-api's job, only unreadable.
+  opts.signature = eq::msg::signMessage(stack().internalKey(), eq::msg::SignedKind::kJob, "", body);
   BOOST_REQUIRE(conn.publish(eq::msg::kQueueFast, body, opts).isOk());
   std::optional<eq::amqp::Delivery> reply;
   for (int i = 0; i < 100 && !reply; ++i) {

@@ -20,6 +20,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/crypto.h"
+
 extern char** environ;
 
 namespace eq::it {
@@ -474,6 +476,9 @@ Stack::Stack(StackOptions opts) {
   env_["EQ_HTTP_PORT"] = "0";
   env_["EQ_HTTP_HOST"] = "127.0.0.1";
   env_["EQ_ENV"] = "production";
+  // A fresh key per stack, as scripts/run makes one per var dir: the
+  // processes refuse to start without one, and no two stacks share it.
+  env_["EQ_INTERNAL_KEY"] = eq::crypto::hex(eq::crypto::randomBytes(32));
   env_["EQ_WEBHOOK_ALLOW_CIDRS"] = "127.0.0.1/32";
   env_["EQ_LOG_LEVEL"] = "info";
   // Workers and the dispatcher serve /metrics on a free port each (logged

@@ -164,6 +164,9 @@ class Stack {
   const std::string& dbPath() const { return env_.at("EQ_DB_PATH"); }
   // The broker URL of this stack's vhost, as its processes get it.
   const std::string& amqpUrl() const { return env_.at("EQ_AMQP_URL"); }
+  // EQ_INTERNAL_KEY of this stack's processes: what a test signs a message
+  // with to pass for one of them.
+  const std::string& internalKey() const { return env_.at("EQ_INTERNAL_KEY"); }
   // The process started under this name ("api-0", "worker-fast", "dispatcher").
   Process* process(const std::string& name);
   // Runs eqctl with the stack's environment (plus `env`, which overrides

@@ -20,7 +20,7 @@ struct Fixture : test::TempDb {
   int wakeups = 0;
   // Destroyed before the base's store, which it borrows.
   std::unique_ptr<Dispatcher> dispatcher =
-      std::make_unique<Dispatcher>(*store, "amqp://unused", stop, [this] { ++wakeups; });
+      std::make_unique<Dispatcher>(*store, "amqp://unused", "", stop, [this] { ++wakeups; });
   Fixture() : TempDb("dispatch") {}
   void task(const std::string& id, const std::string& webhook_url) {
     TaskRecord t{id, key.account_id, key.key_id, "req", "fast", "", webhook_url, "", 0,
