@@ -229,6 +229,16 @@ Result<Config> Config::fromEnv() {
       !s.isOk()) {
     return s;
   }
+  // A share above the total would be no share at all; a share equal to it
+  // is allowed (one account may then take every slot, as before the share
+  // existed) for a deployment that serves a single account.
+  c.webhook_max_in_flight_per_account =
+      std::max<int64_t>(1, c.webhook_max_in_flight / defaults::kWebhookAccountShareDivisor);
+  if (Status s = intFromEnv("EQ_WEBHOOK_MAX_IN_FLIGHT_PER_ACCOUNT", 1, c.webhook_max_in_flight,
+                            &c.webhook_max_in_flight_per_account);
+      !s.isOk()) {
+    return Status(500, s.msg() + " (at most EQ_WEBHOOK_MAX_IN_FLIGHT)");
+  }
   if (Status s = intFromEnv("EQ_RETENTION_DAYS", 1, 3650, &c.retention_days); !s.isOk()) {
     return s;
   }

@@ -58,6 +58,9 @@ struct Config {
   std::vector<int64_t> webhook_retry_schedule_ms;  // EQ_WEBHOOK_RETRY_SCHEDULE
   int64_t webhook_timeout_ms = 10'000;             // EQ_WEBHOOK_TIMEOUT_MS
   int64_t webhook_max_in_flight = 64;              // EQ_WEBHOOK_MAX_IN_FLIGHT
+  // EQ_WEBHOOK_MAX_IN_FLIGHT_PER_ACCOUNT: of those, one account's at most;
+  // unset, a quarter of EQ_WEBHOOK_MAX_IN_FLIGHT (at least 1).
+  int64_t webhook_max_in_flight_per_account = 16;
   int64_t retention_days = 7;                      // EQ_RETENTION_DAYS
   // eq-worker and eq-dispatcher: where /metrics and /healthz listen.
   // EQ_METRICS_PORT: a port, 0 for a free one (logged), "off" for none;

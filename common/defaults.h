@@ -46,6 +46,11 @@ constexpr int64_t kWebhookMaxRetryAfterMs = 3'600'000;
 // Deliveries in flight at once (one libcurl easy handle each); more due ones
 // wait in SQLite until a slot frees.
 constexpr int kWebhookMaxInFlight = 64;
+// Unless EQ_WEBHOOK_MAX_IN_FLIGHT_PER_ACCOUNT says otherwise, one account
+// may hold a quarter of those slots (at least one): an account whose
+// receivers hang then delays only its own webhooks, and four such accounts
+// at once are needed to fill the sender.
+constexpr int kWebhookAccountShareDivisor = 4;
 // How often the sender looks for due deliveries in SQLite. New deliveries
 // from this process wake it at once; this bounds the delay for retries,
 // replays by eqctl and deliveries another process left behind.

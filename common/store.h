@@ -16,6 +16,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -452,12 +453,16 @@ class Store {
   // Every attempt of a delivery, oldest first.
   Result<std::vector<DeliveryAttempt>> deliveryAttempts(const std::string& delivery_id);
   // Claims up to `limit` pending deliveries due at now_ms, oldest due first,
-  // in one UPDATE: each one's next_attempt_at moves to lease_until_ms, so
-  // neither a later scan nor another dispatcher picks it up while its attempt
-  // runs, and if this process dies mid-attempt it becomes due again then.
-  // last_error is not filled.
-  Result<std::vector<DeliveryRecord>> claimDueDeliveries(int64_t now_ms, int64_t lease_until_ms,
-                                                         int limit);
+  // in one transaction: each one's next_attempt_at moves to lease_until_ms,
+  // so neither a later scan nor another dispatcher picks it up while its
+  // attempt runs, and if this process dies mid-attempt it becomes due again
+  // then. `admit`, when given, is asked about each due delivery's account in
+  // that order and may refuse it (the account has its share of attempts in
+  // flight): a refused delivery stays due and unclaimed, and later ones are
+  // still considered. last_error is not filled.
+  Result<std::vector<DeliveryRecord>> claimDueDeliveries(
+      int64_t now_ms, int64_t lease_until_ms, int limit,
+      const std::function<bool(const std::string& account_id)>& admit = {});
   // Whether any pending delivery is due at now_ms: a read only, so that a
   // caller can skip opening a write transaction for a claim that finds
   // nothing (most periodic scans).

@@ -86,8 +86,9 @@ Result<std::vector<DeliveryAttempt>> Store::deliveryAttempts(const std::string& 
   return out;
 }
 
-Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(int64_t now_ms,
-                                                              int64_t lease_until_ms, int limit) {
+Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(
+    int64_t now_ms, int64_t lease_until_ms, int limit,
+    const std::function<bool(const std::string& account_id)>& admit) {
   // A read first: the sender scans every 200 ms, mostly finding nothing,
   // and in WAL mode a read takes no lock while an UPDATE, even of no rows,
   // takes the write lock that eq-api needs.
@@ -100,22 +101,64 @@ Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(int64_t now_ms,
     if (rc == SQLITE_DONE) return std::vector<DeliveryRecord>();
     if (rc != SQLITE_ROW) return error("read due deliveries");
   }
-  // One statement, so the claim is atomic across processes: two dispatchers
-  // scanning at once never both take a row.
-  Query q(prepare(
-      "UPDATE deliveries SET next_attempt_at = ?1 WHERE id IN (SELECT id FROM deliveries "
-      "WHERE status = 'pending' AND next_attempt_at <= ?2 ORDER BY next_attempt_at LIMIT ?3) "
-      "RETURNING " EQ_DELIVERY_COLUMNS));
-  if (!q.valid()) return error("prepare claim deliveries");
-  q.bind(1, lease_until_ms).bind(2, now_ms).bind(3, int64_t{limit});
-  std::vector<DeliveryRecord> out;
-  int rc;
-  while ((rc = q.step()) == SQLITE_ROW) {
-    DeliveryRecord d = store_detail::readDelivery(q, false);
-    d.next_attempt_at = lease_until_ms;
-    out.push_back(std::move(d));
+  // The walk and the claims in one write transaction (BEGIN IMMEDIATE, or a
+  // savepoint inside the caller's), so two dispatchers scanning at once
+  // never both take a row. The walk goes down the deliveries_due index,
+  // oldest due first, and asks `admit` about each row's account: a row it
+  // refuses stays due and untouched (nothing is claimed that will not be
+  // started, so a crash loses nothing), and the walk goes on to the next
+  // row, so one account's backlog does not keep later rows of other
+  // accounts back. The walk ends at `limit` rows or at the end of the due
+  // rows; refused rows are the only ones read without being claimed.
+  // INDEXED BY: without statistics SQLite's planner prefers the (status,
+  // created_at) index, which reads every pending row, due or not, and sorts
+  // them; deliveries_due yields the due rows in order, so the walk reads
+  // only as far as it claims.
+  if (Status s = begin(); !s.isOk()) return s;
+  std::vector<std::string> ids;
+  Status failed;
+  {
+    Query walk(prepare(
+        "SELECT id, account_id FROM deliveries INDEXED BY deliveries_due "
+        "WHERE status = 'pending' AND next_attempt_at <= ? "
+        "ORDER BY next_attempt_at"));
+    if (!walk.valid()) {
+      failed = error("prepare due deliveries");
+    } else {
+      walk.bind(1, now_ms);
+      int rc = SQLITE_DONE;
+      while (static_cast<int>(ids.size()) < limit && (rc = walk.step()) == SQLITE_ROW) {
+        if (!admit || admit(walk.text(1))) ids.push_back(walk.text(0));
+      }
+      if (rc != SQLITE_ROW && rc != SQLITE_DONE) failed = error("read due deliveries");
+    }
   }
-  if (rc != SQLITE_DONE) return error("claim deliveries");
+  std::vector<DeliveryRecord> out;
+  for (size_t i = 0; i < ids.size() && failed.isOk(); ++i) {
+    // The row was due a moment ago in this same transaction; the conditions
+    // are repeated so that the UPDATE alone states what a claim is.
+    Query q(prepare(
+        "UPDATE deliveries SET next_attempt_at = ?1 WHERE id = ?2 AND status = 'pending' AND "
+        "next_attempt_at <= ?3 RETURNING " EQ_DELIVERY_COLUMNS));
+    if (!q.valid()) {
+      failed = error("prepare claim deliveries");
+      break;
+    }
+    q.bind(1, lease_until_ms).bind(2, ids[i]).bind(3, now_ms);
+    int rc = q.step();
+    if (rc == SQLITE_ROW) {
+      DeliveryRecord d = store_detail::readDelivery(q, false);
+      d.next_attempt_at = lease_until_ms;
+      out.push_back(std::move(d));
+      rc = q.step();
+    }
+    if (rc != SQLITE_DONE) failed = error("claim deliveries");
+  }
+  if (!failed.isOk()) {
+    rollback();
+    return failed;
+  }
+  if (Status c = commit(); !c.isOk()) return c;
   return out;
 }
 

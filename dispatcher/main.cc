@@ -110,6 +110,7 @@ int main() {
   opts.policy.max_retry_after_ms = eq::defaults::kWebhookMaxRetryAfterMs;
   opts.timeout_ms = config.webhook_timeout_ms;
   opts.max_in_flight = static_cast<int>(config.webhook_max_in_flight);
+  opts.max_in_flight_per_account = static_cast<int>(config.webhook_max_in_flight_per_account);
   opts.scan_interval_ms = eq::defaults::kWebhookScanIntervalMs;
   opts.lease_margin_ms = eq::defaults::kWebhookLeaseMarginMs;
   opts.allowed = std::move(allowed).value();

@@ -1,6 +1,7 @@
 // DispatcherMetrics: what eq-dispatcher counts for /metrics (issue 6): task
 // events consumed, webhook attempts and finished deliveries by outcome, their
-// latency, attempts in flight, the retry queue depth, broker reconnects, and
+// latency, attempts in flight, accounts waiting for their share of the
+// slots, the retry queue depth, broker reconnects, and
 // the broker and database state its /healthz reports.
 //
 // Built in main() on top of the process's Registry (borrowed; it must outlive
@@ -50,6 +51,12 @@ class DispatcherMetrics {
         in_flight_(r.gauge("eq_dispatcher_webhook_in_flight",
                            "Webhook attempts running now in this process.")
                        .get()),
+        accounts_waiting_(
+            r.gauge("eq_dispatcher_webhook_accounts_waiting",
+                    "Accounts whose due webhook deliveries the last scan of this process left "
+                    "waiting because the account had its share of attempts in flight "
+                    "(EQ_WEBHOOK_MAX_IN_FLIGHT_PER_ACCOUNT).")
+                .get()),
         pending_(r.gauge("eq_dispatcher_webhook_pending",
                          "Webhook deliveries pending in the database (waiting for an attempt or "
                          "a retry), counted every few seconds; every dispatcher sees the same "
@@ -108,6 +115,7 @@ class DispatcherMetrics {
     if (o == "delivered" && since_event_s) delivery_seconds_.observe(*since_event_s);
   }
   void setInFlight(size_t n) { in_flight_.set(static_cast<double>(n)); }
+  void setAccountsWaiting(size_t n) { accounts_waiting_.set(static_cast<double>(n)); }
 
   // Metrics server thread: reads the retry queue depth with its own Store
   // connection; the result doubles as the database check of /healthz.
@@ -128,6 +136,7 @@ class DispatcherMetrics {
   metrics::Family<metrics::Histogram>& attempt_seconds_;
   metrics::Histogram& delivery_seconds_;
   metrics::Gauge& in_flight_;
+  metrics::Gauge& accounts_waiting_;
   metrics::Gauge& pending_;
   metrics::Gauge& connected_;
   metrics::Counter& reconnects_;

@@ -38,6 +38,7 @@ DeliverySender::DeliverySender(Store& store, SenderOptions opts, const std::atom
       opts_(std::move(opts)),
       stop_(stop),
       multi_(curl_multi_init()),
+      share_(opts_.max_in_flight_per_account),
       purger_(store, opts_.retention),
       settler_(store, opts_.settler),
       rng_(std::random_device{}()) {
@@ -67,7 +68,8 @@ void DeliverySender::run() {
   log::info("webhook sender started",
             {{"max_attempts", static_cast<long long>(opts_.policy.maxAttempts())},
              {"timeout_ms", static_cast<long long>(opts_.timeout_ms)},
-             {"max_in_flight", static_cast<long long>(opts_.max_in_flight)}});
+             {"max_in_flight", static_cast<long long>(opts_.max_in_flight)},
+             {"max_in_flight_per_account", static_cast<long long>(share_.perAccount())}});
   next_scan_ms_ = 0;  // scan at once: deliveries a previous process left due
   int64_t stop_deadline = 0;
   while (true) {
@@ -80,8 +82,10 @@ void DeliverySender::run() {
     bool has_room = static_cast<int>(in_flight_.size()) < opts_.max_in_flight;
     bool retry_due = !retries_due_.empty() && retries_due_.top() <= now;
     if (!stopping && has_room &&
-        (woken_.exchange(false) || now >= next_scan_ms_ || more_due_ || retry_due)) {
+        (woken_.exchange(false) || now >= next_scan_ms_ || more_due_ || share_freed_ ||
+         retry_due)) {
       next_scan_ms_ = now + opts_.scan_interval_ms;
+      share_freed_ = false;
       while (!retries_due_.empty() && retries_due_.top() <= now) retries_due_.pop();
       scan(now);
     }
@@ -120,7 +124,7 @@ void DeliverySender::run() {
     int64_t wake_at = now + opts_.scan_interval_ms;
     if (stopping) {
       wake_at = now + 50;
-    } else if (purging || (has_room && more_due_)) {
+    } else if (purging || (has_room && (more_due_ || share_freed_))) {
       wake_at = now;
     } else if (has_room) {
       wake_at = std::min(next_scan_ms_, retries_due_.empty() ? INT64_MAX : retries_due_.top());
@@ -136,6 +140,19 @@ void DeliverySender::run() {
 void DeliverySender::scan(int64_t now_ms) {
   int room = opts_.max_in_flight - static_cast<int>(in_flight_.size());
   std::vector<std::unique_ptr<Transfer>> ready;
+  // The claims of this scan count against their accounts' shares as if
+  // their attempts had started (the few that cannot start are leased and
+  // come due again: the share only errs on the side of fewer).
+  AccountShare picking = share_;
+  std::set<std::string> waiting;
+  auto admit = [&](const std::string& account_id) {
+    if (!picking.hasRoom(account_id)) {
+      waiting.insert(account_id);
+      return false;
+    }
+    picking.take(account_id);
+    return true;
+  };
   Status read = [&] {
     // A read first, outside any transaction: most periodic scans find
     // nothing due and then take no write lock at all.
@@ -149,11 +166,15 @@ void DeliverySender::scan(int64_t now_ms) {
     // delivery (SQLite's commits and WAL locks, not HTTP, bound the pace).
     if (Status s = store_.begin(); !s.isOk()) return s;
     Result<std::vector<DeliveryRecord>> due =
-        store_.claimDueDeliveries(now_ms, now_ms + opts_.timeout_ms + opts_.lease_margin_ms, room);
+        store_.claimDueDeliveries(now_ms, now_ms + opts_.timeout_ms + opts_.lease_margin_ms, room,
+                                  admit);
     if (!due.isOk()) {
       store_.rollback();
       return due.status();
     }
+    // Rows left waiting for their account's share do not count: they are
+    // scanned for again when a slot of theirs frees (share_freed_), not in a
+    // loop that would find them still waiting.
     more_due_ = static_cast<int>(due.value().size()) == room;
     for (const DeliveryRecord& d : due.value()) {
       if (std::unique_ptr<Transfer> t = prepare(d, now_ms)) ready.push_back(std::move(t));
@@ -168,6 +189,21 @@ void DeliverySender::scan(int64_t now_ms) {
     return;
   }
   for (std::unique_ptr<Transfer>& t : ready) launch(std::move(t));
+  noteWaiting(std::move(waiting));
+}
+
+void DeliverySender::noteWaiting(std::set<std::string> waiting) {
+  // Logged when an account starts waiting, not at every scan while it
+  // waits: an account whose receivers hang waits for minutes.
+  for (const std::string& account_id : waiting) {
+    if (waiting_.count(account_id) != 0) continue;
+    log::warn("webhook deliveries of an account wait for its share of slots",
+              {{"account_id", account_id},
+               {"in_flight", static_cast<long long>(share_.inFlight(account_id))},
+               {"max_in_flight_per_account", static_cast<long long>(share_.perAccount())}});
+  }
+  waiting_ = std::move(waiting);
+  if (opts_.metrics != nullptr) opts_.metrics->setAccountsWaiting(waiting_.size());
 }
 
 std::unique_ptr<DeliverySender::Transfer> DeliverySender::prepare(const DeliveryRecord& d,
@@ -253,6 +289,7 @@ void DeliverySender::launch(std::unique_ptr<Transfer> t) {
     curl_easy_cleanup(easy);
     return;
   }
+  share_.take(t->delivery.account_id);
   in_flight_.emplace(easy, std::move(t));
 }
 
@@ -261,6 +298,8 @@ void DeliverySender::finish(CURL* easy, CURLcode rc, std::vector<Finished>& done
   if (it == in_flight_.end()) return;  // not ours: impossible, but harmless
   std::unique_ptr<Transfer> t = std::move(it->second);
   in_flight_.erase(it);
+  share_.give(t->delivery.account_id);
+  if (waiting_.count(t->delivery.account_id) != 0) share_freed_ = true;
   long code = 0;
   curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &code);
   curl_multi_remove_handle(multi_, easy);
@@ -405,6 +444,7 @@ void DeliverySender::abandonInFlight() {
     log::info("webhook attempt abandoned at shutdown", {{"delivery_id", t->delivery.delivery_id}});
   }
   in_flight_.clear();
+  share_.clear();
 }
 
 // libcurl calls this with the address it is about to connect to, after DNS

@@ -20,6 +20,11 @@
 // libcurl's threaded resolver, and keeps a cache of open connections, so
 // attempts to the same receiver reuse them. A slow or dead receiver only
 // holds its own slots, each for at most the attempt timeout; others go on.
+// An account holds at most max_in_flight_per_account of the slots
+// (dispatcher/account_share.h): the scan leaves the due deliveries of an
+// account at its share due and unclaimed, claims the later ones of other
+// accounts, and scans again as soon as an attempt of a waiting account ends.
+// So one account's dead receivers delay only that account's webhooks.
 //
 // Durability. The retry state lives in SQLite only: a pending delivery is
 // due at deliveries.next_attempt_at. The loop claims due rows (moving
@@ -54,11 +59,13 @@
 #include <optional>
 #include <queue>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "common/netaddr.h"
 #include "common/store.h"
+#include "dispatcher/account_share.h"
 #include "dispatcher/metrics.h"
 #include "dispatcher/retention.h"
 #include "dispatcher/retry.h"
@@ -70,6 +77,7 @@ struct SenderOptions {
   RetryPolicy policy;
   int64_t timeout_ms = 10'000;  // per attempt: a 2xx must come back within it
   int max_in_flight = 64;
+  int max_in_flight_per_account = 16;  // of max_in_flight, for one account; at least 1
   int64_t scan_interval_ms = 200;
   int64_t lease_margin_ms = 5'000;
   int64_t stop_grace_ms = 3'000;
@@ -109,6 +117,9 @@ class DeliverySender {
   };
 
   void scan(int64_t now_ms);
+  // Records which accounts the scan left waiting at their share (log line
+  // for the new ones, metric).
+  void noteWaiting(std::set<std::string> waiting);
   // Reads what the attempt needs (caller holds the write gate and a
   // transaction); null when it cannot start now.
   std::unique_ptr<Transfer> prepare(const DeliveryRecord& d, int64_t now_ms);
@@ -133,6 +144,12 @@ class DeliverySender {
   const std::atomic<bool>& stop_;
   CURLM* multi_;
   std::map<CURL*, std::unique_ptr<Transfer>> in_flight_;
+  AccountShare share_;  // in_flight_, counted by account
+  // Accounts whose due deliveries the last scan left waiting because the
+  // account had its share in flight; an attempt of one of them that ends
+  // sets share_freed_, which brings the next scan forward to now.
+  std::set<std::string> waiting_;
+  bool share_freed_ = false;
   std::atomic<bool> woken_{false};
   bool more_due_ = false;     // the last scan filled every free slot
   int64_t next_scan_ms_ = 0;  // the next periodic scan

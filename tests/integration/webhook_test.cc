@@ -288,6 +288,81 @@ BOOST_AUTO_TEST_CASE(a_dead_receiver_times_out_without_delaying_healthy_ones) {
   expectVerified(dead.received());
 }
 
+// One account's receiver that never answers holds at most the account's
+// share of the dispatcher's slots (EQ_WEBHOOK_MAX_IN_FLIGHT_PER_ACCOUNT). With
+// 4 slots, a share of 2 and six deliveries to a hanging receiver due first,
+// another account's webhooks are all delivered while the hanging ones are
+// still held. Without the share the first four hanging attempts take every
+// slot for the attempt timeout (two minutes here) and the other account's
+// webhooks wait behind them. Asserted by counts and by what is still
+// pending, not by how long anything took: the wait below is only a bound on
+// a broken run, well inside the attempt timeout.
+BOOST_AUTO_TEST_CASE(an_account_whose_receiver_hangs_holds_only_its_share_of_the_slots) {
+  StackOptions o;
+  o.worker_modes = {"fast"};
+  o.env["EQ_WEBHOOK_MAX_IN_FLIGHT"] = "4";
+  o.env["EQ_WEBHOOK_MAX_IN_FLIGHT_PER_ACCOUNT"] = "2";
+  o.env["EQ_WEBHOOK_TIMEOUT_MS"] = "120000";
+  Stack stack(o);
+  eq::it::Key hanging_key = eq::it::createKey(stack, "hangs", {"--rate", "100000"});
+  eq::it::Key healthy_key = eq::it::createKey(stack, "answers", {"--rate", "100000"});
+  HookServer dead([](const ReceivedWebhook&, size_t) { return reply(200, {}, true); });
+  HookServer healthy(always(200));
+  auto submitAs = [&stack](const eq::it::Key& key, const std::string& url) {
+    HttpResult r = eq::it::post(stack, "/api/v1/reply/async",
+                                R"({"mode":"fast","message":"在吗","webhook_url":")" + url + "\"}",
+                                key);
+    BOOST_REQUIRE_MESSAGE(r.status == 200, r.body);
+    return std::string(eq::it::parse(r)["data"]["task_id"].GetString());
+  };
+  auto webhookOf = [&stack](const eq::it::Key& key, const std::string& task_id) {
+    rapidjson::Document t = eq::it::parse(eq::it::get(stack, "/api/v1/task/" + task_id, &key));
+    BOOST_REQUIRE(t["data"]["webhook"].IsObject());
+    return std::pair{std::string(t["data"]["webhook"]["status"].GetString()),
+                     t["data"]["webhook"]["attempts"].GetInt()};
+  };
+
+  // Six deliveries of the hanging account, all created (due) before any of
+  // the other account's: they are first in the due order.
+  std::vector<std::string> hanging_tasks;
+  for (int i = 0; i < 6; ++i) hanging_tasks.push_back(submitAs(hanging_key, dead.url()));
+  for (const std::string& id : hanging_tasks) {
+    int64_t until = eq::it::nowMs() + 30000;
+    while (webhookOf(hanging_key, id).first != "pending") {
+      BOOST_REQUIRE_MESSAGE(eq::it::nowMs() < until, "no delivery for " << id);
+      eq::it::sleepMs(50);
+    }
+  }
+  BOOST_REQUIRE_MESSAGE(dead.waitFor(2, 30000), "the hanging receiver was never reached");
+
+  std::vector<std::string> healthy_tasks;
+  for (int i = 0; i < 5; ++i) healthy_tasks.push_back(submitAs(healthy_key, healthy.url()));
+  BOOST_REQUIRE_MESSAGE(healthy.waitFor(5, 60000),
+                        "the answering account's webhooks waited behind the hanging ones: "
+                            << healthy.received().size() << " of 5 arrived, the hanging receiver "
+                            << "holds " << dead.received().size() << " attempts");
+  for (const std::string& id : healthy_tasks) {
+    int64_t until = eq::it::nowMs() + 10000;
+    while (webhookOf(healthy_key, id).first != "delivered") {
+      BOOST_REQUIRE_MESSAGE(eq::it::nowMs() < until, "webhook of " << id << " never delivered");
+      eq::it::sleepMs(50);
+    }
+  }
+  // Meanwhile the hanging account got exactly its share: two attempts
+  // reached its receiver and are still held (no attempt of any of its six
+  // deliveries has finished), the other four wait, pending with none.
+  BOOST_TEST(dead.received().size() == 2u);
+  for (const std::string& id : hanging_tasks) {
+    auto [status, attempts] = webhookOf(hanging_key, id);
+    BOOST_TEST(status == "pending", id);
+    BOOST_TEST(attempts == 0, id);
+  }
+  std::string line = stack.process("dispatcher")->waitForLog(
+      "webhook deliveries of an account wait for its share of slots", 5000);
+  BOOST_TEST(line.find("\"max_in_flight_per_account\":2") != std::string::npos, line);
+  BOOST_TEST(stack.stopAll());
+}
+
 BOOST_AUTO_TEST_CASE(retry_after_on_429_and_503_is_honoured) {
   // 429 with delay-seconds, then 503 with an HTTP date, then success: both
   // waits are the receiver's, far longer than the 0.3 s schedule step.

@@ -406,6 +406,55 @@ BOOST_AUTO_TEST_CASE(claims_take_the_oldest_due_first_up_to_the_limit) {
   BOOST_TEST(db.store->claimDueDeliveries(2000, 9000, 10).value().size() == 3u);
 }
 
+BOOST_AUTO_TEST_CASE(a_claim_passes_over_the_accounts_it_is_told_to_and_leaves_them_due) {
+  TempDb db;
+  CreatedKey busy = db.newKey();
+  CreatedKey other = db.newKey();
+  BOOST_REQUIRE(busy.account_id != other.account_id);
+  // The busy account's four deliveries are due first, the other's two after.
+  std::map<std::string, std::string> delivery_of;
+  for (int i = 0; i < 6; ++i) {
+    const CreatedKey& k = i < 4 ? busy : other;
+    std::string id = "tsk_s" + std::to_string(i);
+    finishedTask(db, k, id, 100);
+    delivery_of[id] =
+        db.store->createDelivery(id, "http://h/", "task.succeeded", 1000 + i).value().delivery_id;
+  }
+  // One slot left for the busy account: the walk admits its oldest, passes
+  // over its other three and goes on to the other account's.
+  int busy_room = 1;
+  std::vector<std::string> asked;
+  auto admit = [&](const std::string& account_id) {
+    asked.push_back(account_id);
+    if (account_id != busy.account_id) return true;
+    return busy_room-- > 0;
+  };
+  auto claimed = db.store->claimDueDeliveries(2000, 9000, 3, admit).value();
+  BOOST_REQUIRE(claimed.size() == 3u);
+  BOOST_TEST(claimed[0].task_id == "tsk_s0");  // oldest due first, in that order
+  BOOST_TEST(claimed[1].task_id == "tsk_s4");
+  BOOST_TEST(claimed[2].task_id == "tsk_s5");
+  BOOST_TEST(claimed[0].account_id == busy.account_id);
+  BOOST_TEST(claimed[1].account_id == other.account_id);
+  BOOST_TEST(asked.size() == 6u, "the walk stops at the limit, not before");
+  // The three passed over were not claimed: still due at their own time,
+  // so the next scan (or another dispatcher) takes them, oldest first.
+  for (const char* id : {"tsk_s1", "tsk_s2", "tsk_s3"}) {
+    DeliveryRecord d = db.store->delivery(delivery_of[id]).value().value();
+    BOOST_TEST(d.status == "pending");
+    BOOST_TEST(d.next_attempt_at == 1000 + (id[5] - '0'), id);
+  }
+  auto next = db.store->claimDueDeliveries(2000, 9000, 10).value();
+  BOOST_REQUIRE(next.size() == 3u);
+  BOOST_TEST(next[0].task_id == "tsk_s1");
+  BOOST_TEST(next[2].task_id == "tsk_s3");
+  // Refusing every account claims nothing and changes nothing.
+  BOOST_TEST(db.store->claimDueDeliveries(20000, 29000, 10, [](const std::string&) {
+                   return false;
+                 }).value().empty());
+  BOOST_TEST(db.store->claimDueDeliveries(20000, 29000, 10).value().size() == 6u);
+}
+
 BOOST_AUTO_TEST_CASE(attempts_are_logged_and_final_states_stay_final) {
   TempDb db;
   CreatedKey k = db.newKey();
