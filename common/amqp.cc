@@ -183,6 +183,53 @@ Status Connection::libStatus(int rc, const char* what) {
 }
 
 Status Connection::declareTopology() {
+  Status present = checkTopology();
+  if (present.isOk()) return present;
+  // Something is missing (NOT_FOUND closed the channel): declare it all,
+  // which takes the configure permission. The per-role users have none
+  // (deploy/rabbitmq/definitions.sh), so for them this fails with
+  // ACCESS_REFUSED and the message says what to do.
+  if (Status s = reopenChannel(); !s.isOk()) return s;
+  Status declared = declareAll();
+  if (!declared.isOk() && declared.msg().find("ACCESS_REFUSED") != std::string::npos) {
+    return Status(declared.code(), declared.msg() + "; " + present.msg() +
+                                       ": an administrator declares the topology "
+                                       "(deploy/rabbitmq/definitions.sh)");
+  }
+  return declared;
+}
+
+Status Connection::checkTopology() {
+  // Passive declares need no permission at all (RabbitMQ checks none for
+  // them), only that the names exist; arguments are not compared.
+  amqp_exchange_declare(conn_, kChannel, amqp_cstring_bytes(msg::kExchangeDead),
+                        amqp_cstring_bytes("fanout"), 1, 0, 0, 0, amqp_empty_table);
+  if (Status s = rpcStatus("check eq.dlx"); !s.isOk()) return s;
+  for (const char* q : {msg::kQueueDead, msg::kQueueFast, msg::kQueueStandard, msg::kQueuePerfect,
+                        msg::kQueueAnalyze, msg::kQueueTaskEvents, msg::kQueueSyncFast,
+                        msg::kQueueSyncStandard, msg::kQueueSyncPerfect, msg::kQueueSyncAnalyze}) {
+    amqp_queue_declare(conn_, kChannel, amqp_cstring_bytes(q), 1, 0, 0, 0, amqp_empty_table);
+    if (Status s = rpcStatus("check queue"); !s.isOk()) {
+      return Status(s.code(), s.msg() + " (" + q + ")");
+    }
+  }
+  return Status::ok();
+}
+
+Status Connection::reopenChannel() {
+  // The broker closed the channel with an exception and waits for our
+  // close-ok before the channel number can be opened again.
+  amqp_channel_close_ok_t close_ok{};
+  if (int rc = amqp_send_method(conn_, kChannel, AMQP_CHANNEL_CLOSE_OK_METHOD, &close_ok);
+      rc != AMQP_STATUS_OK) {
+    return libStatus(rc, "channel.close-ok");
+  }
+  broken_ = false;
+  amqp_channel_open(conn_, kChannel);
+  return rpcStatus("channel.open");
+}
+
+Status Connection::declareAll() {
   amqp_exchange_declare(conn_, kChannel, amqp_cstring_bytes(msg::kExchangeDead),
                         amqp_cstring_bytes("fanout"), 0, 1, 0, 0, amqp_empty_table);
   if (Status s = rpcStatus("declare eq.dlx"); !s.isOk()) return s;

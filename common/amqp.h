@@ -84,8 +84,14 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Declares every exchange and queue of messages.h; idempotent, so every
-  // process calls it on every (re)connect.
+  // Makes sure every exchange and queue of messages.h exists; every process
+  // calls it on every (re)connect. It first checks them passively, which
+  // takes no permission: the per-role broker users (eq-api, eq-worker,
+  // eq-dispatcher) may not declare anything, and an administrator declares
+  // the topology beforehand (deploy/rabbitmq/definitions.sh). Only when
+  // something is missing does it declare everything, which works for a user
+  // with the configure permission (the administrator `eq`) and otherwise
+  // fails with ACCESS_REFUSED.
   Status declareTopology();
   // RabbitMQ's direct reply-to pseudo-queue: consume it (no_ack) on the
   // channel that publishes requests with reply_to set to this name.
@@ -152,6 +158,12 @@ class Connection {
   Status rpcStatus(const char* what);
   Status libStatus(int rc, const char* what);
   Result<Event> readOneFrame(int timeout_ms);
+  // The passive check of declareTopology; an error closes the channel.
+  Status checkTopology();
+  // After a channel exception: acknowledges the close and opens it again.
+  Status reopenChannel();
+  // Declares (and binds) everything, idempotently; needs configure.
+  Status declareAll();
 
   amqp_connection_state_t conn_;
   bool broken_ = false;

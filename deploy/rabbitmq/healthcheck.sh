@@ -2,11 +2,13 @@
 # The compose healthcheck of the first RabbitMQ node (docker-compose.yml).
 # Healthy when the node accepts connections on its listeners AND the cluster
 # has as many running nodes as EQ_AMQP_URL lists addresses: one for a lone
-# broker, three for the cluster profile.
+# broker, three for the cluster profile, AND the per-role users and the
+# topology of definitions.sh are in place: the first check to find the
+# cluster whole imports them (they are cluster-wide), once per container.
 #
-# Why the count matters: the EQ services declare their quorum queues on
-# their first connect, and a quorum queue gets its replicas on the nodes
-# that are in the cluster at that moment. Declared before rabbitmq-2 and
+# Why the count matters: the quorum queues are declared here, and a quorum
+# queue gets its replicas on the nodes that are in the cluster at that
+# moment. Declared before rabbitmq-2 and
 # rabbitmq-3 have joined, every queue would have a single replica, and
 # stopping the first node would stop them all. RabbitMQ 3.12 does not add
 # replicas on nodes that join later by itself (`rabbitmq-queues grow` does;
@@ -25,3 +27,21 @@ if [ "${running:-0}" -lt "$want" ]; then
   echo "$running of $want nodes running in the cluster" >&2
   exit 1
 fi
+
+# The role users' passwords are those of the URLs the services get
+# (EQ_AMQP_API_URL, ...; the first address of each).
+password() { printf '%s\n' "$1" | sed -n '1s#^[[:space:]]*amqp://[^:]*:\([^@]*\)@.*#\1#p' | cut -d, -f1; }
+marker=/tmp/eq-definitions-imported
+if [ ! -f "$marker" ]; then
+  sync_type=classic
+  [ "$want" -gt 1 ] && sync_type=quorum
+  EQ_AMQP_API_PASSWORD=$(password "${EQ_AMQP_API_URL:-}") \
+    EQ_AMQP_WORKER_PASSWORD=$(password "${EQ_AMQP_WORKER_URL:-}") \
+    EQ_AMQP_DISPATCHER_PASSWORD=$(password "${EQ_AMQP_DISPATCHER_URL:-}") \
+    EQ_BROKER_SYNC_QUEUE_TYPE=$sync_type sh /opt/eq/definitions.sh >/tmp/eq-definitions.json
+  rabbitmqctl -q import_definitions --format json /tmp/eq-definitions.json >/dev/null
+  rm -f /tmp/eq-definitions.json
+  touch "$marker"
+fi
+# The import is asynchronous: healthy once its last user has permissions.
+rabbitmqctl -q list_user_permissions eq-dispatcher | grep -q '^/'

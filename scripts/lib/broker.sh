@@ -8,6 +8,14 @@
 #                                  writes DIR/cluster.env (EQ_AMQP_URL lists them all)
 #   eq_broker_cluster_stop  DIR    stops every node of that cluster
 #
+# Users: the administrator EQ_AMQP_USER (default eq, password
+# EQ_AMQP_PASSWORD) for operators and tests, and one user per role, eq-api,
+# eq-worker and eq-dispatcher, with the least permissions and the topology
+# of deploy/rabbitmq/definitions.sh. Their passwords come from
+# EQ_AMQP_{API,WORKER,DISPATCHER}_PASSWORD or are chosen at random at the
+# node's first start; broker.env (mode 600) keeps them and gives each role's
+# URL as EQ_AMQP_{API,WORKER,DISPATCHER}_URL.
+#
 # The system's default node (rabbit@HOST, port 5672, epmd 4369) is never
 # touched: every file lives under VAR_DIR/rabbitmq, the node name is derived
 # from VAR_DIR, and epmd/distribution use private ports, so several stacks and
@@ -420,21 +428,70 @@ json.dump({
         eq_broker_stop "$var_dir" >/dev/null 2>&1 || true
         return 1
     fi
+    local api_pw worker_pw dispatcher_pw
+    api_pw="${EQ_AMQP_API_PASSWORD:-$(_eq_broker_random)}"
+    worker_pw="${EQ_AMQP_WORKER_PASSWORD:-$(_eq_broker_random)}"
+    dispatcher_pw="${EQ_AMQP_DISPATCHER_PASSWORD:-$(_eq_broker_random)}"
+    # A cluster's nodes get the roles and the topology once all have joined
+    # (eq_broker_cluster_start): a quorum queue declared earlier would have
+    # fewer replicas.
+    if [[ -z "${EQ_BROKER_CLUSTER_NODE:-}" ]] &&
+        ! _eq_broker_define "$api_pw" "$worker_pw" "$dispatcher_pw" classic; then
+        eq_broker_stop "$var_dir" >/dev/null 2>&1 || true
+        return 1
+    fi
     pid="$(_eq_broker_beam_pid)"
 
     local url_user url_pass
     url_user="$(_eq_broker_urlencode "$user")"
     url_pass="$(_eq_broker_urlencode "$pass")"
-    {
+    local at="@127.0.0.1:$EQB_AMQP_PORT/"
+    # umask before the redirection: broker.env holds the passwords.
+    (
+        umask 077
+        exec >"$var_dir/broker.env"
         printf '# Written by scripts/lib/broker.sh; source it to reach the broker of %s\n' "$var_dir"
         printf 'export %s=%q\n' \
             EQ_AMQP_PORT "$EQB_AMQP_PORT" \
             EQ_RABBITMQ_MGMT_PORT "$EQB_MGMT_PORT" \
             EQ_RABBITMQ_PROM_PORT "$EQB_PROM_PORT" \
-            EQ_AMQP_URL "amqp://$url_user:$url_pass@127.0.0.1:$EQB_AMQP_PORT/" \
+            EQ_AMQP_URL "amqp://$url_user:$url_pass$at" \
+            EQ_AMQP_API_PASSWORD "$api_pw" \
+            EQ_AMQP_WORKER_PASSWORD "$worker_pw" \
+            EQ_AMQP_DISPATCHER_PASSWORD "$dispatcher_pw" \
+            EQ_AMQP_API_URL "amqp://eq-api:$api_pw$at" \
+            EQ_AMQP_WORKER_URL "amqp://eq-worker:$worker_pw$at" \
+            EQ_AMQP_DISPATCHER_URL "amqp://eq-dispatcher:$dispatcher_pw$at" \
             EQ_BROKER_PID "$pid"
-    } >"$var_dir/broker.env"
+    ) || return 1
     _eq_broker_log "node $EQB_NODENAME up in $((SECONDS - t0)) s (pid $pid)"
+}
+
+# 48 hex digits: safe in URLs and in definitions.sh's JSON.
+_eq_broker_random() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+
+# Imports deploy/rabbitmq/definitions.sh (the role users, their permissions
+# and the topology) into the node of the caller's EQB_*, then waits for the
+# import, which the node runs asynchronously, to show.
+#   _eq_broker_define API_PW WORKER_PW DISPATCHER_PW classic|quorum
+_eq_broker_define() {
+    local defs="${BASH_SOURCE[0]%/*}/../../deploy/rabbitmq/definitions.sh" i
+    if ! EQ_AMQP_API_PASSWORD="$1" EQ_AMQP_WORKER_PASSWORD="$2" EQ_AMQP_DISPATCHER_PASSWORD="$3" \
+        EQ_BROKER_SYNC_QUEUE_TYPE="$4" sh "$defs" |
+        _eq_broker_tool --timeout 60 rabbitmqctl -q import_definitions --format json >/dev/null; then
+        _eq_broker_log "could not import the role users and topology ($defs)"
+        return 1
+    fi
+    # The last queue and the last user's permissions of the file.
+    for ((i = 0; i < 100; i++)); do
+        if _eq_broker_tool rabbitmqctl -q list_queues name 2>/dev/null | grep -qx eq.sync.analyze &&
+            _eq_broker_tool rabbitmqctl -q list_user_permissions eq-dispatcher 2>/dev/null | grep -q '^/'; then
+            return 0
+        fi
+        sleep 0.2
+    done
+    _eq_broker_log "the import of $defs did not show within 20 s"
+    return 1
 }
 
 _eq_broker_urlencode() {
@@ -586,16 +643,22 @@ eq_broker_cluster_start() {
     mkdir -p "$dir"
     epmd="$(_eq_broker_pick_ports 0)" || return 1
     cookie="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' | tr a-f A-F)"
-    local user="${EQ_AMQP_USER:-eq}" pass="${EQ_AMQP_PASSWORD:-eq}"
+    local user="${EQ_AMQP_USER:-eq}" pass="${EQ_AMQP_PASSWORD:-eq}" role
+    local -A role_pw=([api]="${EQ_AMQP_API_PASSWORD:-$(_eq_broker_random)}"
+        [worker]="${EQ_AMQP_WORKER_PASSWORD:-$(_eq_broker_random)}"
+        [dispatcher]="${EQ_AMQP_DISPATCHER_PASSWORD:-$(_eq_broker_random)}") role_urls=()
     for ((i = 1; i <= n; i++)); do
         # Free ports for every listener: several nodes on one host.
-        EQ_BROKER_EPMD_PORT="$epmd" EQ_BROKER_COOKIE="$cookie" EQ_AMQP_PORT=0 \
+        EQ_BROKER_CLUSTER_NODE=1 EQ_BROKER_EPMD_PORT="$epmd" EQ_BROKER_COOKIE="$cookie" EQ_AMQP_PORT=0 \
             EQ_RABBITMQ_MGMT_PORT=0 EQ_RABBITMQ_PROM_PORT=0 \
             eq_broker_start "$dir/node$i" >/dev/null || return 1
         local EQB_NODENAME="" EQB_DIR="" EQB_RUN_AS="" EQB_AMQP_PORT="" EQB_MGMT_PORT=""
         _eq_broker_load "$dir/node$i" || return 1
         [[ -n "$first" ]] || { first="$EQB_NODENAME"; mgmt="$EQB_MGMT_PORT"; }
         urls+="${urls:+,}amqp://$(_eq_broker_urlencode "$user"):$(_eq_broker_urlencode "$pass")@127.0.0.1:$EQB_AMQP_PORT/"
+        for role in api worker dispatcher; do
+            role_urls[$role]+="${role_urls[$role]:+,}amqp://eq-$role:${role_pw[$role]}@127.0.0.1:$EQB_AMQP_PORT/"
+        done
         nodes+="${nodes:+ }$EQB_NODENAME"
         dirs+="${dirs:+ }$dir/node$i"
         if ((i > 1)); then
@@ -609,11 +672,21 @@ eq_broker_cluster_start() {
             }
         fi
     done
-    {
+    # Users and permissions are cluster-wide, and every quorum queue now
+    # gets a replica on each node.
+    (
+        _eq_broker_load "$dir/node1" &&
+            _eq_broker_define "${role_pw[api]}" "${role_pw[worker]}" "${role_pw[dispatcher]}" quorum
+    ) || return 1
+    (
+        umask 077
+        exec >"$dir/cluster.env"
         printf '# Written by scripts/lib/broker.sh: the cluster in %s\n' "$dir"
         printf 'export %s=%q\n' EQ_AMQP_URL "$urls" EQ_CLUSTER_NODES "$nodes" \
-            EQ_CLUSTER_DIRS "$dirs" EQ_RABBITMQ_MGMT_PORT "$mgmt" EQ_CLUSTER_EPMD_PORT "$epmd"
-    } >"$dir/cluster.env"
+            EQ_CLUSTER_DIRS "$dirs" EQ_RABBITMQ_MGMT_PORT "$mgmt" EQ_CLUSTER_EPMD_PORT "$epmd" \
+            EQ_AMQP_API_URL "${role_urls[api]}" EQ_AMQP_WORKER_URL "${role_urls[worker]}" \
+            EQ_AMQP_DISPATCHER_URL "${role_urls[dispatcher]}"
+    ) || return 1
     _eq_broker_log "cluster of $n nodes up: $nodes"
 }
 

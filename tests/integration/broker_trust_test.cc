@@ -9,9 +9,12 @@
 // ends with the same forgery signed with the stack's EQ_INTERNAL_KEY, which
 // is accepted: that shows the forged message was one the processes would
 // have acted on, so the refusal, not a malformed body, is what stopped it.
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
 #include <rapidjson/document.h>
 
 #include <boost/test/unit_test.hpp>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -112,9 +115,144 @@ std::string taskStatus(const std::string& task_id) {
   return d["data"]["status"].GetString();
 }
 
+// Logs in as the user of `url`, opens a channel, runs `op` on it and returns
+// the broker's verdict: "" when it took the method, else the text it closed
+// the channel or connection with (e.g. "ACCESS_REFUSED - access to queue
+// ..."). Raw rabbitmq-c, as an attacker holding a role's credentials would
+// use any client: eq::amqp::Connection has no basic.get or queue.delete.
+std::string verdict(const std::string& url,
+                    const std::function<amqp_rpc_reply_t(amqp_connection_state_t)>& op) {
+  std::vector<char> buf(url.begin(), url.end());
+  buf.push_back('\0');
+  amqp_connection_info info;
+  BOOST_REQUIRE(amqp_parse_url(buf.data(), &info) == AMQP_STATUS_OK);
+  amqp_connection_state_t conn = amqp_new_connection();
+  amqp_socket_t* sock = amqp_tcp_socket_new(conn);
+  BOOST_REQUIRE(amqp_socket_open(sock, info.host, info.port) == AMQP_STATUS_OK);
+  amqp_rpc_reply_t login = amqp_login(conn, info.vhost, 0, AMQP_DEFAULT_FRAME_SIZE, 0,
+                                      AMQP_SASL_METHOD_PLAIN, info.user, info.password);
+  BOOST_REQUIRE_MESSAGE(login.reply_type == AMQP_RESPONSE_NORMAL, "login as " << info.user);
+  amqp_channel_open(conn, 1);
+  BOOST_REQUIRE(amqp_get_rpc_reply(conn).reply_type == AMQP_RESPONSE_NORMAL);
+  amqp_rpc_reply_t r = op(conn);
+  std::string out;
+  if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+    auto* m = static_cast<amqp_channel_close_t*>(r.reply.decoded);
+    out.assign(static_cast<const char*>(m->reply_text.bytes), m->reply_text.len);
+  } else if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION &&
+             r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+    auto* m = static_cast<amqp_connection_close_t*>(r.reply.decoded);
+    out.assign(static_cast<const char*>(m->reply_text.bytes), m->reply_text.len);
+  } else if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+    out = "no answer";
+  }
+  amqp_destroy_connection(conn);
+  return out;
+}
+
+// no_ack: direct reply-to takes no other consumer.
+std::string consumeVerdict(const std::string& url, const std::string& queue, bool no_ack = false) {
+  return verdict(url, [&](amqp_connection_state_t c) {
+    amqp_basic_consume(c, 1, amqp_cstring_bytes(queue.c_str()), amqp_empty_bytes, 0,
+                       no_ack ? 1 : 0, 0, amqp_empty_table);
+    return amqp_get_rpc_reply(c);
+  });
+}
+
+std::string getVerdict(const std::string& url, const std::string& queue) {
+  return verdict(url, [&](amqp_connection_state_t c) {
+    return amqp_basic_get(c, 1, amqp_cstring_bytes(queue.c_str()), 0);
+  });
+}
+
+bool refused(const std::string& verdict) {
+  return verdict.rfind("ACCESS_REFUSED", 0) == 0;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(broker_trust)
+
+// Issue 27, item 3, the second layer: each process reaches the broker as its
+// role's user (deploy/rabbitmq/definitions.sh), so credentials taken from
+// one process open no more than that process needs. The user's text is in
+// the job queues and the task events; the api's user reads neither.
+BOOST_AUTO_TEST_CASE(the_api_user_reads_no_queue) {
+  const std::string& api = stack().roleUrl("eq-api");
+  for (const char* q : {eq::msg::kQueueFast, eq::msg::kQueueSyncFast, eq::msg::kQueueTaskEvents,
+                        eq::msg::kQueueDead}) {
+    std::string c = consumeVerdict(api, q);
+    BOOST_TEST(refused(c), "eq-api consumes " << q << ": '" << c << "'");
+    std::string g = getVerdict(api, q);
+    BOOST_TEST(refused(g), "eq-api basic.get on " << q << ": '" << g << "'");
+  }
+  // What it must do still works: direct reply-to needs no read permission.
+  BOOST_TEST(consumeVerdict(api, eq::amqp::Connection::kDirectReplyTo, true) == "");
+}
+
+BOOST_AUTO_TEST_CASE(the_worker_user_reads_only_the_job_queues) {
+  const std::string& worker = stack().roleUrl("eq-worker");
+  for (const char* q : {eq::msg::kQueueTaskEvents, eq::msg::kQueueDead}) {
+    std::string c = consumeVerdict(worker, q);
+    BOOST_TEST(refused(c), "eq-worker consumes " << q << ": '" << c << "'");
+  }
+  BOOST_TEST(getVerdict(worker, eq::msg::kQueuePerfect) == "");
+}
+
+BOOST_AUTO_TEST_CASE(the_dispatcher_user_reads_only_events_and_dead_letters) {
+  const std::string& dispatcher = stack().roleUrl("eq-dispatcher");
+  for (const char* q : {eq::msg::kQueueFast, eq::msg::kQueueSyncFast, eq::msg::kQueueAnalyze}) {
+    std::string c = consumeVerdict(dispatcher, q);
+    BOOST_TEST(refused(c), "eq-dispatcher consumes " << q << ": '" << c << "'");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(no_role_user_can_delete_declare_or_rebind) {
+  for (const char* user : {"eq-api", "eq-worker", "eq-dispatcher"}) {
+    const std::string& url = stack().roleUrl(user);
+    std::string del = verdict(url, [](amqp_connection_state_t c) {
+      amqp_queue_delete(c, 1, amqp_cstring_bytes(eq::msg::kQueueFast), 0, 0);
+      return amqp_get_rpc_reply(c);
+    });
+    BOOST_TEST(refused(del), user << " deletes eq.jobs.fast: '" << del << "'");
+    std::string decl = verdict(url, [](amqp_connection_state_t c) {
+      amqp_queue_declare(c, 1, amqp_cstring_bytes("eq.jobs.stolen"), 0, 1, 0, 0,
+                         amqp_empty_table);
+      return amqp_get_rpc_reply(c);
+    });
+    BOOST_TEST(refused(decl), user << " declares a queue: '" << decl << "'");
+    // A copy of the dead letters bound to a queue of one's own.
+    std::string bind = verdict(url, [](amqp_connection_state_t c) {
+      amqp_queue_bind(c, 1, amqp_cstring_bytes(eq::msg::kQueuePerfect),
+                      amqp_cstring_bytes(eq::msg::kExchangeDead), amqp_empty_bytes,
+                      amqp_empty_table);
+      return amqp_get_rpc_reply(c);
+    });
+    BOOST_TEST(refused(bind), user << " binds to eq.dlx: '" << bind << "'");
+  }
+}
+
+// The topology scripts/lib/broker.sh imported into "/" from
+// deploy/rabbitmq/definitions.sh is the one common/amqp.cc declares (here,
+// into this stack's vhost): the services check it only by name, so a
+// difference in arguments would go unnoticed anywhere else.
+BOOST_AUTO_TEST_CASE(the_shipped_topology_matches_the_declared_one) {
+  for (const char* q : {eq::msg::kQueueDead, eq::msg::kQueueFast, eq::msg::kQueueStandard,
+                        eq::msg::kQueuePerfect, eq::msg::kQueueAnalyze, eq::msg::kQueueTaskEvents,
+                        eq::msg::kQueueSyncFast, eq::msg::kQueueSyncStandard,
+                        eq::msg::kQueueSyncPerfect, eq::msg::kQueueSyncAnalyze}) {
+    HttpResult ours = stack().management(std::string("/queues/{vhost}/") + q);
+    HttpResult shipped = stack().management(std::string("/queues/%2F/") + q);
+    BOOST_REQUIRE_MESSAGE(ours.status == 200 && shipped.status == 200,
+                          q << ": " << ours.status << " " << shipped.status);
+    rapidjson::Document a, b;
+    a.Parse(ours.body.c_str());
+    b.Parse(shipped.body.c_str());
+    for (const char* field : {"arguments", "durable", "auto_delete", "type"}) {
+      BOOST_TEST((a[field] == b[field]), q << ": " << field << " differs");
+    }
+  }
+}
 
 BOOST_AUTO_TEST_CASE(a_forged_task_event_changes_no_task_and_sends_no_webhook) {
   WebhookReceiver hook;

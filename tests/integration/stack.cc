@@ -11,8 +11,11 @@
 #include <unistd.h>
 
 #include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 #include <boost/test/unit_test.hpp>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -20,6 +23,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/amqp.h"
 #include "common/crypto.h"
 
 extern char** environ;
@@ -472,6 +476,7 @@ Stack::Stack(StackOptions opts) {
   BOOST_REQUIRE_MESSAGE(p.status == 201 || p.status == 204, "permissions: " << p.status);
 
   env_["EQ_AMQP_URL"] = "amqp://" + user + ":" + pass + "@127.0.0.1:" + amqp_port + "/" + vhost_;
+  grantRoles(auth, amqp_port);
   env_["EQ_DB_PATH"] = dir_ + "/eq.db";
   env_["EQ_HTTP_PORT"] = "0";
   env_["EQ_HTTP_HOST"] = "127.0.0.1";
@@ -498,6 +503,7 @@ Stack::Stack(StackOptions opts) {
   for (int i = 0; i < opts.api_processes; ++i) {
     std::map<std::string, std::string> extra;
     if (opts.shared_port && i > 0) extra["EQ_HTTP_PORT"] = std::to_string(api_ports_.at(0));
+    extra["EQ_AMQP_URL"] = roleUrl("eq-api");
     Process* api = start("api-" + std::to_string(i), {bin_ + "/eq-api"}, extra);
     std::string line = api->waitForLog("\"msg\":\"listening\"", 10000);
     size_t at = line.find("\"port\":");
@@ -507,9 +513,12 @@ Stack::Stack(StackOptions opts) {
   for (const std::string& mode : opts.worker_modes) {
     std::vector<std::string> argv = {bin_ + "/eq-worker", "--mode", mode};
     if (mode == "fast") argv.push_back("--analyze");
-    consumers.push_back(start("worker-" + mode, argv));
+    consumers.push_back(start("worker-" + mode, argv, {{"EQ_AMQP_URL", roleUrl("eq-worker")}}));
   }
-  if (opts.dispatcher) consumers.push_back(start("dispatcher", {bin_ + "/eq-dispatcher"}));
+  if (opts.dispatcher) {
+    consumers.push_back(start("dispatcher", {bin_ + "/eq-dispatcher"},
+                              {{"EQ_AMQP_URL", roleUrl("eq-dispatcher")}}));
+  }
   for (Process* p : consumers) p->waitForLog("consuming", 20000);
 
   for (int i = 0; i < opts.api_processes; ++i) {
@@ -587,12 +596,59 @@ Process* Stack::spawn(const std::string& name, const std::vector<std::string>& a
                       const std::map<std::string, std::string>& env) {
   BOOST_REQUIRE(!args.empty());
   std::map<std::string, std::string> merged = env_;
+  if (role_urls_.count(args[0]) != 0) merged["EQ_AMQP_URL"] = role_urls_.at(args[0]);
   for (const auto& [k, v] : env) merged[k] = v;
   std::vector<std::string> argv = args;
   argv[0] = bin_ + "/" + argv[0];
   procs_.push_back(std::make_unique<Process>(name, argv, merged, dir_ + "/" + name + ".log"));
   by_name_[name] = procs_.back().get();
   return procs_.back().get();
+}
+
+void Stack::grantRoles(const std::string& auth, const std::string& amqp_port) {
+  // The topology, declared by the administrator as scripts/lib/broker.sh
+  // does for vhost "/": the role users may only check that it exists.
+  {
+    Result<std::unique_ptr<eq::amqp::Connection>> admin =
+        eq::amqp::Connection::open(amqpUrl(), "eq-it topology", 10);
+    BOOST_REQUIRE_MESSAGE(admin.isOk(), "admin connection: " << admin.status().msg());
+    Status s = admin.value()->declareTopology();
+    BOOST_REQUIRE_MESSAGE(s.isOk(), "declare topology: " << s.msg());
+  }
+  // The users are the broker's (scripts/test passes their passwords); their
+  // permissions in our vhost are copied from those deploy/rabbitmq/
+  // definitions.sh gave them in "/", so the tests run with what ships.
+  for (const char* role : {"api", "worker", "dispatcher"}) {
+    std::string user = std::string("eq-") + role;
+    std::string var = "EQ_TEST_AMQP_" + std::string(role) + "_PASSWORD";
+    for (char& c : var) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    std::string pass = requireEnv(var.c_str());
+    HttpResult got = httpRequest("GET", mgmt_ + "/api/permissions/%2F/" + user, {auth});
+    BOOST_REQUIRE_MESSAGE(got.status == 200, "permissions of " << user << " in /: " << got.status);
+    rapidjson::Document d;
+    d.Parse(got.body.c_str());
+    BOOST_REQUIRE(d.IsObject() && d.HasMember("configure") && d.HasMember("write") &&
+                  d.HasMember("read"));
+    rapidjson::StringBuffer sb;
+    rapidjson::Writer<rapidjson::StringBuffer> j(sb);
+    j.StartObject();
+    for (const char* k : {"configure", "write", "read"}) {
+      j.Key(k);
+      j.String(d[k].GetString(), d[k].GetStringLength());
+    }
+    j.EndObject();
+    HttpResult put = httpRequest("PUT", mgmt_ + "/api/permissions/" + vhost_ + "/" + user,
+                                 {auth, "Content-Type: application/json"}, sb.GetString());
+    BOOST_REQUIRE_MESSAGE(put.status == 201 || put.status == 204,
+                          "permissions of " << user << ": " << put.status);
+    role_urls_[user] = "amqp://" + user + ":" + pass + "@127.0.0.1:" + amqp_port + "/" + vhost_;
+  }
+}
+
+const std::string& Stack::roleUrl(const std::string& binary) const {
+  auto it = role_urls_.find(binary);
+  BOOST_REQUIRE_MESSAGE(it != role_urls_.end(), "no broker user for " << binary);
+  return it->second;
 }
 
 HttpResult Stack::management(const std::string& path) {

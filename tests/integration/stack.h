@@ -162,8 +162,11 @@ class Stack {
   std::string url(const std::string& path, int api = 0) const;
   int apiPort(int api = 0) const { return api_ports_.at(static_cast<size_t>(api)); }
   const std::string& dbPath() const { return env_.at("EQ_DB_PATH"); }
-  // The broker URL of this stack's vhost, as its processes get it.
+  // The broker administrator's URL of this stack's vhost (full rights).
   const std::string& amqpUrl() const { return env_.at("EQ_AMQP_URL"); }
+  // The URL a process gets: that of its role's broker user, "eq-api",
+  // "eq-worker" or "eq-dispatcher" (the binary's name), in this vhost.
+  const std::string& roleUrl(const std::string& binary) const;
   // EQ_INTERNAL_KEY of this stack's processes: what a test signs a message
   // with to pass for one of them.
   const std::string& internalKey() const { return env_.at("EQ_INTERNAL_KEY"); }
@@ -201,6 +204,10 @@ class Stack {
   std::string dir_;
   std::string vhost_;
   std::string mgmt_;
+  std::map<std::string, std::string> role_urls_;  // by binary name, see roleUrl()
+  // Declares the topology in vhost_ as the administrator and gives the role
+  // users their permissions there.
+  void grantRoles(const std::string& auth, const std::string& amqp_port);
   std::string bin_;
   std::vector<int> api_ports_;
   std::vector<std::unique_ptr<Process>> procs_;
