@@ -31,17 +31,22 @@ fi
 # The role users' passwords are those of the URLs the services get
 # (EQ_AMQP_API_URL, ...; the first address of each).
 password() { printf '%s\n' "$1" | sed -n '1s#^[[:space:]]*amqp://[^:]*:\([^@]*\)@.*#\1#p' | cut -d, -f1; }
-marker=/tmp/eq-definitions-imported
+# Where compose mounts definitions.sh, and the marker of a done import
+# (tests/cluster/run moves both). The JSON, which holds the passwords, goes
+# through a pipe: no file. definitions.sh prints nothing when it refuses
+# (a missing password), and rabbitmqctl then fails on the empty input.
+defs=${EQ_HC_DEFINITIONS:-/opt/eq/definitions.sh}
+marker=${EQ_HC_STATE_DIR:-/tmp}/eq-definitions-imported
 if [ ! -f "$marker" ]; then
   sync_type=classic
   [ "$want" -gt 1 ] && sync_type=quorum
   EQ_AMQP_API_PASSWORD=$(password "${EQ_AMQP_API_URL:-}") \
     EQ_AMQP_WORKER_PASSWORD=$(password "${EQ_AMQP_WORKER_URL:-}") \
     EQ_AMQP_DISPATCHER_PASSWORD=$(password "${EQ_AMQP_DISPATCHER_URL:-}") \
-    EQ_BROKER_SYNC_QUEUE_TYPE=$sync_type sh /opt/eq/definitions.sh >/tmp/eq-definitions.json
-  rabbitmqctl -q import_definitions --format json /tmp/eq-definitions.json >/dev/null
-  rm -f /tmp/eq-definitions.json
-  touch "$marker"
+    EQ_BROKER_SYNC_QUEUE_TYPE=$sync_type sh "$defs" |
+    rabbitmqctl -q import_definitions --format json >/dev/null
 fi
 # The import is asynchronous: healthy once its last user has permissions.
+# Only then is the marker set: an import that did not take is tried again.
 rabbitmqctl -q list_user_permissions eq-dispatcher | grep -q '^/'
+touch "$marker"

@@ -297,6 +297,11 @@ _eq_broker_start_locked() {
         if pid="$(_eq_broker_beam_pid)" && [[ -f "$var_dir/broker.env" ]] &&
             _eq_broker_port_open "$EQB_AMQP_PORT"; then
             _eq_broker_log "node $EQB_NODENAME already running (pid $pid), reusing it"
+            # The node, as the rabbitmq user, must still pass through
+            # VAR_DIR (a caller may have tightened it since).
+            if [[ "$EQB_RUN_AS" == rabbitmq && "$(id -u)" -eq 0 ]]; then
+                chgrp rabbitmq "$var_dir" && chmod g+x,g-rw,o-rwx "$var_dir" || return 1
+            fi
             return 0
         fi
         # Left over from a crash or a reboot: clear what may still hold the

@@ -51,6 +51,7 @@ expect_mode 600 "$db"
 # for a broker that is not there.
 chmod 644 "$db"
 EQ_DB_PATH="$db" EQ_HTTP_PORT=0 EQ_AMQP_URL="amqp://eq:eq@127.0.0.1:$(free_port)/" \
+  EQ_INTERNAL_KEY="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
   EQ_LOG_LEVEL=error "$bin/eq-api" 2>"$tmp/api.err" &
 api_pid=$!
 for _ in $(seq 100); do
@@ -89,7 +90,7 @@ else
   expect_mode 700 "$var"
 fi
 expect_mode 700 "$var/log"
-for f in eq.db eq.db-wal eq.db-shm broker.env log/api.log log/dispatcher.log log/rabbitmq.out; do
+for f in eq.db eq.db-wal eq.db-shm broker.env secrets.env log/api.log log/dispatcher.log log/rabbitmq.out; do
   expect_mode 600 "$var/$f"
 done
 open_files="$(find "$var" -path "$var/rabbitmq" -prune -o -perm /077 -print | grep -vx "$var" || true)"
