@@ -29,6 +29,15 @@
 // the example posts alone (BuiltinEngine::emotionSourcesOf), after the
 // analyzer's own report: which source a change moved, and which one errs.
 //
+// A FILE named blind*.tsv is a blind batch of situations
+// (tests/data/situations/): situation accuracy per situation, the most
+// common misreadings, and the guards over every mode (no reply may contain
+// what its gold situation forbids); blind*_rubric_*.tsv is scored by its
+// rubric instead. --misses lists the misread messages and the failing
+// replies: use it on batch 1 only, never on batch 2 before its report.
+// --exclude FILE leaves out the messages that FILE also has (batch 2's
+// messages that batch 1 holds too).
+//
 // --reply prints the analysis and the replies for each MESSAGE (MODE is fast,
 // standard or perfect, COUNT 1..5, default 3), so replies can be read the way
 // a user reads them while the phrase bank is edited.
@@ -39,12 +48,14 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "workers/engine/builtin/builtin_engine.h"
 #include "workers/engine/builtin/evaluation.h"
+#include "workers/engine/builtin/situation_evaluation.h"
 
 namespace {
 
@@ -53,7 +64,7 @@ using eq::engine::builtin::BuiltinEngine;
 
 constexpr const char* kUsage =
     "usage: engine_eval [--misses] [--half even|odd] [--balanced N] [--sources] "
-    "FILE.tsv|FILE.jsonl...\n"
+    "[--exclude FILE] FILE.tsv|FILE.jsonl...\n"
     "       engine_eval --reply MODE[:COUNT] [--scene S] [--context C] MESSAGE...\n";
 
 bool readFile(const std::string& path, std::string* out) {
@@ -102,6 +113,51 @@ void printReplies(const BuiltinEngine& engine, eq::engine::Mode mode, int count,
   }
 }
 
+// Scores a blind batch of situations, or its rubric; returns false when the
+// file cannot be parsed.
+bool evaluateBlind(const BuiltinEngine& engine, const std::string& path, const std::string& text,
+                   const std::set<std::string>& exclude, bool listMisses) {
+  const bool rubric = path.find("_rubric_") != std::string::npos;
+  auto parsed = eval::parseSituationTsv(text, path, rubric);
+  if (!parsed.isOk()) {
+    std::fprintf(stderr, "engine_eval: %s\n", parsed.status().msg().c_str());
+    return false;
+  }
+  std::vector<eval::SituationSample>& samples = parsed.value();
+  const size_t before = samples.size();
+  std::erase_if(samples, [&](const eval::SituationSample& s) { return exclude.count(s.message); });
+  std::printf("== %s (%zu samples", path.c_str(), samples.size());
+  if (samples.size() != before) std::printf(", %zu left out by --exclude", before - samples.size());
+  std::printf(")\n");
+  if (rubric) {
+    const eval::RubricReport report = eval::evaluateRubric(engine, samples);
+    std::printf("%s\n", report.format().c_str());
+    if (listMisses) {
+      for (const auto& [s, text] : report.failures) {
+        std::printf("fail %s:%d [%s] %s -> %s\n", path.c_str(), s->line, s->situation.c_str(),
+                    s->message.c_str(), text.c_str());
+      }
+    }
+    return true;
+  }
+  const eval::SituationReport report = eval::evaluateSituations(engine, samples);
+  const eval::GuardReport guards = eval::evaluateGuards(engine, samples);
+  std::printf("%sguards broken: %d of %d replies\n", report.format().c_str(), guards.broken,
+              guards.replies);
+  for (const auto& [s, text] : guards.breaks) {
+    std::printf("guard %s:%d [%s] -> %s\n", path.c_str(), s->line, s->situation.c_str(),
+                text.c_str());
+  }
+  if (listMisses) {
+    for (const auto& [s, got] : report.misses) {
+      std::printf("miss %s:%d  gold=%s  got=%s  %s\n", path.c_str(), s->line,
+                  s->situation.c_str(), got.empty() ? "(none)" : got.c_str(), s->message.c_str());
+    }
+  }
+  std::printf("\n");
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,11 +168,14 @@ int main(int argc, char** argv) {
   std::string context;
   std::string half;
   int balanced = 0;
+  std::string excludeFile;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--misses") {
       listMisses = true;
+    } else if (arg == "--exclude" && i + 1 < argc) {
+      excludeFile = argv[++i];
     } else if (arg == "--sources") {
       sources = true;
     } else if (arg == "--balanced" && i + 1 < argc) {
@@ -150,15 +209,17 @@ int main(int argc, char** argv) {
   std::string lexicon;
   std::string phrases;
   std::string examples;
+  std::string situations;
   if (!readFile(dir + "/lexicon.tsv", &lexicon) || !readFile(dir + "/phrases.tsv", &phrases) ||
-      !readFile(dir + "/examples.tsv", &examples)) {
+      !readFile(dir + "/examples.tsv", &examples) ||
+      !readFile(dir + "/situations.tsv", &situations)) {
     std::fprintf(stderr,
-                 "engine_eval: cannot read %s/{lexicon,phrases,examples}.tsv (set "
+                 "engine_eval: cannot read %s/{lexicon,phrases,examples,situations}.tsv (set "
                  "EQ_ENGINE_DATA_DIR)\n",
                  dir.c_str());
     return 1;
   }
-  auto created = BuiltinEngine::create(lexicon, phrases, examples);
+  auto created = BuiltinEngine::create(lexicon, phrases, examples, situations);
   if (!created.isOk()) {
     std::fprintf(stderr, "engine_eval: %s\n", created.status().msg().c_str());
     return 1;
@@ -186,6 +247,20 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  std::set<std::string> exclude;
+  if (!excludeFile.empty()) {
+    std::string text;
+    auto parsed = readFile(excludeFile, &text)
+                      ? eval::parseSituationTsv(text, excludeFile, false)
+                      : eq::Result<std::vector<eval::SituationSample>>(
+                            eq::Status(400, "cannot read " + excludeFile));
+    if (!parsed.isOk()) {
+      std::fprintf(stderr, "engine_eval: --exclude: %s\n", parsed.status().msg().c_str());
+      return 2;
+    }
+    for (const eval::SituationSample& s : parsed.value()) exclude.insert(s.message);
+  }
+
   int status = 0;
   for (const std::string& path : files) {
     std::string text;
@@ -196,6 +271,10 @@ int main(int argc, char** argv) {
     }
     // A speech-act set (tests/data/acts_*.tsv): act accuracy and macro-F1.
     const std::string base = path.substr(path.find_last_of('/') + 1);
+    if (base.rfind("blind", 0) == 0) {
+      if (!evaluateBlind(*engine, path, text, exclude, listMisses)) status = 1;
+      continue;
+    }
     if (base.rfind("acts_", 0) == 0) {
       auto acts = eval::parseActTsv(text, path);
       if (!acts.isOk()) {

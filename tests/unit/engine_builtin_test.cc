@@ -53,11 +53,33 @@ const std::string& examples() {
   return text;
 }
 
+// This suite tests what reads a message's feelings and composes replies from
+// them: the composer, which answers every message that no situation reads
+// (docs/engine.md, "Situations"). Its engine gets situation data with no cues,
+// so no message is read as a situation here; the shipped situations are
+// tested in engine_situations_test.cc and measured in engine_eval_test.cc.
+const std::string& situations() {
+  static const std::string text = [] {
+    std::string t = "tier\t*\tneutral_share\t6\t-\n";
+    for (const char* lang : {"zh", "en"}) {
+      for (int i = 1; i <= 5; ++i) {
+        t += std::string("reply\t") + lang + "\tneutral_share\tempathize\treply " +
+             std::to_string(i) + ".\n";
+      }
+      for (const char* kind : {"why", "need", "advice", "guard"}) {
+        t += std::string(kind) + "\t" + lang + "\tneutral_share\t*\t" + kind + "\n";
+      }
+    }
+    return t;
+  }();
+  return text;
+}
+
 // One engine for the whole suite: building it is deterministic and the engine
 // is immutable, so sharing it cannot couple tests.
 const BuiltinEngine& engine() {
   static const std::unique_ptr<BuiltinEngine> e = [] {
-    auto r = BuiltinEngine::create(lexicon(), phrases(), examples());
+    auto r = BuiltinEngine::create(lexicon(), phrases(), examples(), situations());
     BOOST_TEST_REQUIRE(r.isOk(), "create failed: " << r.status().msg());
     return std::move(r).value();
   }();
@@ -369,7 +391,7 @@ BOOST_AUTO_TEST_CASE(same_input_gives_identical_output) {
   const auto first = engine().reply(in);
   // A second, independently built engine must agree too: nothing depends on
   // addresses, time or process state.
-  auto other = BuiltinEngine::create(lexicon(), phrases(), examples());
+  auto other = BuiltinEngine::create(lexicon(), phrases(), examples(), situations());
   BOOST_TEST_REQUIRE(other.isOk());
   const auto second = other.value()->reply(in);
   BOOST_TEST_REQUIRE(first.isOk());
@@ -644,13 +666,13 @@ BOOST_AUTO_TEST_CASE(malformed_lexicon_line_is_reported_with_its_number) {
       {good + "w\temotion\tjoy\t3\tbackoff\n", "line 2"},
   };
   for (const Case& c : cases) {
-    const auto r = BuiltinEngine::create(c.text, phrases(), examples());
+    const auto r = BuiltinEngine::create(c.text, phrases(), examples(), situations());
     BOOST_TEST_REQUIRE(!r.isOk(), c.text);
     BOOST_TEST(r.status().code() == 500);
     BOOST_TEST(r.status().msg().find("lexicon.tsv " + c.expect) != std::string::npos,
                r.status().msg());
   }
-  BOOST_TEST(BuiltinEngine::create(good, phrases(), examples()).isOk());
+  BOOST_TEST(BuiltinEngine::create(good, phrases(), examples(), situations()).isOk());
 }
 
 BOOST_AUTO_TEST_CASE(malformed_phrase_line_is_reported_with_its_number) {
@@ -665,7 +687,7 @@ BOOST_AUTO_TEST_CASE(malformed_phrase_line_is_reported_with_its_number) {
       "reply\tzh\tempathize\t*\t「{echo」\n",
   };
   for (const std::string& line : bad) {
-    const auto r = BuiltinEngine::create(lexicon(), base + line, examples());
+    const auto r = BuiltinEngine::create(lexicon(), base + line, examples(), situations());
     BOOST_TEST_REQUIRE(!r.isOk(), line);
     BOOST_TEST(r.status().code() == 500);
     BOOST_TEST(
@@ -674,7 +696,7 @@ BOOST_AUTO_TEST_CASE(malformed_phrase_line_is_reported_with_its_number) {
   }
   // A bank missing a whole strategy is refused too.
   const auto r =
-      BuiltinEngine::create(lexicon(), "name\tzh\tstrategy.empathize\t*\t共情\n", examples());
+      BuiltinEngine::create(lexicon(), "name\tzh\tstrategy.empathize\t*\t共情\n", examples(), situations());
   BOOST_TEST(!r.isOk());
   BOOST_TEST(r.status().code() == 500);
 }
@@ -735,7 +757,7 @@ const char* const kFewExamples =
 
 const BuiltinEngine& fewExamplesEngine() {
   static const std::unique_ptr<BuiltinEngine> e = [] {
-    auto r = BuiltinEngine::create(lexicon(), phrases(), kFewExamples);
+    auto r = BuiltinEngine::create(lexicon(), phrases(), kFewExamples, situations());
     BOOST_TEST_REQUIRE(r.isOk(), "create failed: " << r.status().msg());
     return std::move(r).value();
   }();
@@ -826,7 +848,7 @@ BOOST_AUTO_TEST_CASE(malformed_example_line_is_reported_with_its_number) {
       {"joy\t开心\nneutral\t好的\n", "examples.tsv: no example for affection"},
   };
   for (const Case& c : cases) {
-    const auto r = BuiltinEngine::create(lexicon(), phrases(), c.text);
+    const auto r = BuiltinEngine::create(lexicon(), phrases(), c.text, situations());
     BOOST_TEST_REQUIRE(!r.isOk(), c.text);
     BOOST_TEST(r.status().code() == 500);
     BOOST_TEST(r.status().msg().find(c.expect) != std::string::npos, r.status().msg());

@@ -23,6 +23,7 @@
 
 #include "workers/engine/builtin/builtin_engine.h"
 #include "workers/engine/builtin/evaluation.h"
+#include "workers/engine/builtin/situation_evaluation.h"
 
 namespace {
 
@@ -95,7 +96,8 @@ const BuiltinEngine& engine() {
   static const std::unique_ptr<BuiltinEngine> e = [] {
     const std::string dir = envOr("EQ_ENGINE_DATA_DIR", "workers/engine/builtin/data");
     auto r = BuiltinEngine::create(mustRead(dir + "/lexicon.tsv"), mustRead(dir + "/phrases.tsv"),
-                                   mustRead(dir + "/examples.tsv"));
+                                   mustRead(dir + "/examples.tsv"),
+                                   mustRead(dir + "/situations.tsv"));
     BOOST_TEST_REQUIRE(r.isOk(), "create failed: " << r.status().msg());
     return std::move(r).value();
   }();
@@ -334,29 +336,41 @@ bool keepsFacts(const std::string& message, const std::string& reply) {
 std::string actProperty(const std::string& act, bool zh, const std::string& text) {
   auto need = [&](bool ok, const char* what) { return ok ? std::string() : std::string(what); };
   if (act == "invite") {
-    return need(zh ? containsAny(text, {"好呀", "好啊", "可以呀", "接了", "去不了", "换个时间"})
+    return need(zh ? containsAny(text, {"好呀", "好啊", "可以呀", "接了", "去不了", "换个时间",
+                                        "算我一个", "一定到", "走不开", "有安排", "先不去"})
                    : containsAny(text, {"yes", "sure", "count me in", "can't make it",
-                                        "how about", "looking forward"}),
+                                        "how about", "looking forward", "i'm in", "i'd love to",
+                                        "rain check", "wish i could", "have plans"}),
                 "does not answer the invitation");
   }
   if (act == "ask") {
-    return need(zh ? containsAny(text, {"回你", "告诉你", "回答", "答案", "准话"})
-                   : containsAny(text, {"get back", "tell you", "report back", "answer"}),
+    return need(zh ? containsAny(text, {"回你", "告诉你", "回答", "答案", "准话", "问清楚", "建议", "换我的话", "如果是我"})
+                   : containsAny(text, {"get back", "tell you", "report back", "answer",
+                                        "let you know", "text you", "look that up",
+                                        "look it up", "double-check", "go with", "i'd pick",
+                                        "my honest take", "i'd lean"}),
                 "neither answers nor honestly defers the question");
   }
   if (act == "request_favour") {
-    return need(zh ? containsAny(text, {"没问题", "可以呀", "我来帮", "帮你", "交给我"})
-                   : containsAny(text, {"no problem", "sure", "help", "of course"}),
+    return need(zh ? containsAny(text, {"没问题", "可以呀", "我来帮", "帮你", "交给我",
+                                        "包在我身上", "这就", "一会儿就去", "帮不上"})
+                   : containsAny(text, {"no problem", "sure", "help", "of course", "can't manage",
+                                        "on it", "will do", "i'll prioritize", "understood"}),
                 "does not answer the request");
   }
   if (act == "apologize") {
-    return need(zh ? containsAny(text, {"没关系", "接受", "不怪你", "过去", "道歉"})
-                   : containsAny(text, {"accept", "okay", "sorry", "behind us", "apologiz"}),
+    return need(zh ? containsAny(text, {"没关系", "接受", "不怪你", "过去", "道歉", "没事",
+                                        "别放在心上", "不是故意"})
+                   : containsAny(text, {"accept", "okay", "sorry", "behind us", "apologiz",
+                                        "no worries", "we're good", "all good",
+                                        "not holding it against"}),
                 "neither accepts nor qualifies the apology");
   }
   if (act == "thank") {
-    return need(zh ? containsAny(text, {"不客气", "客气", "不谢", "乐意", "谢谢啦"})
-                   : containsAny(text, {"welcome", "anytime", "no problem", "happy to", "pleasure"}),
+    return need(zh ? containsAny(text, {"不客气", "客气", "不谢", "乐意", "谢谢啦", "不用谢",
+                                        "小事", "举手之劳", "能帮到你"})
+                   : containsAny(text, {"welcome", "anytime", "no problem", "happy to", "pleasure",
+                                        "of course", "no worries", "glad", "do the same"}),
                 "does not return the thanks");
   }
   if (act == "reject_or_breakup") {
@@ -366,12 +380,16 @@ std::string actProperty(const std::string& act, bool zh, const std::string& text
                 "consoles the one who leaves");
   }
   if (act == "confess_feelings") {
-    return need(zh ? containsAny(text, {"谢谢", "我也", "收到", "心意"})
-                   : containsAny(text, {"thank", "me too", "feel the same", "hear you"}),
+    return need(zh ? containsAny(text, {"谢谢", "我也", "收到", "心意", "我愿意", "感动"})
+                   : containsAny(text, {"thank", "me too", "feel the same", "hear you",
+                                        "like you too", "felt the same", "appreciate"}),
                 "does not answer the confession");
   }
   if (act == "test_reader") {
-    return need(zh ? containsAny(text, {"在乎", "选你"}) : containsAny(text, {"care", "choose you"}),
+    return need(zh ? containsAny(text, {"在乎", "选你", "爱你", "一直都在", "心疼", "对不起",
+                                        "只有你", "最重要"})
+                   : containsAny(text, {"care", "choose you", "love you", "always",
+                                        "matter to me", "important to me", "sorry"}),
                 "does not give the reassuring answer");
   }
   if (act == "confide_trouble") {
@@ -510,6 +528,61 @@ BOOST_AUTO_TEST_CASE(no_fragment_echo_on_clue_sentences_in_fast_mode) {
   BOOST_TEST_MESSAGE("CLUE fast mode: " << fragments << " fragment echoes in " << checked);
   BOOST_TEST(checked == want);
   BOOST_TEST(fragments == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------------------
+// The situations (issue 22) on the blind batches of tests/data/situations/:
+// floors a little under what docs/engine.md reports, so that a change that
+// loses a few messages shows, and no broken guard anywhere. Batch 1 is the
+// set the cues were tuned on; batch 2 was sealed until its report.
+namespace {
+
+struct SituationFloor {
+  const char* batch;
+  double accuracy;  // situation accuracy
+  double rubric;    // replies passing the rubric
+  int guards_broken;  // replies of every mode with what the gold situation forbids
+};
+
+std::vector<eval::SituationSample> situationSamples(const std::string& file, bool rubric) {
+  const std::string path = testDataDir() + "/situations/" + file;
+  auto samples = eval::parseSituationTsv(mustRead(path), path, rubric);
+  BOOST_TEST_REQUIRE(samples.isOk(), samples.status().msg());
+  return std::move(samples).value();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(engine_situations_eval)
+
+BOOST_AUTO_TEST_CASE(blind_batches_keep_their_situation_accuracy_rubric_and_guards) {
+  for (const SituationFloor& f : std::vector<SituationFloor>{
+           // Measured (docs/engine.md, "Situations"): 96.7% / 79.2% / 14,
+           // 93.7% / 77.5% / 34, and on the whole of batch 2 (the overlap
+           // with batch 1 included) 85.0% / 75.4% / 65, 84.2% / 70.8% / 61.
+           {"blind1_zh", 0.95, 0.77, 14},
+           {"blind1_en", 0.92, 0.75, 34},
+           {"blind2_zh", 0.83, 0.73, 65},
+           {"blind2_en", 0.82, 0.68, 61}}) {
+    const std::string name(f.batch);
+    const std::vector<eval::SituationSample> samples = situationSamples(name + ".tsv", false);
+    const eval::SituationReport report = eval::evaluateSituations(engine(), samples);
+    BOOST_TEST_MESSAGE(name << ": " << report.format(5));
+    BOOST_TEST(report.accuracy() >= f.accuracy, name << " situation accuracy " << report.accuracy());
+    // The target is none (issue 22); until the misreadings behind them are
+    // gone, the count may not grow.
+    const eval::GuardReport guards = eval::evaluateGuards(engine(), samples);
+    BOOST_TEST(guards.broken <= f.guards_broken,
+               name << ": " << guards.broken << " replies break their gold situation's guard");
+    const std::string rubricFile =
+        name.substr(0, name.size() - 3) + "_rubric_" + name.substr(name.size() - 2) + ".tsv";
+    const eval::RubricReport rubric =
+        eval::evaluateRubric(engine(), situationSamples(rubricFile, true));
+    BOOST_TEST_MESSAGE(rubricFile << ": " << rubric.format());
+    BOOST_TEST(rubric.passRate() >= f.rubric, rubricFile << " rubric " << rubric.passRate());
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

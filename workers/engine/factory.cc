@@ -10,7 +10,8 @@ Result<std::unique_ptr<Engine>> makeBuiltinEngine() {
   auto e =
       builtin::BuiltinEngine::create(embedded::file("workers/engine/builtin/data/lexicon.tsv"),
                                      embedded::file("workers/engine/builtin/data/phrases.tsv"),
-                                     embedded::file("workers/engine/builtin/data/examples.tsv"));
+                                     embedded::file("workers/engine/builtin/data/examples.tsv"),
+                                     embedded::file("workers/engine/builtin/data/situations.tsv"));
   if (!e.isOk()) return e.status();
   return std::unique_ptr<Engine>(std::move(e).value());
 }

@@ -12,6 +12,9 @@
 //                     message does, echo.h what a reply says back
 //   strategy.h        how well each strategy fits the signals
 //   composer.h        filling, scoring and picking replies, and explaining them
+//   situations.h      the everyday situation a message is in, and the replies
+//                     written for it: a message in a known situation is
+//                     answered from those (replyInSituation below)
 //
 // Everything is a pure function of the parsed tables and the input: no
 // clock, no randomness, no mutable state after create(). Where the output needs
@@ -26,6 +29,7 @@
 
 #include "workers/engine/builtin/composer.h"
 #include "workers/engine/builtin/reading.h"
+#include "workers/engine/builtin/situations.h"
 #include "workers/engine/builtin/strategy.h"
 #include "workers/engine/builtin/tables.h"
 #include "workers/engine/builtin/text.h"
@@ -60,6 +64,9 @@ using detail::Picker;
 using detail::readMessage;
 using detail::sanitizeUtf8;
 using detail::Signals;
+using detail::SituationReading;
+using detail::SituationReply;
+using detail::Situations;
 using detail::strategiesFor;
 using detail::Strategy;
 using detail::topUp;
@@ -69,13 +76,16 @@ BuiltinEngine::~BuiltinEngine() = default;
 
 eq::Result<std::unique_ptr<BuiltinEngine>> BuiltinEngine::create(std::string_view lexicon_tsv,
                                                                  std::string_view phrases_tsv,
-                                                                 std::string_view examples_tsv) {
+                                                                 std::string_view examples_tsv,
+                                                                 std::string_view situations_tsv) {
   auto tables = std::make_unique<Tables>();
   Status st = parseLexicon(lexicon_tsv, tables.get());
   if (!st.isOk()) return st;
   st = parsePhrases(phrases_tsv, tables.get());
   if (!st.isOk()) return st;
   st = parseExamples(examples_tsv, tables.get());
+  if (!st.isOk()) return st;
+  st = parseSituations(situations_tsv, &tables->situations);
   if (!st.isOk()) return st;
   return std::unique_ptr<BuiltinEngine>(new BuiltinEngine(std::move(tables)));
 }
@@ -99,6 +109,46 @@ class CleanText {
   std::string_view view_;
 };
 
+// Appends a sentence to an explanation: Chinese runs sentences together,
+// English puts a space between them.
+void appendSentence(Lang lang, std::string_view sentence, std::string* out) {
+  if (sentence.empty()) return;
+  if (lang == Lang::kEn && !out->empty() && out->back() != ' ') out->push_back(' ');
+  out->append(sentence);
+}
+
+// The strategies a situation's replies take, in the order the data lists
+// them: the first is the situation's main one.
+std::vector<Strategy> strategiesOf(const std::vector<SituationReply>& replies) {
+  std::vector<Strategy> out;
+  for (const SituationReply& r : replies) {
+    if (std::find(out.begin(), out.end(), r.strategy) == out.end()) out.push_back(r.strategy);
+  }
+  return out;
+}
+
+// One strategy's replies in a situation as candidates, best first. The
+// score falls with the strategy's rank in the situation and with each
+// further phrasing; the phrasings are rotated by a hash of the message, so
+// that two messages of one situation do not always get the same first reply.
+std::vector<Candidate> situationCandidates(const std::vector<SituationReply>& replies,
+                                           Strategy strategy, size_t rank, uint64_t hash) {
+  std::vector<const SituationReply*> mine;
+  for (const SituationReply& r : replies) {
+    if (r.strategy == strategy) mine.push_back(&r);
+  }
+  std::vector<Candidate> out;
+  for (size_t j = 0; j < mine.size(); ++j) {
+    const SituationReply& r = *mine[(j + hash) % mine.size()];
+    Candidate c;
+    c.strategy = strategy;
+    c.score = std::max(0.05, 0.94 - 0.08 * static_cast<double>(rank) - 0.03 * static_cast<double>(j));
+    c.text = r.text;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace
 
 eq::Result<Analysis> BuiltinEngine::analyze(const AnalyzeInput& in) const {
@@ -108,18 +158,31 @@ eq::Result<Analysis> BuiltinEngine::analyze(const AnalyzeInput& in) const {
 
   const Signals sig = readMessage(*tables_, message.view(), context.view(), in.scene);
   const Composer composer(*tables_, sig);
+  const Situations& situations = tables_->situations;
+  const SituationReading sit = situations.read(sig.lang, message.view(), context.view(), in.scene, sig.act);
   Analysis out;
   out.emotion = std::string(kEmotionNames[idx(sig.emotion)]);
+  // A loss is sadness though its words name no feeling ("我的猫昨天走了" read
+  // as surprise). Only a reading that cannot fit a loss is replaced (anger or
+  // anxiety about a death is the sender's own, and stays).
+  const bool unfitForLoss = sig.emotion == Emotion::kNeutral || sig.emotion == Emotion::kSurprise ||
+                            sig.emotion == Emotion::kJoy || sig.emotion == Emotion::kAffection;
+  if (sit.found() && situations.emotion(sit.situation) && unfitForLoss) {
+    out.emotion = std::string(kEmotionNames[idx(*situations.emotion(sit.situation))]);
+  }
   out.intensity = sig.intensity;
   out.relationship_stage = std::string(kStageNames[idx(sig.stage)]);
-  out.underlying_need = composer.need();
+  out.underlying_need =
+      sit.found() ? situations.need(sig.lang, sit.situation) : composer.need();
   // The suggested strategy is the one fast mode would use, so analyze and
   // reply never disagree; the runner-up is named when it also fits.
   const Strategy first = composer.ranking()[0];
   const Strategy second = composer.ranking()[1];
   const std::string actAdvice = composer.actAdvice();
   out.suggested_strategy = actAdvice.empty() ? composer.advice(first) : actAdvice;
-  if (composer.fits()[idx(second)].total >= kApplicableFit) {
+  if (sit.found()) {
+    out.suggested_strategy = situations.advice(sig.lang, sit.situation);
+  } else if (composer.fits()[idx(second)].total >= kApplicableFit) {
     out.suggested_strategy += fill(composer.frames().also_consider, [&](std::string_view name) {
       return name == "other" ? std::optional<std::string_view>(composer.strategyName(second))
                              : std::nullopt;
@@ -134,6 +197,29 @@ std::string BuiltinEngine::actOf(const AnalyzeInput& in) const {
   if (message.view().empty()) return std::string(kActNames[idx(Act::kSmallTalk)]);
   return std::string(
       kActNames[idx(readMessage(*tables_, message.view(), context.view(), in.scene).act)]);
+}
+
+std::string BuiltinEngine::situationOf(const AnalyzeInput& in) const {
+  const CleanText message(in.message);
+  const CleanText context(in.context);
+  if (message.view().empty()) return "";
+  const Signals sig = readMessage(*tables_, message.view(), context.view(), in.scene);
+  const SituationReading sit =
+      tables_->situations.read(sig.lang, message.view(), context.view(), in.scene, sig.act);
+  return sit.found() ? tables_->situations.ids()[static_cast<size_t>(sit.situation)] : "";
+}
+
+bool BuiltinEngine::breaksSituationGuard(std::string_view situation,
+                                         std::string_view reply) const {
+  const int s = tables_->situations.indexOf(situation);
+  if (s < 0) return false;
+  bool cjk = false;
+  for (size_t pos = 0; pos < reply.size() && !cjk;) {
+    char32_t cp = 0;
+    pos += detail::decodeUtf8(reply, pos, &cp);
+    cjk = detail::isCjkIdeograph(cp);
+  }
+  return tables_->situations.breaksGuard(cjk ? Lang::kZh : Lang::kEn, s, reply);
 }
 
 BuiltinEngine::EmotionSources BuiltinEngine::emotionSourcesOf(const AnalyzeInput& in) const {
@@ -164,6 +250,8 @@ eq::Result<ReplyOutput> BuiltinEngine::reply(const ReplyInput& in) const {
 
   const Signals sig = readMessage(*tables_, message, context, in.scene);
   const Composer composer(*tables_, sig);
+  const SituationReading sit = tables_->situations.read(sig.lang, message, context, in.scene, sig.act);
+  if (sit.found()) return replyInSituation(in, sig, composer, sit.situation);
   const auto want = static_cast<size_t>(in.reply_count);
   Picker picker(want);
 
@@ -260,6 +348,104 @@ eq::Result<ReplyOutput> BuiltinEngine::reply(const ReplyInput& in) const {
         analysis += " ";
       }
       analysis += sentence;
+    }
+    r.eq_analysis = std::move(analysis);
+    out.tokens_used += countTokens(r.text) + countTokens(r.eq_analysis);
+    out.replies.push_back(std::move(r));
+  }
+  return out;
+}
+
+// A message in a known situation is answered from the sentences written
+// for it, by the strategies it allows (docs/engine.md, "Situations"). The
+// modes differ as they do elsewhere:
+//   fast     the situation's main strategy, several phrasings of it;
+//   standard its two or three first strategies, ranked together;
+//   perfect  every strategy it allows, each reply compared with the best
+//            reply of another.
+// Any mode tops up from the situation's other strategies when its own run
+// out, and every reply is checked against the situation's guard (what no
+// reply in it may contain) once more here: data that broke it would have
+// been refused at create(), so a reply that breaks it is a bug.
+eq::Result<ReplyOutput> BuiltinEngine::replyInSituation(const ReplyInput& in, const Signals& sig,
+                                                        const Composer& composer,
+                                                        int situation) const {
+  const Situations& situations = tables_->situations;
+  const std::vector<SituationReply>& replies = situations.replies(sig.lang, situation);
+  const std::vector<Strategy> strategies = strategiesOf(replies);
+  const uint64_t hash = detail::fnv1a(in.message);
+  std::vector<std::vector<Candidate>> byStrategy;
+  for (size_t r = 0; r < strategies.size(); ++r) {
+    byStrategy.push_back(situationCandidates(replies, strategies[r], r, hash));
+  }
+  size_t poolSize = 1;
+  if (in.mode == Mode::kStandard) poolSize = std::min<size_t>(3, strategies.size());
+  if (in.mode == Mode::kPerfect) poolSize = strategies.size();
+
+  const auto want = static_cast<size_t>(in.reply_count);
+  Picker picker(want);
+  // Rounds over the pool: each strategy's best, then each one's second best.
+  auto offerRounds = [&](size_t from, size_t to) {
+    for (size_t round = 0; !picker.full(); ++round) {
+      bool any = false;
+      for (size_t r = from; r < to; ++r) {
+        if (round < byStrategy[r].size()) {
+          picker.offer(byStrategy[r][round]);
+          any = true;
+        }
+      }
+      if (!any) break;
+    }
+  };
+  offerRounds(0, poolSize);
+  offerRounds(poolSize, strategies.size());
+  std::vector<Candidate>& chosen = picker.chosen();
+  if (chosen.size() < want) return Status(500, "could not compose enough distinct replies");
+  std::stable_sort(chosen.begin(), chosen.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+
+  const Strategy winner = chosen[0].strategy;
+  Strategy runnerUp = winner;
+  for (size_t r = 0; r < poolSize; ++r) {
+    if (strategies[r] != winner) {
+      runnerUp = strategies[r];
+      break;
+    }
+  }
+  const std::string count = std::to_string(poolSize);
+  const std::string reason(sig.lang == Lang::kZh ? "更贴合这个情境" : "fits this situation better");
+  const Frames& frames = composer.frames();
+
+  ReplyOutput out;
+  out.tokens_used = countTokens(in.message) + countTokens(in.context);
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    const Candidate& c = chosen[i];
+    if (situations.breaksGuard(sig.lang, situation, c.text)) {
+      return Status(500, "a situation reply breaks its guard: " + c.text);
+    }
+    Reply r;
+    r.text = c.text;
+    r.score = c.score;
+    std::string analysis = situations.why(sig.lang, situation);
+    if (in.mode != Mode::kFast) appendSentence(sig.lang, composer.why(c.strategy), &analysis);
+    if (in.mode == Mode::kPerfect && runnerUp != winner) {
+      std::string_view frame = frames.compare_below;
+      Strategy other = winner;
+      if (c.strategy == winner) {
+        frame = i == 0 ? frames.compare_top : frames.same_strategy;
+        other = runnerUp;
+      }
+      const std::string selfName(composer.strategyName(c.strategy));
+      const std::string otherName(composer.strategyName(other));
+      std::string sentence = fill(frame, [&](std::string_view name) -> std::optional<std::string_view> {
+        if (name == "self") return std::string_view(selfName);
+        if (name == "other") return std::string_view(otherName);
+        if (name == "reason") return std::string_view(reason);
+        if (name == "count") return std::string_view(count);
+        return std::nullopt;
+      });
+      if (sig.lang == Lang::kEn) capitalizeFirst(sentence);
+      appendSentence(sig.lang, sentence, &analysis);
     }
     r.eq_analysis = std::move(analysis);
     out.tokens_used += countTokens(r.text) + countTokens(r.eq_analysis);

@@ -29,16 +29,23 @@
 
 namespace eq::engine::builtin {
 
+namespace detail {
+struct Signals;
+class Composer;
+}  // namespace detail
+
 class BuiltinEngine final : public eq::engine::Engine {
  public:
-  // Parses the lexicon, the phrase bank and the example posts (formats are
+  // Parses the lexicon, the phrase bank, the example posts and the
+  // situations (formats are
   // described at the top of each data file). A malformed line, a phrase bank
   // that cannot serve every strategy in both languages, or examples missing
   // an emotion is a Status with code 500 whose message names the file, the
   // line number and what is wrong.
   static eq::Result<std::unique_ptr<BuiltinEngine>> create(std::string_view lexicon_tsv,
                                                            std::string_view phrases_tsv,
-                                                           std::string_view examples_tsv);
+                                                           std::string_view examples_tsv,
+                                                           std::string_view situations_tsv);
 
   ~BuiltinEngine() override;
   BuiltinEngine(const BuiltinEngine&) = delete;
@@ -67,6 +74,15 @@ class BuiltinEngine final : public eq::engine::Engine {
   };
   EmotionSources emotionSourcesOf(const AnalyzeInput& in) const;
 
+  // The situation the message is in (an id of docs/situations.md, such as
+  // "death_of_pet"), or "" when no situation's cues are strong enough and
+  // the reply is composed from the feelings read (docs/engine.md,
+  // "Situations"). Not part of the API; for tools/engine_eval and the tests.
+  std::string situationOf(const AnalyzeInput& in) const;
+  // Whether a reply breaks the guard of a situation (what no reply in it may
+  // contain), in the reply's language; false for an unknown situation.
+  bool breaksSituationGuard(std::string_view situation, std::string_view reply) const;
+
  private:
   // The parsed, read-only tables (detail::Data, tables.h). Defined in the .cc
   // so that the lexicon and composer internals can grow without touching
@@ -74,6 +90,9 @@ class BuiltinEngine final : public eq::engine::Engine {
   struct Tables;
 
   explicit BuiltinEngine(std::unique_ptr<const Tables> tables);
+
+  eq::Result<ReplyOutput> replyInSituation(const ReplyInput& in, const detail::Signals& sig,
+                                           const detail::Composer& composer, int situation) const;
 
   std::unique_ptr<const Tables> tables_;
 };

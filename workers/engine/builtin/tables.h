@@ -20,6 +20,7 @@
 
 #include "common/status.h"
 #include "workers/engine/builtin/example_reader.h"
+#include "workers/engine/builtin/situations.h"
 #include "workers/engine/builtin/trie.h"
 #include "workers/engine/builtin/vocabulary.h"
 
@@ -124,6 +125,7 @@ struct Data {
   Trie stages;  // value: Stage index, or kStageCount for a shield entry ("none")
   std::array<LangTables, kLangCount> lang;
   ExampleReader examples;  // the team's example posts (parseExamples)
+  Situations situations;   // situations.tsv (parseSituations)
 };
 static_assert(ExampleReader::kClasses == kEmotionCount);
 

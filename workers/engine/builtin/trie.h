@@ -2,8 +2,8 @@
 // English and emoji terms share one structure and a longest match costs one
 // walk from each start position.
 //
-// Ownership and threads: create() builds the engine's tries (Data::terms and
-// Data::stages, tables.h) with insert() and never changes them afterwards;
+// Ownership and threads: create() builds the engine's tries (Data::terms,
+// Data::stages, tables.h, and the cue sets of situations.h) with insert() and never changes them afterwards;
 // they are destroyed with the engine's tables. longest() is const and safe on
 // any number of threads.
 #pragma once
@@ -42,6 +42,19 @@ class Trie {
     if (n.value >= 0) return false;
     n.value = value;
     return true;
+  }
+
+  // Calls found(end, value) for every key that starts at text[pos], the
+  // shortest first; end is the offset just past the key.
+  template <typename Found>
+  void forEachAt(std::string_view text, size_t pos, Found found) const {
+    int32_t node = 0;
+    for (size_t i = pos; i < text.size(); ++i) {
+      node = child(node, static_cast<unsigned char>(text[i]));
+      if (node < 0) return;
+      const Node& n = nodes_[static_cast<size_t>(node)];
+      if (n.value >= 0) found(i + 1, n.value);
+    }
   }
 
   // The longest key starting at text[pos] whose end satisfies accept(end);

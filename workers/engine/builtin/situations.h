@@ -1,0 +1,144 @@
+// What happened: the everyday situation a message is in (a proposal, a pet's
+// death, a birthday wish to the reader, a boss's request), read from cue
+// words, the request's context and its scene, and what the reader can send
+// back in it (docs/engine.md, "Situations"; the map is docs/situations.md).
+//
+// Feelings alone misread such messages: "嫁给我好吗？" is a question by its
+// shape and a proposal by what it does, "我的猫昨天走了" has no word of
+// sadness in it, and a wish turned into the reader's own words by a pronoun
+// swap ("Hope I have an amazing day!") is no reply at all. So a message is
+// first read for its situation; a message in a known situation is answered
+// from sentences written for that situation, by the strategies it allows,
+// and the reply never contains what the situation forbids (its guard).
+//
+// Ownership and threads: BuiltinEngine::create() parses situations.tsv into
+// one Situations (parseSituations) that never changes afterwards; read() is
+// const and safe on any number of threads. Destroyed with the engine.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "workers/engine/builtin/trie.h"
+#include "workers/engine/builtin/vocabulary.h"
+
+namespace eq::engine::builtin::detail {
+
+// The best reading of a message, when one situation's cues are strong
+// enough; situation indexes Situations::ids().
+struct SituationReading {
+  int situation = -1;
+  int score = 0;
+  bool found() const { return situation >= 0; }
+};
+
+// One reply written for a situation, in the strategy it takes.
+struct SituationReply {
+  Strategy strategy = Strategy::kEmpathize;
+  std::string text;
+};
+
+class Situations {
+ public:
+  // A situation is read when its score reaches this: one strong cue (4 to
+  // 6), or a typical cue with a hint from the context or the scene.
+  static constexpr int kMinScore = 3;
+
+  // The message's situation. message and context are the request's text;
+  // scene its scene name ("" for none); act the speech act the analyzer
+  // read (acts.h), which adds its weight to the situations it points at.
+  SituationReading read(Lang lang, std::string_view message, std::string_view context,
+                        std::string_view scene, Act act) const;
+
+  const std::vector<std::string>& ids() const { return ids_; }
+  int indexOf(std::string_view id) const;
+  // The situation's replies in its language, in the data file's order: the
+  // first reply's strategy is the situation's main one.
+  const std::vector<SituationReply>& replies(Lang lang, int situation) const {
+    return lang_[idx(lang)].info[static_cast<size_t>(situation)].replies;
+  }
+  // What the message is and what the replies do (eq_analysis), the
+  // sender's need and the advice to the reader (analyze).
+  const std::string& why(Lang lang, int situation) const { return info(lang, situation).why; }
+  const std::string& need(Lang lang, int situation) const { return info(lang, situation).need; }
+  const std::string& advice(Lang lang, int situation) const {
+    return info(lang, situation).advice;
+  }
+  // What no reply in the situation may contain (lower-case substrings).
+  const std::vector<std::string>& guard(Lang lang, int situation) const {
+    return info(lang, situation).guard;
+  }
+  // Whether text (a reply in lang) contains any of the situation's guard
+  // substrings, compared in lower case.
+  bool breaksGuard(Lang lang, int situation, std::string_view text) const;
+  // The emotion a reading of the situation sets, whatever the words say (a
+  // death is sadness though "走了" is not a word of feeling); nullopt for
+  // the situations whose emotion the analyzer reads as usual.
+  std::optional<Emotion> emotion(int situation) const {
+    return emotion_[static_cast<size_t>(situation)];
+  }
+
+  friend Status parseSituations(std::string_view text, Situations* out);
+
+ private:
+  // A cue and the situation it counts for. A gap cue ("猫…走了") is two
+  // patterns; its second part must start within kMaxGap units (code points
+  // in Chinese, words in English) of the first's end.
+  struct CueRef {
+    int32_t situation;
+    int32_t weight;
+  };
+  struct GapCue {
+    int32_t first, second;  // pattern ids
+    CueRef ref;
+  };
+  // The cues matched against one text (the message, or the context).
+  struct CueSet {
+    Trie trie;                                // pattern text -> pattern id
+    std::vector<std::vector<CueRef>> plain;   // per pattern: the cues that are it alone
+    std::vector<GapCue> gaps;
+    int32_t pattern(std::string_view text);  // the id of text, added when new
+    void score(Lang lang, std::string_view text, std::vector<int>* scores) const;
+  };
+  struct Info {
+    std::vector<SituationReply> replies;
+    std::string why, need, advice;
+    std::vector<std::string> guard;
+    std::array<int, kSceneCount> scene{};  // weight per scene
+  };
+  struct LangData {
+    CueSet message, context;
+    std::vector<Info> info;  // per situation
+  };
+
+  const Info& info(Lang lang, int situation) const {
+    return lang_[idx(lang)].info[static_cast<size_t>(situation)];
+  }
+  int add(std::string_view id);  // the index of id, added when new
+
+  std::vector<std::string> ids_;
+  std::vector<int> tier_;                     // precedence: 1 outranks 6
+  std::vector<std::array<int, kActCount>> act_;  // weight per speech act
+  std::vector<std::optional<Emotion>> emotion_;
+  std::array<LangData, kLangCount> lang_;
+};
+
+// situations.tsv: "kind<TAB>lang<TAB>situation<TAB>key<TAB>text" (format at
+// the top of the file). Every situation needs a tier, and in each language
+// at least five replies, a why, a need, an advice and a guard; no reply may
+// break its own guard.
+Status parseSituations(std::string_view text, Situations* out);
+
+// The text the cues are matched against: lower-case ASCII, full-width
+// letters and digits folded, and for English words separated by single
+// spaces with a space at each end (so that " hi " matches the word only).
+// stretch: for English, letters repeated three times or more are kept
+// twice ("sooo" -> "soo"); without it, once ("sooo" -> "so").
+std::string cueText(Lang lang, std::string_view text, bool stretch);
+
+}  // namespace eq::engine::builtin::detail
