@@ -117,6 +117,34 @@ void appendSentence(Lang lang, std::string_view sentence, std::string* out) {
   out->append(sentence);
 }
 
+// Perfect mode's comparison of a reply's strategy with another, from one of
+// the composer's frames ("Of the {count} approaches that fit here, {self}
+// beats {other}: it {reason}."), capitalized in English.
+std::string compareSentence(const Composer& composer, std::string_view frame, Strategy self,
+                            Strategy other, std::string_view reason, std::string_view count,
+                            Lang lang) {
+  const std::string selfName(composer.strategyName(self));
+  const std::string otherName(composer.strategyName(other));
+  std::string sentence = fill(frame, [&](std::string_view name) -> std::optional<std::string_view> {
+    if (name == "self") return std::string_view(selfName);
+    if (name == "other") return std::string_view(otherName);
+    if (name == "reason") return reason;
+    if (name == "count") return count;
+    return std::nullopt;
+  });
+  if (lang == Lang::kEn) capitalizeFirst(sentence);
+  return sentence;
+}
+
+// The picked replies, best first; an error when the strategies could not
+// give as many distinct replies as asked for.
+Status sortChosen(std::vector<Candidate>& chosen, size_t want) {
+  if (chosen.size() < want) return Status(500, "could not compose enough distinct replies");
+  std::stable_sort(chosen.begin(), chosen.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+  return Status::ok();
+}
+
 // The strategies a situation's replies take, in the order the data lists
 // them: the first is the situation's main one.
 std::vector<Strategy> strategiesOf(const std::vector<SituationReply>& replies) {
@@ -278,9 +306,7 @@ eq::Result<ReplyOutput> BuiltinEngine::reply(const ReplyInput& in) const {
   }
   topUp(composer, &picker);
   std::vector<Candidate>& chosen = picker.chosen();
-  if (chosen.size() < want) return Status(500, "could not compose enough distinct replies");
-  std::stable_sort(chosen.begin(), chosen.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+  if (Status s = sortChosen(chosen, want); !s.isOk()) return s;
 
   // For perfect mode: the winning strategy and the runner-up it is compared
   // with (the best other strategy in the pool, by its best reply).
@@ -333,21 +359,8 @@ eq::Result<ReplyOutput> BuiltinEngine::reply(const ReplyInput& in) const {
         other = winner;
         why = composer.reason(winner, c.strategy);
       }
-      const std::string selfName(composer.strategyName(self));
-      const std::string otherName(composer.strategyName(other));
-      std::string sentence =
-          fill(frame, [&](std::string_view name) -> std::optional<std::string_view> {
-            if (name == "self") return std::string_view(selfName);
-            if (name == "other") return std::string_view(otherName);
-            if (name == "reason") return std::string_view(why);
-            if (name == "count") return std::string_view(count);
-            return std::nullopt;
-          });
-      if (sig.lang == Lang::kEn) {
-        capitalizeFirst(sentence);
-        analysis += " ";
-      }
-      analysis += sentence;
+      if (sig.lang == Lang::kEn) analysis += " ";
+      analysis += compareSentence(composer, frame, self, other, why, count, sig.lang);
     }
     r.eq_analysis = std::move(analysis);
     out.tokens_used += countTokens(r.text) + countTokens(r.eq_analysis);
@@ -366,7 +379,8 @@ eq::Result<ReplyOutput> BuiltinEngine::reply(const ReplyInput& in) const {
 // Any mode tops up from the situation's other strategies when its own run
 // out, and every reply is checked against the situation's guard (what no
 // reply in it may contain) once more here: data that broke it would have
-// been refused at create(), so a reply that breaks it is a bug.
+// been refused at create(), so a reply that breaks it is a bug. Each reply's
+// eq_analysis is the situation's why, and in perfect mode the comparison.
 eq::Result<ReplyOutput> BuiltinEngine::replyInSituation(const ReplyInput& in, const Signals& sig,
                                                         const Composer& composer,
                                                         int situation) const {
@@ -400,9 +414,7 @@ eq::Result<ReplyOutput> BuiltinEngine::replyInSituation(const ReplyInput& in, co
   offerRounds(0, poolSize);
   offerRounds(poolSize, strategies.size());
   std::vector<Candidate>& chosen = picker.chosen();
-  if (chosen.size() < want) return Status(500, "could not compose enough distinct replies");
-  std::stable_sort(chosen.begin(), chosen.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+  if (Status s = sortChosen(chosen, want); !s.isOk()) return s;
 
   const Strategy winner = chosen[0].strategy;
   Strategy runnerUp = winner;
@@ -426,8 +438,10 @@ eq::Result<ReplyOutput> BuiltinEngine::replyInSituation(const ReplyInput& in, co
     Reply r;
     r.text = c.text;
     r.score = c.score;
+    // The situation says why; the composer's own explanation of a strategy
+    // is written for the feelings it read and may not fit the situation
+    // (the joy of sharing, on a death).
     std::string analysis = situations.why(sig.lang, situation);
-    if (in.mode != Mode::kFast) appendSentence(sig.lang, composer.why(c.strategy), &analysis);
     if (in.mode == Mode::kPerfect && runnerUp != winner) {
       std::string_view frame = frames.compare_below;
       Strategy other = winner;
@@ -435,17 +449,9 @@ eq::Result<ReplyOutput> BuiltinEngine::replyInSituation(const ReplyInput& in, co
         frame = i == 0 ? frames.compare_top : frames.same_strategy;
         other = runnerUp;
       }
-      const std::string selfName(composer.strategyName(c.strategy));
-      const std::string otherName(composer.strategyName(other));
-      std::string sentence = fill(frame, [&](std::string_view name) -> std::optional<std::string_view> {
-        if (name == "self") return std::string_view(selfName);
-        if (name == "other") return std::string_view(otherName);
-        if (name == "reason") return std::string_view(reason);
-        if (name == "count") return std::string_view(count);
-        return std::nullopt;
-      });
-      if (sig.lang == Lang::kEn) capitalizeFirst(sentence);
-      appendSentence(sig.lang, sentence, &analysis);
+      appendSentence(sig.lang,
+                     compareSentence(composer, frame, c.strategy, other, reason, count, sig.lang),
+                     &analysis);
     }
     r.eq_analysis = std::move(analysis);
     out.tokens_used += countTokens(r.text) + countTokens(r.eq_analysis);
