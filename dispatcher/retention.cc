@@ -53,7 +53,9 @@ bool RetentionPurger::step(int64_t now_ms) {
       return false;
   }
   if (!n.isOk()) {
-    log::warn("retention purge failed; will retry", {{"error", n.status().msg()}});
+    emit([error = n.status().msg()] {
+      log::warn("retention purge failed; will retry", {{"error", error}});
+    });
     phase_ = Phase::kIdle;
     next_run_ms_ = now_ms + std::min(kRetryAfterErrorMs, opts_.interval_ms);
     return false;
@@ -65,12 +67,14 @@ bool RetentionPurger::step(int64_t now_ms) {
   last_ = current_;
   ++finished_;
   next_run_ms_ = started_ms_ + opts_.interval_ms;
-  log::info("retention purge done",
-            {{"tasks", static_cast<long long>(last_.tasks)},
-             {"idempotency_keys", static_cast<long long>(last_.idempotency_keys)},
-             {"rate_counters", static_cast<long long>(last_.rate_counters)},
-             {"portal", static_cast<long long>(last_.portal)},
-             {"took_ms", static_cast<long long>(now_ms - started_ms_)}});
+  emit([c = last_, took = now_ms - started_ms_] {
+    log::info("retention purge done",
+              {{"tasks", static_cast<long long>(c.tasks)},
+               {"idempotency_keys", static_cast<long long>(c.idempotency_keys)},
+               {"rate_counters", static_cast<long long>(c.rate_counters)},
+               {"portal", static_cast<long long>(c.portal)},
+               {"took_ms", static_cast<long long>(took)}});
+  });
   return false;
 }
 

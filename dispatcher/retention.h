@@ -15,6 +15,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "common/store.h"
 
@@ -46,6 +48,13 @@ class RetentionPurger {
   const Counts& lastPurge() const { return last_; }
   int64_t purgesFinished() const { return finished_; }
 
+  // With a sink, log lines are handed to it instead of written: the owner
+  // calls step() holding the dispatcher's write gate (dispatcher/db_writes.h)
+  // and writes them once the gate is released, since a log write can block
+  // (a stalled stderr pipe) and must never hold the gate the consumer thread
+  // needs.
+  void deferLogsTo(std::vector<std::function<void()>>* sink) { defer_ = sink; }
+
  private:
   enum class Phase { kIdle, kTasks, kIdempotency, kRateCounters, kPortal };
 
@@ -57,6 +66,11 @@ class RetentionPurger {
   Counts current_;
   Counts last_;
   int64_t finished_ = 0;
+  void emit(std::function<void()> line) {
+    if (defer_ != nullptr) defer_->push_back(std::move(line));
+    else line();
+  }
+  std::vector<std::function<void()>>* defer_ = nullptr;
 };
 
 }  // namespace eq::dispatch

@@ -46,6 +46,9 @@ DeliverySender::DeliverySender(Store& store, SenderOptions opts, const std::atom
     log::error("curl_multi_init failed");
     std::abort();
   }
+  // Their log lines wait for the write gate to be released (run()).
+  purger_.deferLogsTo(&after_commit_);
+  settler_.deferLogsTo(&after_commit_);
   // Idle connections kept for reuse: one per slot is plenty.
   curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(opts_.max_in_flight));
 }
@@ -113,6 +116,9 @@ void DeliverySender::run() {
       // scan for them at once.
       if (settler_.step(nowMs()) > 0) more_due_ = true;
     }
+    // Their log lines, now that the gate is released: a log write blocked on
+    // a full stderr pipe must not keep the consumer thread from committing.
+    flushAfterCommit();
 
     // Sleep until a socket is ready (libcurl also wakes for its own
     // timers), a wakeup(), or the next scan: the periodic one, or earlier

@@ -14,7 +14,9 @@ int ChargeSettler::step(int64_t now_ms) {
   if (now_ms < next_run_ms_) return 0;
   next_run_ms_ = now_ms + opts_.interval_ms;
   if (Status s = store_.begin(); !s.isOk()) {
-    log::warn("charge settler: database busy; next sweep later", {{"error", s.msg()}});
+    emit([error = s.msg()] {
+      log::warn("charge settler: database busy; next sweep later", {{"error", error}});
+    });
     return 0;
   }
   Result<std::vector<Settlement>> settled =
@@ -47,19 +49,23 @@ int ChargeSettler::step(int64_t now_ms) {
   if (s.isOk()) s = store_.commit();
   if (!s.isOk()) {
     store_.rollback();
-    log::error("charge settler: sweep rolled back; retried at the next one",
-               {{"error", s.msg()}});
+    emit([error = s.msg()] {
+      log::error("charge settler: sweep rolled back; retried at the next one",
+                 {{"error", error}});
+    });
     return 0;
   }
   for (const Settlement& st : settled.value()) {
-    log::warn("settled a charge eq-api left open",
-              {{"request_id", st.charge.request_id},
-               {"instance", st.charge.instance_id},
-               {"account_id", st.charge.account_id},
-               {"mode", st.charge.mode},
-               {"task_id", st.charge.task_id},
-               {"action", st.action},
-               {"reason", st.reason}});
+    emit([st] {
+      log::warn("settled a charge eq-api left open",
+                {{"request_id", st.charge.request_id},
+                 {"instance", st.charge.instance_id},
+                 {"account_id", st.charge.account_id},
+                 {"mode", st.charge.mode},
+                 {"task_id", st.charge.task_id},
+                 {"action", st.action},
+                 {"reason", st.reason}});
+    });
   }
   auto n = static_cast<int>(settled.value().size());
   settled_total_ += n;

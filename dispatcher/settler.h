@@ -34,10 +34,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/amqp.h"
 #include "common/store.h"
@@ -62,11 +64,23 @@ class ChargeSettler {
   int step(int64_t now_ms);
   int64_t settledTotal() const { return settled_total_; }
 
+  // With a sink, log lines are handed to it instead of written: the owner
+  // calls step() holding the dispatcher's write gate (dispatcher/db_writes.h)
+  // and writes them once the gate is released, since a log write can block
+  // (a stalled stderr pipe) and must never hold the gate the consumer thread
+  // needs.
+  void deferLogsTo(std::vector<std::function<void()>>* sink) { defer_ = sink; }
+
  private:
   Store& store_;
   SettlerOptions opts_;
   int64_t next_run_ms_ = 0;  // 0: at once (start-up)
   int64_t settled_total_ = 0;
+  void emit(std::function<void()> line) {
+    if (defer_ != nullptr) defer_->push_back(std::move(line));
+    else line();
+  }
+  std::vector<std::function<void()>>* defer_ = nullptr;
 };
 
 class JobRepublisher {
