@@ -148,8 +148,18 @@ class Receiver:
             return True
 
 
+# Handlers answer first and log after, each request on its own thread, and
+# the worker thread logs too: print() writes the text and the newline
+# separately, so two records could share a line. One write under a lock
+# keeps every record on a line of its own.
+_log_lock = threading.Lock()
+
+
 def log(record):
-    print(json.dumps(record, ensure_ascii=False), flush=True)
+    line = json.dumps(record, ensure_ascii=False) + "\n"
+    with _log_lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def make_handler(receiver, path):
