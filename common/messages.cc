@@ -137,13 +137,6 @@ class SyncResultScanner
   std::optional<std::string> msg_;
 };
 
-std::string member(const rapidjson::Value& obj, const char* name) {
-  auto it = obj.FindMember(name);
-  if (it == obj.MemberEnd() || it->value.IsNull()) return "";
-  if (it->value.IsString()) return std::string(it->value.GetString(), it->value.GetStringLength());
-  return json::toString(it->value);  // embedded JSON objects come back as text
-}
-
 }  // namespace
 
 bool isMode(std::string_view mode) { return isModeName(mode); }
@@ -305,7 +298,14 @@ Result<TaskEvent> decodeTaskEvent(std::string_view body) {
   e.request_id = json::getString(doc, "request_id");
   e.mode = json::getString(doc, "mode");
   e.at_ms = json::getInt(doc, "at_ms", 0);
-  e.result_json = member(doc, "result");
+  // The result is the worker's data object, handed on as JSON text: anything
+  // else (a string, a number) would be written back raw by encodeTaskEvent
+  // and make an event nobody can read (found by tests/fuzz/messages).
+  auto result = doc.FindMember("result");
+  if (result != doc.MemberEnd() && !result->value.IsNull()) {
+    if (!result->value.IsObject()) return Status(400, "event: result is not an object");
+    e.result_json = json::toString(result->value);
+  }
   auto err = doc.FindMember("error");
   if (err != doc.MemberEnd() && err->value.IsObject()) {
     e.error_code = static_cast<int>(json::getInt(err->value, "code", 500));

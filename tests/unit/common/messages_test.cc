@@ -42,6 +42,13 @@ BOOST_AUTO_TEST_CASE(task_event_carries_result_and_error) {
   BOOST_REQUIRE(fb.isOk());
   BOOST_TEST(fb.value().error_code == 500);
   BOOST_TEST(!msg::decodeTaskEvent(R"({"event":"task.exploded","task_id":"x"})").isOk());
+  // A result that is not an object would be written back raw and could not
+  // be read again (tests/fuzz/corpus/messages/regress-string-result).
+  BOOST_TEST(!msg::decodeTaskEvent(
+                  R"({"event":"task.succeeded","task_id":"tsk_1","result":"task.succeeded"})")
+                  .isOk());
+  BOOST_TEST(!msg::decodeTaskEvent(R"({"event":"task.succeeded","task_id":"tsk_1","result":7})")
+                  .isOk());
 }
 
 BOOST_AUTO_TEST_CASE(sync_result_round_trips) {
