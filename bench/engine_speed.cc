@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
   const std::string dir = (env != nullptr && *env != '\0') ? env : "workers/engine/builtin/data";
   auto created =
       BuiltinEngine::create(readFile(dir + "/lexicon.tsv"), readFile(dir + "/phrases.tsv"),
-                            readFile(dir + "/examples.tsv"), readFile(dir + "/situations.tsv"));
+                            readFile(dir + "/examples.tsv"), readFile(dir + "/situations.tsv"),
+                            readFile(dir + "/situation_examples.tsv"));
   if (!created.isOk()) {
     std::fprintf(stderr, "engine_speed: %s (set EQ_ENGINE_DATA_DIR)\n",
                  created.status().msg().c_str());

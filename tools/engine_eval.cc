@@ -33,10 +33,12 @@
 // (tests/data/situations/): situation accuracy per situation, the most
 // common misreadings, and the guards over every mode (no reply may contain
 // what its gold situation forbids); blind*_rubric_*.tsv is scored by its
-// rubric instead. --misses lists the misread messages and the failing
-// replies: use it on batch 1 only, never on batch 2 before its report.
-// --exclude FILE leaves out the messages that FILE also has (batch 2's
-// messages that batch 1 holds too).
+// rubric instead. Messages the engine's situation examples hold are left
+// out (it has learnt them) unless --keep-known is given (the rubrics of
+// batches 1 and 2, whose messages are examples now, still test the
+// replies). --misses lists the misread messages and the
+// failing replies: never use it on a batch before its first report.
+// --exclude FILE leaves out the messages that FILE also has.
 //
 // --reply prints the analysis and the replies for each MESSAGE (MODE is fast,
 // standard or perfect, COUNT 1..5, default 3), so replies can be read the way
@@ -64,7 +66,7 @@ using eq::engine::builtin::BuiltinEngine;
 
 constexpr const char* kUsage =
     "usage: engine_eval [--misses] [--half even|odd] [--balanced N] [--sources] "
-    "[--exclude FILE] FILE.tsv|FILE.jsonl...\n"
+    "[--exclude FILE] [--keep-known] FILE.tsv|FILE.jsonl...\n"
     "       engine_eval --reply MODE[:COUNT] [--scene S] [--context C] MESSAGE...\n";
 
 bool readFile(const std::string& path, std::string* out) {
@@ -125,9 +127,12 @@ bool evaluateBlind(const BuiltinEngine& engine, const std::string& path, const s
   }
   std::vector<eval::SituationSample>& samples = parsed.value();
   const size_t before = samples.size();
-  std::erase_if(samples, [&](const eval::SituationSample& s) { return exclude.count(s.message); });
+  samples = eval::unknownTo(exclude, std::move(samples));
   std::printf("== %s (%zu samples", path.c_str(), samples.size());
-  if (samples.size() != before) std::printf(", %zu left out by --exclude", before - samples.size());
+  if (samples.size() != before) {
+    std::printf(", %zu left out: the engine's situation examples or --exclude have them",
+                before - samples.size());
+  }
   std::printf(")\n");
   if (rubric) {
     const eval::RubricReport report = eval::evaluateRubric(engine, samples);
@@ -162,6 +167,7 @@ bool evaluateBlind(const BuiltinEngine& engine, const std::string& path, const s
 
 int main(int argc, char** argv) {
   bool listMisses = false;
+  bool keepKnown = false;
   bool sources = false;
   std::string replyMode;
   std::string scene;
@@ -172,7 +178,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--misses") {
+    if (arg == "--keep-known") {
+      keepKnown = true;
+    } else if (arg == "--misses") {
       listMisses = true;
     } else if (arg == "--exclude" && i + 1 < argc) {
       excludeFile = argv[++i];
@@ -210,16 +218,18 @@ int main(int argc, char** argv) {
   std::string phrases;
   std::string examples;
   std::string situations;
+  std::string situationExamples;
   if (!readFile(dir + "/lexicon.tsv", &lexicon) || !readFile(dir + "/phrases.tsv", &phrases) ||
       !readFile(dir + "/examples.tsv", &examples) ||
-      !readFile(dir + "/situations.tsv", &situations)) {
+      !readFile(dir + "/situations.tsv", &situations) ||
+      !readFile(dir + "/situation_examples.tsv", &situationExamples)) {
     std::fprintf(stderr,
-                 "engine_eval: cannot read %s/{lexicon,phrases,examples,situations}.tsv (set "
-                 "EQ_ENGINE_DATA_DIR)\n",
+                 "engine_eval: cannot read %s/{lexicon,phrases,examples,situations,"
+                 "situation_examples}.tsv (set EQ_ENGINE_DATA_DIR)\n",
                  dir.c_str());
     return 1;
   }
-  auto created = BuiltinEngine::create(lexicon, phrases, examples, situations);
+  auto created = BuiltinEngine::create(lexicon, phrases, examples, situations, situationExamples);
   if (!created.isOk()) {
     std::fprintf(stderr, "engine_eval: %s\n", created.status().msg().c_str());
     return 1;
@@ -248,6 +258,7 @@ int main(int argc, char** argv) {
   }
 
   std::set<std::string> exclude;
+  if (!keepKnown) exclude = eval::exampleMessages(situationExamples);
   if (!excludeFile.empty()) {
     std::string text;
     auto parsed = readFile(excludeFile, &text)

@@ -170,6 +170,122 @@ BOOST_AUTO_TEST_CASE(cue_text_folds_case_width_and_words) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// ---------------------------------------------------------------------------
+// The reader by example (situation_model.h) over the same small data and a
+// handful of examples written here.
+namespace {
+
+Act noAct(std::string_view, std::string_view, std::string_view) { return Act::kSmallTalk; }
+
+// Examples of three of kData's four situations (death_of_pet has none):
+// goodbyes and favours that no cue of kData reads, requests with a context.
+const std::string kExamples =
+    "# lang situation scene context message\n"
+    "zh\tgoodbye_farewell\t-\t-\t我先撤啦\n"
+    "zh\tgoodbye_farewell\t-\t-\t撤了撤了 回头聊\n"
+    "zh\tgoodbye_farewell\t-\t-\t先撤 改天约\n"
+    "zh\trequest_from_superior\twork\t老板\t这个方案今天发我\n"
+    "zh\trequest_from_superior\t-\t领导\t下午把报表发我一下\n"
+    "en\tgoodbye_farewell\t-\t-\theading out now, talk later\n"
+    "en\tgoodbye_farewell\t-\t-\tok heading off, see ya\n"
+    "en\tfavour_asked\t-\t-\tcould you grab my parcel for me\n"
+    "en\tfavour_asked\t-\t-\tcould you water my plants this weekend\n";
+
+const Situations& withExamples() {
+  static const Situations s = [] {
+    Situations out;
+    eq::Status st = parseSituations(kData, &out);
+    BOOST_REQUIRE_MESSAGE(st.isOk(), st.msg());
+    st = parseSituationExamples(kExamples, noAct, &out);
+    BOOST_REQUIRE_MESSAGE(st.isOk(), st.msg());
+    return out;
+  }();
+  return s;
+}
+
+SituationReading readByExample(Lang lang, const std::string& message,
+                               const std::string& context = "", const std::string& scene = "") {
+  return withExamples().read(lang, message, context, scene, Act::kSmallTalk);
+}
+
+std::string idOf(const SituationReading& r) {
+  return r.found() ? withExamples().ids()[static_cast<size_t>(r.situation)] : "";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(situation_model)
+
+BOOST_AUTO_TEST_CASE(a_message_no_cue_reads_is_read_by_its_likeness_to_the_examples) {
+  // No cue of kData is in these; the examples' pieces are.
+  BOOST_TEST(read(Lang::kZh, "好 我撤啦") == "");
+  BOOST_TEST(idOf(readByExample(Lang::kZh, "好 我撤啦")) == "goodbye_farewell");
+  BOOST_TEST(idOf(readByExample(Lang::kEn, "heading out, later!")) == "goodbye_farewell");
+  BOOST_TEST(idOf(readByExample(Lang::kEn, "could you grab my keys")) == "favour_asked");
+  // The reading says the cues had no part in it.
+  BOOST_TEST(readByExample(Lang::kZh, "好 我撤啦").score == 0);
+  BOOST_TEST(readByExample(Lang::kZh, "好 我撤啦").cues == -1);
+}
+
+BOOST_AUTO_TEST_CASE(a_situation_without_examples_is_read_only_by_its_cues) {
+  // death_of_pet has no example: the examples never pick it, its cues do.
+  const SituationReading pet = readByExample(Lang::kZh, "我家猫昨天晚上走了");
+  BOOST_TEST(idOf(pet) == "death_of_pet");
+  BOOST_TEST(pet.score > 0);
+  for (const char* m : {"撤了", "heading out", "could you"}) {
+    const Lang lang = std::string(m).find(' ') != std::string::npos ? Lang::kEn : Lang::kZh;
+    BOOST_TEST(idOf(readByExample(lang, m)) != "death_of_pet", m);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_strong_cue_outweighs_a_few_pieces_that_lean_elsewhere) {
+  // "帮我" is a favour cue; the request examples share "发我" and more.
+  BOOST_TEST(idOf(readByExample(Lang::kZh, "帮我看看")) == "favour_asked");
+  // The context and scene of the request examples tip the same words.
+  BOOST_TEST(idOf(readByExample(Lang::kZh, "今天发我", "老板", "work")) ==
+             "request_from_superior");
+}
+
+BOOST_AUTO_TEST_CASE(close_readings_are_kept_so_that_their_guards_hold_too) {
+  // "撤 发我" is half a goodbye and half a request: whichever wins, the
+  // other is near.
+  const SituationReading r = readByExample(Lang::kZh, "撤 发我");
+  BOOST_TEST_REQUIRE(r.found());
+  const std::vector<std::string>& ids = withExamples().ids();
+  std::set<std::string> near;
+  for (int n : r.near) near.insert(ids[static_cast<size_t>(n)]);
+  BOOST_TEST(near.count(idOf(r)) == 0u);
+  BOOST_TEST((near.count("goodbye_farewell") + near.count("request_from_superior") +
+              (idOf(r) == "goodbye_farewell" || idOf(r) == "request_from_superior")) == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(the_examples_parser_names_the_line_and_what_is_wrong) {
+  struct Case {
+    std::string text;
+    std::string error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"zh\tgoodbye_farewell\t-\t-\n", "situation_examples.tsv:1: want five"},
+           {"xx\tgoodbye_farewell\t-\t-\t拜\n", ":1: lang must be zh or en"},
+           {"# c\nzh\tno_such\t-\t-\t拜\n", ":2: unknown situation 'no_such'"},
+           {"zh\tgoodbye_farewell\tparty\t-\t拜\n", "unknown scene 'party'"},
+           {"zh\tgoodbye_farewell\t-\t-\t\n", "empty message"},
+       }) {
+    Situations out;
+    BOOST_REQUIRE(parseSituations(kData, &out).isOk());
+    const eq::Status st = parseSituationExamples(c.text, noAct, &out);
+    BOOST_TEST(!st.isOk(), c.text);
+    BOOST_TEST(st.msg().find(c.error) != std::string::npos, st.msg() << " lacks " << c.error);
+  }
+  // No examples at all: the cues alone decide, as before.
+  Situations none;
+  BOOST_REQUIRE(parseSituations(kData, &none).isOk());
+  BOOST_TEST(parseSituationExamples("# nothing\n", noAct, &none).isOk());
+  BOOST_TEST(!none.read(Lang::kZh, "好 我撤啦", "", "", Act::kSmallTalk).found());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 // The guards of docs/situations.md that hold across situations, checked on
 // every reply the engine ships (parseSituations already checks each reply
 // against its own situation's guard).

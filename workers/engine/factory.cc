@@ -11,7 +11,8 @@ Result<std::unique_ptr<Engine>> makeBuiltinEngine() {
       builtin::BuiltinEngine::create(embedded::file("workers/engine/builtin/data/lexicon.tsv"),
                                      embedded::file("workers/engine/builtin/data/phrases.tsv"),
                                      embedded::file("workers/engine/builtin/data/examples.tsv"),
-                                     embedded::file("workers/engine/builtin/data/situations.tsv"));
+                                     embedded::file("workers/engine/builtin/data/situations.tsv"),
+                                     embedded::file("workers/engine/builtin/data/situation_examples.tsv"));
   if (!e.isOk()) return e.status();
   return std::unique_ptr<Engine>(std::move(e).value());
 }

@@ -14,7 +14,8 @@
 //   composer.h        filling, scoring and picking replies, and explaining them
 //   situations.h      the everyday situation a message is in, and the replies
 //                     written for it: a message in a known situation is
-//                     answered from those (replyInSituation below)
+//                     answered from those (replyInSituation below);
+//                     situation_model.h reads it by its likeness to examples
 //
 // Everything is a pure function of the parsed tables and the input: no
 // clock, no randomness, no mutable state after create(). Where the output needs
@@ -77,7 +78,8 @@ BuiltinEngine::~BuiltinEngine() = default;
 eq::Result<std::unique_ptr<BuiltinEngine>> BuiltinEngine::create(std::string_view lexicon_tsv,
                                                                  std::string_view phrases_tsv,
                                                                  std::string_view examples_tsv,
-                                                                 std::string_view situations_tsv) {
+                                                                 std::string_view situations_tsv,
+                                                                 std::string_view situation_examples_tsv) {
   auto tables = std::make_unique<Tables>();
   Status st = parseLexicon(lexicon_tsv, tables.get());
   if (!st.isOk()) return st;
@@ -86,6 +88,14 @@ eq::Result<std::unique_ptr<BuiltinEngine>> BuiltinEngine::create(std::string_vie
   st = parseExamples(examples_tsv, tables.get());
   if (!st.isOk()) return st;
   st = parseSituations(situations_tsv, &tables->situations);
+  if (!st.isOk()) return st;
+  const Tables& read = *tables;
+  st = parseSituationExamples(
+      situation_examples_tsv,
+      [&read](std::string_view message, std::string_view context, std::string_view scene) {
+        return readMessage(read, message, context, scene).act;
+      },
+      &tables->situations);
   if (!st.isOk()) return st;
   return std::unique_ptr<BuiltinEngine>(new BuiltinEngine(std::move(tables)));
 }
@@ -159,11 +169,14 @@ std::vector<Strategy> strategiesOf(const std::vector<SituationReply>& replies) {
 // score falls with the strategy's rank in the situation and with each
 // further phrasing; the phrasings are rotated by a hash of the message, so
 // that two messages of one situation do not always get the same first reply.
+// Replies that fail `keep` are left out.
+template <typename Keep>
 std::vector<Candidate> situationCandidates(const std::vector<SituationReply>& replies,
-                                           Strategy strategy, size_t rank, uint64_t hash) {
+                                           Strategy strategy, size_t rank, uint64_t hash,
+                                           const Keep& keep) {
   std::vector<const SituationReply*> mine;
   for (const SituationReply& r : replies) {
-    if (r.strategy == strategy) mine.push_back(&r);
+    if (r.strategy == strategy && keep(r.text)) mine.push_back(&r);
   }
   std::vector<Candidate> out;
   for (size_t j = 0; j < mine.size(); ++j) {
@@ -195,8 +208,10 @@ eq::Result<Analysis> BuiltinEngine::analyze(const AnalyzeInput& in) const {
   // anxiety about a death is the sender's own, and stays).
   const bool unfitForLoss = sig.emotion == Emotion::kNeutral || sig.emotion == Emotion::kSurprise ||
                             sig.emotion == Emotion::kJoy || sig.emotion == Emotion::kAffection;
-  if (sit.found() && situations.emotion(sit.situation) && unfitForLoss) {
-    out.emotion = std::string(kEmotionNames[idx(*situations.emotion(sit.situation))]);
+  // The loss must be in the message's words (the cues read it), not only
+  // likely from the examples.
+  if (sit.cues >= 0 && situations.emotion(sit.cues) && unfitForLoss) {
+    out.emotion = std::string(kEmotionNames[idx(*situations.emotion(sit.cues))]);
   }
   out.intensity = sig.intensity;
   out.relationship_stage = std::string(kStageNames[idx(sig.stage)]);
@@ -279,7 +294,7 @@ eq::Result<ReplyOutput> BuiltinEngine::reply(const ReplyInput& in) const {
   const Signals sig = readMessage(*tables_, message, context, in.scene);
   const Composer composer(*tables_, sig);
   const SituationReading sit = tables_->situations.read(sig.lang, message, context, in.scene, sig.act);
-  if (sit.found()) return replyInSituation(in, sig, composer, sit.situation);
+  if (sit.found()) return replyInSituation(in, sig, composer, sit);
   const auto want = static_cast<size_t>(in.reply_count);
   Picker picker(want);
 
@@ -377,29 +392,43 @@ eq::Result<ReplyOutput> BuiltinEngine::reply(const ReplyInput& in) const {
 //   perfect  every strategy it allows, each reply compared with the best
 //            reply of another.
 // Any mode tops up from the situation's other strategies when its own run
-// out, and every reply is checked against the situation's guard (what no
+// out. Replies that break the guard of a situation the message came close
+// to (SituationReading::near) go last, used only when the others are too
+// few. Every reply is checked against the situation's guard (what no
 // reply in it may contain) once more here: data that broke it would have
 // been refused at create(), so a reply that breaks it is a bug. Each reply's
 // eq_analysis is the situation's why, and in perfect mode the comparison.
 eq::Result<ReplyOutput> BuiltinEngine::replyInSituation(const ReplyInput& in, const Signals& sig,
                                                         const Composer& composer,
-                                                        int situation) const {
+                                                        const SituationReading& sit) const {
   const Situations& situations = tables_->situations;
+  const int situation = sit.situation;
   const std::vector<SituationReply>& replies = situations.replies(sig.lang, situation);
   const std::vector<Strategy> strategies = strategiesOf(replies);
   const uint64_t hash = detail::fnv1a(in.message);
-  std::vector<std::vector<Candidate>> byStrategy;
+  const auto want = static_cast<size_t>(in.reply_count);
+  // The replies that would also be right were the message in one of the
+  // situations it came close to come first; the others only when too few
+  // are, ranked below them.
+  const auto safeNearby = [&](std::string_view text) {
+    return std::none_of(sit.near.begin(), sit.near.end(),
+                        [&](int other) { return situations.breaksGuard(sig.lang, other, text); });
+  };
+  const auto unsafeNearby = [&](std::string_view text) { return !safeNearby(text); };
+  std::vector<std::vector<Candidate>> safe, unsafe;
   for (size_t r = 0; r < strategies.size(); ++r) {
-    byStrategy.push_back(situationCandidates(replies, strategies[r], r, hash));
+    safe.push_back(situationCandidates(replies, strategies[r], r, hash, safeNearby));
+    unsafe.push_back(situationCandidates(replies, strategies[r], r, hash, unsafeNearby));
+    for (Candidate& c : unsafe.back()) c.score = std::max(0.01, c.score - 0.5);
   }
   size_t poolSize = 1;
   if (in.mode == Mode::kStandard) poolSize = std::min<size_t>(3, strategies.size());
   if (in.mode == Mode::kPerfect) poolSize = strategies.size();
 
-  const auto want = static_cast<size_t>(in.reply_count);
   Picker picker(want);
   // Rounds over the pool: each strategy's best, then each one's second best.
-  auto offerRounds = [&](size_t from, size_t to) {
+  auto offerRounds = [&](const std::vector<std::vector<Candidate>>& byStrategy, size_t from,
+                         size_t to) {
     for (size_t round = 0; !picker.full(); ++round) {
       bool any = false;
       for (size_t r = from; r < to; ++r) {
@@ -411,8 +440,9 @@ eq::Result<ReplyOutput> BuiltinEngine::replyInSituation(const ReplyInput& in, co
       if (!any) break;
     }
   };
-  offerRounds(0, poolSize);
-  offerRounds(poolSize, strategies.size());
+  offerRounds(safe, 0, poolSize);
+  offerRounds(safe, poolSize, strategies.size());
+  offerRounds(unsafe, 0, strategies.size());
   std::vector<Candidate>& chosen = picker.chosen();
   if (Status s = sortChosen(chosen, want); !s.isOk()) return s;
 

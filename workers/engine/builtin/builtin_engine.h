@@ -32,20 +32,21 @@ namespace eq::engine::builtin {
 namespace detail {
 struct Signals;
 class Composer;
+struct SituationReading;
 }  // namespace detail
 
 class BuiltinEngine final : public eq::engine::Engine {
  public:
-  // Parses the lexicon, the phrase bank, the example posts and the
-  // situations (formats are
-  // described at the top of each data file). A malformed line, a phrase bank
-  // that cannot serve every strategy in both languages, or examples missing
-  // an emotion is a Status with code 500 whose message names the file, the
-  // line number and what is wrong.
-  static eq::Result<std::unique_ptr<BuiltinEngine>> create(std::string_view lexicon_tsv,
-                                                           std::string_view phrases_tsv,
-                                                           std::string_view examples_tsv,
-                                                           std::string_view situations_tsv);
+  // Parses the lexicon, the phrase bank, the example posts, the situations
+  // and the situations' example messages (formats are described at the top
+  // of each data file). Without situation examples the situations are read
+  // from their cue words alone. A malformed line, a phrase bank that cannot
+  // serve every strategy in both languages, or examples missing an emotion
+  // is a Status with code 500 whose message names the file, the line number
+  // and what is wrong.
+  static eq::Result<std::unique_ptr<BuiltinEngine>> create(
+      std::string_view lexicon_tsv, std::string_view phrases_tsv, std::string_view examples_tsv,
+      std::string_view situations_tsv, std::string_view situation_examples_tsv = {});
 
   ~BuiltinEngine() override;
   BuiltinEngine(const BuiltinEngine&) = delete;
@@ -92,7 +93,8 @@ class BuiltinEngine final : public eq::engine::Engine {
   explicit BuiltinEngine(std::unique_ptr<const Tables> tables);
 
   eq::Result<ReplyOutput> replyInSituation(const ReplyInput& in, const detail::Signals& sig,
-                                           const detail::Composer& composer, int situation) const;
+                                           const detail::Composer& composer,
+                                           const detail::SituationReading& sit) const;
 
   std::unique_ptr<const Tables> tables_;
 };

@@ -78,6 +78,27 @@ inline Result<std::vector<SituationSample>> parseSituationTsv(std::string_view t
   return out;
 }
 
+// The messages of situation_examples.tsv ("lang<TAB>situation<TAB>scene
+// <TAB>context<TAB>message"): a blind batch is scored without them, since
+// the engine has learnt them (two writers often send the same "晚安").
+inline std::set<std::string> exampleMessages(std::string_view examples_tsv) {
+  std::set<std::string> out;
+  (void)detail::forEachLine(examples_tsv, [&](int, std::string_view line) {
+    if (line.empty() || line.front() == '#') return Status::ok();
+    const std::vector<std::string_view> f = detail::splitTabs(line);
+    if (f.size() == 5) out.emplace(f[4]);
+    return Status::ok();
+  });
+  return out;
+}
+
+// The samples whose message is not in known.
+inline std::vector<SituationSample> unknownTo(const std::set<std::string>& known,
+                                              std::vector<SituationSample> samples) {
+  std::erase_if(samples, [&](const SituationSample& s) { return known.count(s.message) > 0; });
+  return samples;
+}
+
 inline AnalyzeInput analyzeInputOf(const SituationSample& s) {
   AnalyzeInput a;
   a.message = s.message;

@@ -124,6 +124,28 @@ std::vector<std::string> splitBars(std::string_view s) {
   return out;
 }
 
+// Takes the next line of text (without its \r\n) into *line; false at the end.
+bool nextLine(std::string_view* text, std::string_view* line) {
+  if (text->empty()) return false;
+  const size_t nl = text->find('\n');
+  *line = text->substr(0, nl);
+  text->remove_prefix(nl == std::string_view::npos ? text->size() : nl + 1);
+  if (!line->empty() && line->back() == '\r') line->remove_suffix(1);
+  return true;
+}
+
+// Splits a line into exactly five TAB-separated fields (the last one may
+// hold no TAB either); false for any other count.
+bool splitFive(std::string_view line, std::array<std::string_view, 5>* f) {
+  for (size_t n = 0; n < 5; ++n) {
+    const size_t tab = n < 4 ? line.find('\t') : std::string_view::npos;
+    (*f)[n] = line.substr(0, tab);
+    if (tab == std::string_view::npos) return n == 4;
+    line.remove_prefix(tab + 1);
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string cueText(Lang lang, std::string_view text, bool stretch) {
@@ -192,6 +214,28 @@ void Situations::CueSet::score(Lang lang, std::string_view text, std::vector<int
 
 SituationReading Situations::read(Lang lang, std::string_view message, std::string_view context,
                                   std::string_view scene, Act act) const {
+  const SituationReading cues = readCues(lang, message, context, scene, act);
+  // Without examples (of the language, or of the situation the cues read)
+  // the cues decide.
+  if (cues.found() && model_.examples(lang, cues.situation) == 0) return cues;
+  std::vector<double> likelihood = model_.scores(lang, message, context, scene, act);
+  if (likelihood.empty()) return cues;
+  if (cues.found()) likelihood[static_cast<size_t>(cues.situation)] += kCueBonus;
+  const auto best = std::max_element(likelihood.begin(), likelihood.end());
+  if (*best == SituationModel::kUnseen) return cues;
+  const int s = static_cast<int>(best - likelihood.begin());
+  SituationReading out{s, s == cues.situation ? cues.score : 0, cues.situation, {}};
+  for (size_t i = 0; i < likelihood.size(); ++i) {
+    if (static_cast<int>(i) != s && likelihood[i] >= *best - kNearMargin) {
+      out.near.push_back(static_cast<int>(i));
+    }
+  }
+  return out;
+}
+
+SituationReading Situations::readCues(Lang lang, std::string_view message,
+                                      std::string_view context, std::string_view scene,
+                                      Act act) const {
   const LangData& d = lang_[idx(lang)];
   std::vector<int> scores(ids_.size(), 0);
   if (lang == Lang::kZh) {
@@ -220,7 +264,7 @@ SituationReading Situations::read(Lang lang, std::string_view message, std::stri
     if (scores[s] < kMinScore) continue;
     const int key = scores[s] * 4 + (6 - tier_[s]) * 3;
     if (!best.found() || key > bestKey) {
-      best = {static_cast<int>(s), scores[s]};
+      best = {static_cast<int>(s), scores[s], static_cast<int>(s), {}};
       bestKey = key;
     }
   }
@@ -258,22 +302,12 @@ Status parseSituations(std::string_view text, Situations* out) {
   auto bad = [&](const std::string& what) {
     return Status(500, "situations.tsv:" + std::to_string(number) + ": " + what);
   };
-  while (!text.empty()) {
+  std::string_view line;
+  while (nextLine(&text, &line)) {
     ++number;
-    const size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty() || line.front() == '#') continue;
     std::array<std::string_view, 5> f;
-    size_t n = 0;
-    for (; n < 5; ++n) {
-      const size_t tab = n < 4 ? line.find('\t') : std::string_view::npos;
-      f[n] = line.substr(0, tab);
-      if (tab == std::string_view::npos) break;
-      line.remove_prefix(tab + 1);
-    }
-    if (n != 4) return bad("want five TAB-separated fields");
+    if (!splitFive(line, &f)) return bad("want five TAB-separated fields");
     const auto [kind, langName, id, key, body] = f;
     if (id.empty() || body.empty()) return bad("empty situation or text");
     const int s = out->add(id);
@@ -369,6 +403,35 @@ Status parseSituations(std::string_view text, Situations* out) {
     }
   }
   if (out->ids_.empty()) return Status(500, "situations.tsv: no situation");
+  return Status::ok();
+}
+
+Status parseSituationExamples(std::string_view text, const ActOf& actOf, Situations* out) {
+  int number = 0;
+  auto bad = [&](const std::string& what) {
+    return Status(500, "situation_examples.tsv:" + std::to_string(number) + ": " + what);
+  };
+  std::string_view line;
+  while (nextLine(&text, &line)) {
+    ++number;
+    if (line.empty() || line.front() == '#') continue;
+    std::array<std::string_view, 5> f;
+    if (!splitFive(line, &f)) return bad("want five TAB-separated fields");
+    auto [langName, id, scene, context, message] = f;
+    const int lang = detail::indexOf(kLangNames, langName);
+    if (lang < 0) return bad("lang must be zh or en");
+    const int s = out->indexOf(id);
+    if (s < 0) return bad("unknown situation '" + std::string(id) + "'");
+    if (scene == "-") scene = {};
+    if (!scene.empty() && detail::indexOf(kSceneNames, scene) <= 0) {
+      return bad("unknown scene '" + std::string(scene) + "'");
+    }
+    if (context == "-") context = {};
+    if (message.empty()) return bad("empty message");
+    out->model_.add(static_cast<Lang>(lang), s, message, context, scene,
+                    actOf(message, context, scene));
+  }
+  out->model_.finish(static_cast<int>(out->ids_.size()));
   return Status::ok();
 }
 

@@ -1,7 +1,9 @@
 // What happened: the everyday situation a message is in (a proposal, a pet's
 // death, a birthday wish to the reader, a boss's request), read from cue
-// words, the request's context and its scene, and what the reader can send
-// back in it (docs/engine.md, "Situations"; the map is docs/situations.md).
+// words, the request's context and its scene, and from its likeness to
+// example messages of every situation (situation_model.h), and what the
+// reader can send back in it (docs/engine.md, "Situations"; the map is
+// docs/situations.md).
 //
 // Feelings alone misread such messages: "嫁给我好吗？" is a question by its
 // shape and a proposal by what it does, "我的猫昨天走了" has no word of
@@ -18,12 +20,14 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/status.h"
+#include "workers/engine/builtin/situation_model.h"
 #include "workers/engine/builtin/trie.h"
 #include "workers/engine/builtin/vocabulary.h"
 
@@ -33,9 +37,21 @@ namespace eq::engine::builtin::detail {
 // enough; situation indexes Situations::ids().
 struct SituationReading {
   int situation = -1;
+  // The cues' score of the situation; 0 when the reading is the examples'
+  // alone and the cues read another situation or none.
   int score = 0;
+  // The situation the cues alone read (-1 for none): what the words say,
+  // whatever the examples make of the whole.
+  int cues = -1;
+  // The situations the message came close to being read as (within
+  // Situations::kNearMargin of the best under the examples): a reply that
+  // breaks one of their guards would be wrong if the reading were.
+  std::vector<int> near;
   bool found() const { return situation >= 0; }
 };
+
+// The speech act the analyzer reads in a message, its context and scene.
+using ActOf = std::function<Act(std::string_view, std::string_view, std::string_view)>;
 
 // One reply written for a situation, in the strategy it takes.
 struct SituationReply {
@@ -48,10 +64,20 @@ class Situations {
   // A situation is read when its score reaches this: one strong cue (4 to
   // 6), or a typical cue with a hint from the context or the scene.
   static constexpr int kMinScore = 3;
+  // With examples (parseSituationExamples), what the cues read adds this to
+  // its situation's log-likelihood under the examples (situation_model.h):
+  // a strong cue outweighs a few pieces of text that lean elsewhere.
+  static constexpr double kCueBonus = 8.0;
+  // How close (in log-likelihood) another situation's reading must come to
+  // the best one's for its guard to hold too (SituationReading::near).
+  static constexpr double kNearMargin = 16.0;
 
   // The message's situation. message and context are the request's text;
   // scene its scene name ("" for none); act the speech act the analyzer
   // read (acts.h), which adds its weight to the situations it points at.
+  // With examples, the situation is the one most likely under them (the
+  // cues' reading adding kCueBonus to its own), and the situations within
+  // kNearMargin of it are its near ones; without, the cues' reading.
   SituationReading read(Lang lang, std::string_view message, std::string_view context,
                         std::string_view scene, Act act) const;
 
@@ -85,6 +111,16 @@ class Situations {
 
   friend Status parseSituations(std::string_view text, Situations* out);
 
+// situation_examples.tsv, after parseSituations: messages written for each
+// situation, "lang<TAB>situation<TAB>scene<TAB>context<TAB>message" (scene
+// and context may be "-" for none). With them a message's situation is the
+// one its text is most like, the cue reading weighing in (kCueBonus); every
+// message is then read as some situation. actOf is the analyzer's speech act
+// of an example (message, context, scene).
+Status parseSituationExamples(std::string_view text, const ActOf& actOf, Situations* out);
+  friend Status parseSituationExamples(std::string_view text, const ActOf& actOf,
+                                       Situations* out);
+
  private:
   // A cue and the situation it counts for. A gap cue ("猫…走了") is two
   // patterns; its second part must start within kMaxGap units (code points
@@ -116,6 +152,9 @@ class Situations {
     std::vector<Info> info;  // per situation
   };
 
+  // The reading of the cue words alone.
+  SituationReading readCues(Lang lang, std::string_view message, std::string_view context,
+                            std::string_view scene, Act act) const;
   const Info& info(Lang lang, int situation) const {
     return lang_[idx(lang)].info[static_cast<size_t>(situation)];
   }
@@ -126,6 +165,7 @@ class Situations {
   std::vector<std::array<int, kActCount>> act_;  // weight per speech act
   std::vector<std::optional<Emotion>> emotion_;
   std::array<LangData, kLangCount> lang_;
+  SituationModel model_;  // empty without examples: the cues alone decide
 };
 
 // situations.tsv: "kind<TAB>lang<TAB>situation<TAB>key<TAB>text" (format at
@@ -133,6 +173,14 @@ class Situations {
 // at least five replies, a why, a need, an advice and a guard; no reply may
 // break its own guard.
 Status parseSituations(std::string_view text, Situations* out);
+
+// situation_examples.tsv, after parseSituations: messages written for each
+// situation, "lang<TAB>situation<TAB>scene<TAB>context<TAB>message" (scene
+// and context may be "-" for none). With them a message's situation is the
+// one its text is most like, the cue reading weighing in (kCueBonus); every
+// message is then read as some situation. actOf is the analyzer's speech act
+// of an example (message, context, scene).
+Status parseSituationExamples(std::string_view text, const ActOf& actOf, Situations* out);
 
 // The text the cues are matched against: lower-case ASCII, full-width
 // letters and digits folded, and for English words separated by single
