@@ -7,6 +7,7 @@ WORKDIR /src
 COPY CMakeLists.txt ./
 COPY cmake cmake
 COPY common common
+COPY store store
 COPY api api
 COPY workers workers
 COPY dispatcher dispatcher

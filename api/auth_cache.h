@@ -18,7 +18,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "common/store.h"
+#include "store/store.h"
 
 namespace eq::api {
 

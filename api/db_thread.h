@@ -72,7 +72,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "common/store.h"
+#include "store/store.h"
 #include "common/timefmt.h"
 
 namespace eq::api {

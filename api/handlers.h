@@ -41,7 +41,7 @@
 #include "common/config.h"
 #include "common/metrics.h"
 #include "common/netaddr.h"
-#include "common/store.h"
+#include "store/store.h"
 #include "common/timefmt.h"
 
 namespace eq::api {

@@ -17,7 +17,7 @@
 #include "common/file_modes.h"
 #include "common/ids.h"
 #include "common/log.h"
-#include "common/store.h"
+#include "store/store.h"
 #include "common/timefmt.h"
 
 namespace {

@@ -33,7 +33,7 @@
 
 #include "common/amqp.h"
 #include "common/messages.h"
-#include "common/store.h"
+#include "store/store.h"
 #include "dispatcher/metrics.h"
 #include "dispatcher/settler.h"
 

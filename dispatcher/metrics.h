@@ -18,7 +18,7 @@
 #include <string_view>
 
 #include "common/metrics.h"
-#include "common/store.h"
+#include "store/store.h"
 
 namespace eq::dispatch {
 

@@ -18,7 +18,7 @@
 #include <functional>
 #include <vector>
 
-#include "common/store.h"
+#include "store/store.h"
 
 namespace eq::dispatch {
 

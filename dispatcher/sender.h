@@ -64,7 +64,7 @@
 #include <vector>
 
 #include "common/netaddr.h"
-#include "common/store.h"
+#include "store/store.h"
 #include "dispatcher/account_share.h"
 #include "dispatcher/metrics.h"
 #include "dispatcher/retention.h"

@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "common/amqp.h"
-#include "common/store.h"
+#include "store/store.h"
 
 namespace eq::dispatch {
 

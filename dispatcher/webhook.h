@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "common/store.h"
+#include "store/store.h"
 
 namespace eq::dispatch {
 

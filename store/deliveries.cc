@@ -1,8 +1,8 @@
 // Webhook deliveries and their attempts (PRODUCT.md §6).
-#include "common/store.h"
+#include "store/store.h"
 
 #include "common/ids.h"
-#include "common/store_query.h"
+#include "store/query.h"
 #include "common/timefmt.h"
 
 namespace eq {

@@ -1,7 +1,7 @@
 // Idempotency-Key records (PRODUCT.md §3).
-#include "common/store.h"
+#include "store/store.h"
 
-#include "common/store_query.h"
+#include "store/query.h"
 #include "common/timefmt.h"
 
 namespace eq {

@@ -1,10 +1,10 @@
 // Keys and accounts: creation, authentication, revocation, rotation, the key
 // epoch of the cache in eq-api.
-#include "common/store.h"
+#include "store/store.h"
 
 #include "common/crypto.h"
 #include "common/ids.h"
-#include "common/store_query.h"
+#include "store/query.h"
 #include "common/timefmt.h"
 
 namespace eq {

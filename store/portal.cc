@@ -6,8 +6,8 @@
 
 #include "common/crypto.h"
 #include "common/ids.h"
-#include "common/store.h"
-#include "common/store_query.h"
+#include "store/store.h"
+#include "store/query.h"
 
 namespace eq {
 

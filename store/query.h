@@ -1,6 +1,6 @@
-// Internal to the store's parts (common/store*.cc) and the report queries
+// Internal to the store's parts (store/*.cc) and the report queries
 // of tools/reports.cc: the cached-statement helper and the task row reader.
-// Not for other callers: everything else goes through common/store.h.
+// Not for other callers: everything else goes through store/store.h.
 #pragma once
 
 #include <sqlite3.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/store.h"
+#include "store/store.h"
 
 namespace eq::store_detail {
 

@@ -1,7 +1,7 @@
 // Quota: atomic charge and refund, reads and operator changes.
-#include "common/store.h"
+#include "store/store.h"
 
-#include "common/store_query.h"
+#include "store/query.h"
 #include "common/timefmt.h"
 
 namespace eq {

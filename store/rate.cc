@@ -1,7 +1,7 @@
 // Rate counters: fixed one-minute windows per key.
-#include "common/store.h"
+#include "store/store.h"
 
-#include "common/store_query.h"
+#include "store/query.h"
 #include "common/timefmt.h"
 
 namespace eq {

@@ -1,7 +1,7 @@
 // Retention: bounded purges of old rows, run by eq-dispatcher.
-#include "common/store.h"
+#include "store/store.h"
 
-#include "common/store_query.h"
+#include "store/query.h"
 #include "common/timefmt.h"
 
 namespace eq {

@@ -2,8 +2,8 @@
 // sweep that settles the charges of an eq-api that died
 // (schema/migrations/005_settlement.sql explains the tables).
 #include "common/json.h"
-#include "common/store.h"
-#include "common/store_query.h"
+#include "store/store.h"
+#include "store/query.h"
 
 namespace eq {
 

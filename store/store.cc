@@ -1,6 +1,6 @@
 // The store's shared part: opening the database, migrations, statements and
-// transactions. Each concept's statements are in common/store_<concept>.cc.
-#include "common/store.h"
+// transactions. Each concept's statements are in store/<concept>.cc.
+#include "store/store.h"
 
 #include <chrono>
 #include <thread>
@@ -9,7 +9,7 @@
 #include "common/file_modes.h"
 #include "common/log.h"
 #include "common/timefmt.h"
-#include "common/store_query.h"
+#include "store/query.h"
 
 namespace eq {
 

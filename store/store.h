@@ -1,9 +1,9 @@
 // The SQLite store: keys, accounts and quota, rate counters, Idempotency-Key
 // records, tasks, webhook deliveries and their retention: one class over one
-// connection, its statements in one file per concept (common/store.cc: open,
-// migrations, transactions; store_keys.cc, store_quota.cc, store_rate.cc,
-// store_idempotency.cc, store_tasks.cc, store_deliveries.cc,
-// store_retention.cc). eqctl's report queries are in tools/reports.cc.
+// connection, its statements in one file per concept in this folder
+// (store.cc: open, migrations, transactions; keys.cc, quota.cc, rate.cc,
+// idempotency.cc, tasks.cc, deliveries.cc, settlement.cc, retention.cc,
+// portal.cc). eqctl's report queries are in tools/reports.cc.
 //
 // A Store owns one sqlite3 connection and its prepared statements. It is not
 // thread-safe: each thread (in practice, each process's loop thread) opens
@@ -530,7 +530,7 @@ class Store {
   // Settlement records and dead instances older than cutoff_ms.
   Result<int> purgeSettlementsBefore(int64_t cutoff_ms, int limit);
 
-  // The developer center (common/store_portal.cc). Emails are matched
+  // The developer center (store/portal.cc). Emails are matched
   // lower-cased. One-time link and session ids are random 256-bit values;
   // only their SHA-256 is stored.
   static constexpr int64_t kLinkTtlMs = 72 * 3'600'000LL;

@@ -1,8 +1,8 @@
 // Tasks: creation and one function per transition (PRODUCT.md §5).
-#include "common/store.h"
+#include "store/store.h"
 
 #include "common/ids.h"
-#include "common/store_query.h"
+#include "store/query.h"
 #include "common/timefmt.h"
 
 namespace eq {

@@ -6,7 +6,7 @@
 #include "common/config.h"
 #include "common/file_modes.h"
 #include "common/log.h"
-#include "common/store.h"
+#include "store/store.h"
 #include "tools/eqctl_commands.h"
 
 int main(int argc, char** argv) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/netaddr.h"
-#include "common/store.h"
+#include "store/store.h"
 
 namespace eq::tools {
 

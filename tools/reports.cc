@@ -1,6 +1,6 @@
 #include "tools/reports.h"
 
-#include "common/store_query.h"
+#include "store/query.h"
 
 namespace eq::tools {
 

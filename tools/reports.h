@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "common/store.h"
+#include "store/store.h"
 
 namespace eq::tools {
 

@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "common/store.h"
+#include "store/store.h"
 #include "common/timefmt.h"
 
 namespace eq::test {

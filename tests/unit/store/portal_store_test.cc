@@ -1,10 +1,10 @@
-// The developer center's records (common/store_portal.cc) and password
+// The developer center's records (store/portal.cc) and password
 // hashing (common/password.h), on a real SQLite file.
 #include <boost/test/unit_test.hpp>
 #include <optional>
 
 #include "common/password.h"
-#include "common/store.h"
+#include "store/store.h"
 #include "common/timefmt.h"
 #include "tests/unit/temp_db.h"
 

@@ -1,4 +1,4 @@
-#include "common/store.h"
+#include "store/store.h"
 
 #include <sqlite3.h>
 #include <unistd.h>
