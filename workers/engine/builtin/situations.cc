@@ -124,27 +124,48 @@ std::vector<std::string> splitBars(std::string_view s) {
   return out;
 }
 
-// Takes the next line of text (without its \r\n) into *line; false at the end.
-bool nextLine(std::string_view* text, std::string_view* line) {
-  if (text->empty()) return false;
-  const size_t nl = text->find('\n');
-  *line = text->substr(0, nl);
-  text->remove_prefix(nl == std::string_view::npos ? text->size() : nl + 1);
-  if (!line->empty() && line->back() == '\r') line->remove_suffix(1);
-  return true;
-}
+// The records of a data file: lines of five TAB-separated fields (the last
+// may hold no TAB), empty lines and # comments skipped. Errors name the file
+// and the line.
+class Records {
+ public:
+  Records(std::string_view text, std::string_view file) : text_(text), file_(file) {}
 
-// Splits a line into exactly five TAB-separated fields (the last one may
-// hold no TAB either); false for any other count.
-bool splitFive(std::string_view line, std::array<std::string_view, 5>* f) {
-  for (size_t n = 0; n < 5; ++n) {
-    const size_t tab = n < 4 ? line.find('\t') : std::string_view::npos;
-    (*f)[n] = line.substr(0, tab);
-    if (tab == std::string_view::npos) return n == 4;
-    line.remove_prefix(tab + 1);
+  // The next record into *f; false at the end, or at a line without five
+  // fields (then failed() is its error).
+  bool next(std::array<std::string_view, 5>* f) {
+    while (!text_.empty()) {
+      ++number_;
+      const size_t nl = text_.find('\n');
+      std::string_view line = text_.substr(0, nl);
+      text_.remove_prefix(nl == std::string_view::npos ? text_.size() : nl + 1);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line.empty() || line.front() == '#') continue;
+      for (size_t n = 0; n < 5; ++n) {
+        const size_t tab = n < 4 ? line.find('\t') : std::string_view::npos;
+        (*f)[n] = line.substr(0, tab);
+        if (tab == std::string_view::npos) {
+          if (n == 4) return true;
+          failed_ = bad("want five TAB-separated fields");
+          return false;
+        }
+        line.remove_prefix(tab + 1);
+      }
+    }
+    return false;
   }
-  return false;
-}
+  // An error about the current line.
+  Status bad(const std::string& what) const {
+    return Status(500, std::string(file_) + ":" + std::to_string(number_) + ": " + what);
+  }
+  const Status& failed() const { return failed_; }
+
+ private:
+  std::string_view text_;
+  std::string_view file_;
+  int number_ = 0;
+  Status failed_ = Status::ok();
+};
 
 }  // namespace
 
@@ -298,16 +319,10 @@ int Situations::add(std::string_view id) {
 }
 
 Status parseSituations(std::string_view text, Situations* out) {
-  int number = 0;
-  auto bad = [&](const std::string& what) {
-    return Status(500, "situations.tsv:" + std::to_string(number) + ": " + what);
-  };
-  std::string_view line;
-  while (nextLine(&text, &line)) {
-    ++number;
-    if (line.empty() || line.front() == '#') continue;
-    std::array<std::string_view, 5> f;
-    if (!splitFive(line, &f)) return bad("want five TAB-separated fields");
+  Records records(text, "situations.tsv");
+  auto bad = [&](const std::string& what) { return records.bad(what); };
+  std::array<std::string_view, 5> f;
+  while (records.next(&f)) {
     const auto [kind, langName, id, key, body] = f;
     if (id.empty() || body.empty()) return bad("empty situation or text");
     const int s = out->add(id);
@@ -384,6 +399,7 @@ Status parseSituations(std::string_view text, Situations* out) {
       return bad("unknown kind '" + std::string(kind) + "'");
     }
   }
+  if (!records.failed().isOk()) return records.failed();
   // Every situation must be answerable in both languages, within its guard.
   for (size_t s = 0; s < out->ids_.size(); ++s) {
     const std::string& id = out->ids_[s];
@@ -407,16 +423,10 @@ Status parseSituations(std::string_view text, Situations* out) {
 }
 
 Status parseSituationExamples(std::string_view text, const ActOf& actOf, Situations* out) {
-  int number = 0;
-  auto bad = [&](const std::string& what) {
-    return Status(500, "situation_examples.tsv:" + std::to_string(number) + ": " + what);
-  };
-  std::string_view line;
-  while (nextLine(&text, &line)) {
-    ++number;
-    if (line.empty() || line.front() == '#') continue;
-    std::array<std::string_view, 5> f;
-    if (!splitFive(line, &f)) return bad("want five TAB-separated fields");
+  Records records(text, "situation_examples.tsv");
+  auto bad = [&](const std::string& what) { return records.bad(what); };
+  std::array<std::string_view, 5> f;
+  while (records.next(&f)) {
     auto [langName, id, scene, context, message] = f;
     const int lang = detail::indexOf(kLangNames, langName);
     if (lang < 0) return bad("lang must be zh or en");
@@ -431,6 +441,7 @@ Status parseSituationExamples(std::string_view text, const ActOf& actOf, Situati
     out->model_.add(static_cast<Lang>(lang), s, message, context, scene,
                     actOf(message, context, scene));
   }
+  if (!records.failed().isOk()) return records.failed();
   out->model_.finish(static_cast<int>(out->ids_.size()));
   return Status::ok();
 }
