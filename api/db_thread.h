@@ -72,8 +72,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "store/store.h"
 #include "common/timefmt.h"
+#include "store/store.h"
 
 namespace eq::api {
 

@@ -37,12 +37,12 @@
 #include "api/auth_cache.h"
 #include "api/broker_bridge.h"
 #include "api/db_thread.h"
-#include "common/http_server.h"
 #include "common/config.h"
+#include "common/http_server.h"
 #include "common/metrics.h"
 #include "common/netaddr.h"
-#include "store/store.h"
 #include "common/timefmt.h"
+#include "store/store.h"
 
 namespace eq::api {
 

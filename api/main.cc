@@ -10,15 +10,15 @@
 #include "api/broker_bridge.h"
 #include "api/db_thread.h"
 #include "api/handlers.h"
-#include "common/http_server.h"
 #include "common/allocator.h"
 #include "common/config.h"
 #include "common/defaults.h"
 #include "common/file_modes.h"
+#include "common/http_server.h"
 #include "common/ids.h"
 #include "common/log.h"
-#include "store/store.h"
 #include "common/timefmt.h"
+#include "store/store.h"
 
 namespace {
 

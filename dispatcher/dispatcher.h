@@ -33,9 +33,9 @@
 
 #include "common/amqp.h"
 #include "common/messages.h"
-#include "store/store.h"
 #include "dispatcher/metrics.h"
 #include "dispatcher/settler.h"
+#include "store/store.h"
 
 namespace eq::dispatch {
 

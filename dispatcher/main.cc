@@ -15,10 +15,10 @@
 #include "common/file_modes.h"
 #include "common/log.h"
 #include "common/metrics_server.h"
-#include "store/store.h"
 #include "dispatcher/dispatcher.h"
 #include "dispatcher/metrics.h"
 #include "dispatcher/sender.h"
+#include "store/store.h"
 
 namespace {
 

@@ -64,12 +64,12 @@
 #include <vector>
 
 #include "common/netaddr.h"
-#include "store/store.h"
 #include "dispatcher/account_share.h"
 #include "dispatcher/metrics.h"
 #include "dispatcher/retention.h"
 #include "dispatcher/retry.h"
 #include "dispatcher/settler.h"
+#include "store/store.h"
 
 namespace eq::dispatch {
 

@@ -2,8 +2,8 @@
 #include "store/store.h"
 
 #include "common/ids.h"
-#include "store/query.h"
 #include "common/timefmt.h"
+#include "store/query.h"
 
 namespace eq {
 

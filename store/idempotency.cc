@@ -1,8 +1,8 @@
 // Idempotency-Key records (PRODUCT.md §3).
 #include "store/store.h"
 
-#include "store/query.h"
 #include "common/timefmt.h"
+#include "store/query.h"
 
 namespace eq {
 

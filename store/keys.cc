@@ -4,8 +4,8 @@
 
 #include "common/crypto.h"
 #include "common/ids.h"
-#include "store/query.h"
 #include "common/timefmt.h"
+#include "store/query.h"
 
 namespace eq {
 

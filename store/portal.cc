@@ -6,8 +6,8 @@
 
 #include "common/crypto.h"
 #include "common/ids.h"
-#include "store/store.h"
 #include "store/query.h"
+#include "store/store.h"
 
 namespace eq {
 

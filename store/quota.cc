@@ -1,8 +1,8 @@
 // Quota: atomic charge and refund, reads and operator changes.
 #include "store/store.h"
 
-#include "store/query.h"
 #include "common/timefmt.h"
+#include "store/query.h"
 
 namespace eq {
 

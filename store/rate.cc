@@ -1,8 +1,8 @@
 // Rate counters: fixed one-minute windows per key.
 #include "store/store.h"
 
-#include "store/query.h"
 #include "common/timefmt.h"
+#include "store/query.h"
 
 namespace eq {
 

@@ -1,8 +1,8 @@
 // Retention: bounded purges of old rows, run by eq-dispatcher.
 #include "store/store.h"
 
-#include "store/query.h"
 #include "common/timefmt.h"
+#include "store/query.h"
 
 namespace eq {
 

@@ -2,8 +2,8 @@
 // sweep that settles the charges of an eq-api that died
 // (schema/migrations/005_settlement.sql explains the tables).
 #include "common/json.h"
-#include "store/store.h"
 #include "store/query.h"
+#include "store/store.h"
 
 namespace eq {
 

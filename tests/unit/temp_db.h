@@ -13,8 +13,8 @@
 #include <memory>
 #include <string>
 
-#include "store/store.h"
 #include "common/timefmt.h"
+#include "store/store.h"
 
 namespace eq::test {
 

@@ -4,8 +4,8 @@
 #include <optional>
 
 #include "common/password.h"
-#include "store/store.h"
 #include "common/timefmt.h"
+#include "store/store.h"
 #include "tests/unit/temp_db.h"
 
 using namespace eq;
