@@ -11,12 +11,13 @@
 # Safe under `set -euo pipefail`; does not change the caller's shell options.
 
 EQ_DEPS_BUILD=(cmake ninja-build g++ pkg-config libuv1-dev rapidjson-dev libssl-dev
-    libsqlite3-dev libboost-test-dev librabbitmq-dev libhttp-parser-dev libcurl4-openssl-dev)
+    libsqlite3-dev libpq-dev libboost-test-dev librabbitmq-dev libhttp-parser-dev libcurl4-openssl-dev)
 EQ_DEPS_RUNTIME=(rabbitmq-server sqlite3 curl ca-certificates python3)
 # prometheus: promtool checks our /metrics output and deploy/monitoring.
 # chromium and a CJK font: the developer center's browser suite (its
 # screenshots show Chinese text, not empty boxes).
-EQ_DEPS_TEST_ONLY=(docker-compose wrk nodejs npm prometheus chromium fonts-wqy-microhei)
+# postgresql: the private server the store's PostgreSQL tests run against.
+EQ_DEPS_TEST_ONLY=(docker-compose wrk nodejs npm prometheus chromium fonts-wqy-microhei postgresql)
 # bench/run only: the Python peer (FastAPI on uvicorn, with uvloop and
 # httptools as uvicorn picks them up when present, and Celery), nginx-light
 # as the fixed-body reference, linux-perf to profile what a target misses.
@@ -27,7 +28,7 @@ EQ_DEPS_BENCH_ONLY=(python3-fastapi uvicorn python3-uvloop python3-httptools pyt
 EQ_DEPS_FUZZ=(clang libclang-rt-14-dev)
 # The shared libraries the binaries link, for the container's runtime stage,
 # which needs neither compilers nor a broker.
-EQ_DEPS_LIBS=(libstdc++6 libuv1 librabbitmq4 libsqlite3-0 libcurl4 libssl3 libhttp-parser2.9 ca-certificates)
+EQ_DEPS_LIBS=(libstdc++6 libuv1 librabbitmq4 libsqlite3-0 libpq5 libcurl4 libssl3 libhttp-parser2.9 ca-certificates)
 
 # "apt-get update at most once": remembered for the whole process, so several
 # eq_install_deps calls in one script do not refresh the lists repeatedly
