@@ -157,6 +157,20 @@ Result<Config> Config::fromEnv() {
                            " characters (e.g. `openssl rand -hex 32`)");
   }
   c.db_path = envOr("EQ_DB_PATH", defaults::kDbPath);
+  // EQ_DB_URL (docs/scaling.md, "Several hosts"): sqlite:PATH is the same as
+  // EQ_DB_PATH. The services do not run on PostgreSQL yet, and a URL they
+  // would ignore is refused rather than leaving them on a file nobody meant.
+  if (const std::string url = envOr("EQ_DB_URL", ""); !url.empty()) {
+    if (url.rfind("sqlite:", 0) == 0 && url.size() > 7) {
+      c.db_path = url.substr(url.rfind("sqlite://", 0) == 0 ? 9 : 7);
+    } else if (url.rfind("postgresql://", 0) == 0 || url.rfind("postgres://", 0) == 0) {
+      return Status(500,
+                    "EQ_DB_URL: eq-api and eq-dispatcher do not run on PostgreSQL yet (only "
+                    "`eqctl migrate` does; docs/scaling.md, \"Several hosts\"); use sqlite:PATH");
+    } else {
+      return Status(500, "EQ_DB_URL must be sqlite:PATH (or postgresql://...), got '" + url + "'");
+    }
+  }
   c.engine = envOr("EQ_ENGINE", "builtin");
   if (c.engine != "builtin" && c.engine != "llm") {
     return Status(500, "EQ_ENGINE must be builtin or llm, got '" + c.engine + "'");

@@ -9,6 +9,7 @@
 #include "common/file_modes.h"
 #include "common/log.h"
 #include "common/timefmt.h"
+#include "store/migrations.h"
 #include "store/query.h"
 
 namespace eq {
@@ -16,16 +17,6 @@ namespace eq {
 using store_detail::Query;
 
 namespace {
-
-// The migrations compiled into the binary, in order. A new migration is a new
-// file here and in CMakeLists.txt's eq_embed list; applied ones never change.
-constexpr const char* kMigrations[] = {"schema/migrations/001_init.sql",
-                                       "schema/migrations/002_contract.sql",
-                                       "schema/migrations/003_delivery.sql",
-                                       "schema/migrations/004_key_epoch.sql",
-                                       "schema/migrations/005_settlement.sql",
-                                       "schema/migrations/006_portal.sql",
-                                       "schema/migrations/007_republish.sql"};
 
 // A database that an older version (or a looser umask) created readable by
 // other users is tightened before it is opened: it holds webhook secrets in
@@ -111,8 +102,11 @@ Status Store::migrate() {
   Status s = exec(
       "CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, "
       "applied_at INTEGER NOT NULL)");
-  for (const char* name : kMigrations) {
+  // The list both engines share (store/migrations.h); this connection is
+  // SQLite's own, so it applies the SQLite files.
+  for (const store::Migration& migration : store::migrations()) {
     if (!s.isOk()) break;
+    const std::string_view name = migration.sqlite;
     Query check(prepare("SELECT 1 FROM schema_migrations WHERE version = ?"));
     if (!check.valid()) {
       s = error("prepare");
@@ -122,7 +116,7 @@ Status Store::migrate() {
     if (check.step() == SQLITE_ROW) continue;
     std::string_view sql = embedded::file(name);
     if (sql.empty()) {
-      s = Status(500, std::string("migration not embedded: ") + name);
+      s = Status(500, "migration not embedded: " + std::string(name));
       break;
     }
     s = exec(std::string(sql).c_str());

@@ -2,8 +2,11 @@
 // runs one command; see tools/eqctl_commands.h.
 #include <cstdlib>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "common/config.h"
+#include "common/defaults.h"
 #include "common/file_modes.h"
 #include "common/log.h"
 #include "store/store.h"
@@ -13,12 +16,24 @@ int main(int argc, char** argv) {
   eq::restrictNewFiles();  // before any file is created: common/file_modes.h
   eq::log::setComponent("eqctl");
   eq::log::setLevel("warn");
+  std::vector<std::string> args(argv + 1, argv + argc);
+  // migrate reads where the database is itself: opening the store below
+  // would apply the migrations it is asked about.
+  if (!args.empty() && args[0] == "migrate" && !eq::tools::isHelpRequest(args)) {
+    const char* url = std::getenv("EQ_DB_URL");
+    const char* path = std::getenv("EQ_DB_PATH");
+    const std::string dbUrl = (url != nullptr && *url != '\0')
+                                  ? std::string(url)
+                                  : "sqlite:" + std::string((path != nullptr && *path != '\0')
+                                                                ? path
+                                                                : eq::defaults::kDbPath);
+    return eq::tools::runMigrate(dbUrl, args, std::cout, std::cerr);
+  }
   eq::Result<eq::Config> cfg = eq::Config::fromEnv();
   if (!cfg.isOk()) {
     std::cerr << "eqctl: " << cfg.status().msg() << "\n";
     return 2;
   }
-  std::vector<std::string> args(argv + 1, argv + argc);
   // Help never reads the database; an in-memory one spares `eqctl --help`
   // from creating EQ_DB_PATH where it is run.
   auto store = eq::Store::open(eq::tools::isHelpRequest(args) ? ":memory:" : cfg.value().db_path);

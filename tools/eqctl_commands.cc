@@ -18,6 +18,8 @@
 #include "common/netaddr.h"
 #include "common/timefmt.h"
 #include "common/utf8.h"
+#include "store/db.h"
+#include "store/migrations.h"
 #include "tools/reports.h"
 
 namespace eq::tools {
@@ -126,6 +128,12 @@ constexpr CommandHelp kCommands[] = {
      "--json prints the person as `account show --json` does, after the change.\n"},
     {"account", "reset-password", "account reset-password EMAIL [--json]",
      "Prints a one-time link, valid 72 h, that sets a new password and ends every session.\n"},
+    {"migrate", "", "migrate [--status]",
+     "Applies the store's pending schema migrations and says which; with --status lists each\n"
+     "migration with the time it was applied, or pending, and changes nothing. The database is\n"
+     "EQ_DB_URL (sqlite:PATH or postgresql://...) or else EQ_DB_PATH. eq-api, eq-dispatcher\n"
+     "and eqctl also migrate when they open the store; on PostgreSQL an advisory lock makes\n"
+     "hosts that start together apply each migration once.\n"},
     {"stats", "", "stats [--minutes N] [--json]",
      "Per mode, the async tasks created in the last N minutes (default 60, at most 10080):\n"
      "counts by status, and p50/p95/max of their latency in ms. Latency comes from the tasks\n"
@@ -1474,6 +1482,65 @@ const char* exitKind(int rc) {
 
 }  // namespace
 
+int runMigrate(const std::string& db_url, const std::vector<std::string>& args,
+               std::ostream& out, std::ostream& err) {
+  bool status = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--status") {
+      status = true;
+    } else {
+      err << "eqctl: migrate: unknown option '" << args[i] << "'\nusage: eqctl migrate [--status]\n";
+      return kExitUsage;
+    }
+  }
+  auto url = store::DbUrl::parse(db_url);
+  if (!url.isOk()) {
+    err << "eqctl: EQ_DB_URL: " << url.status().msg() << "\n";
+    return kExitUsage;
+  }
+  auto db = store::Db::open(url.value());
+  if (!db.isOk()) {
+    err << "eqctl: " << db.status().msg() << "\n";
+    return kExitError;
+  }
+  auto before = store::migrationStatus(*db.value());
+  if (!before.isOk()) {
+    err << "eqctl: " << before.status().msg() << "\n";
+    return kExitError;
+  }
+  // The version without its folder and .sql: 001_init.
+  const auto shortName = [](std::string_view v) {
+    v.remove_prefix(v.rfind('/') + 1);
+    if (v.ends_with(".sql")) v.remove_suffix(4);
+    return std::string(v);
+  };
+  size_t pending = 0;
+  for (const store::MigrationState& m : before.value()) pending += m.applied_at_ms ? 0 : 1;
+  if (status) {
+    out << "database " << url.value().redacted() << "\n";
+    for (const store::MigrationState& m : before.value()) {
+      out << "  " << shortName(m.version) << "  "
+          << (m.applied_at_ms ? "applied " + iso8601(*m.applied_at_ms) : std::string("pending"))
+          << "\n";
+    }
+    out << (before.value().size() - pending) << " of " << before.value().size()
+        << " applied\n";
+    return kExitOk;
+  }
+  if (Status st = store::migrate(*db.value()); !st.isOk()) {
+    err << "eqctl: migrate: " << st.msg() << "\n";
+    return kExitError;
+  }
+  if (pending == 0) {
+    out << "up to date (" << before.value().size() << " migrations)\n";
+    return kExitOk;
+  }
+  for (const store::MigrationState& m : before.value()) {
+    if (!m.applied_at_ms) out << "applied " << shortName(m.version) << "\n";
+  }
+  return kExitOk;
+}
+
 bool isHelpRequest(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "help") return true;
   return std::any_of(args.begin(), args.end(),
@@ -1491,8 +1558,9 @@ int runEqctl(Store& store, const EqctlOptions& opts, const std::vector<std::stri
   bool help = isHelpRequest(rest);
   if (rest[0] == "help" || rest[0] == "--help" || rest[0] == "-h") rest.erase(rest.begin());
   const std::string noun = rest.empty() ? "" : rest[0];
-  // stats has no verb; every other command is NOUN VERB.
-  const std::string verb = noun == "stats" || rest.size() < 2 ? "" : rest[1];
+  // stats and migrate have no verb; every other command is NOUN VERB.
+  const std::string verb =
+      noun == "stats" || noun == "migrate" || rest.size() < 2 ? "" : rest[1];
   const CommandHelp* cmd = findCommand(noun, verb);
   bool known_noun = false;
   for (const CommandHelp& c : kCommands) known_noun = known_noun || noun == c.noun;

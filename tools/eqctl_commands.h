@@ -43,6 +43,12 @@ constexpr int kExitRefused = 5;  // the deployment's settings forbid it (invite,
 int runEqctl(Store& store, const EqctlOptions& options, const std::vector<std::string>& args,
              std::ostream& out, std::ostream& err);
 
+// `eqctl migrate [--status]` (args[0] is "migrate") on the database at
+// db_url (store/db.h's DbUrl): run by main before the store is opened,
+// since opening it would migrate. Returns an exit code as runEqctl does.
+int runMigrate(const std::string& db_url, const std::vector<std::string>& args,
+               std::ostream& out, std::ostream& err);
+
 // True when args ask for help (--help, -h or a leading `help`): runEqctl then
 // prints it without touching the store, so main need not open the database.
 bool isHelpRequest(const std::vector<std::string>& args);

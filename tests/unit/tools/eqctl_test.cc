@@ -829,4 +829,38 @@ BOOST_AUTO_TEST_CASE(task_show_survives_a_stored_hostile_number) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(migrate_status_changes_nothing_and_migrate_applies_what_is_pending) {
+  std::string path = "/tmp/eq-eqctl-migrate-XXXXXX";
+  ::close(mkstemp(path.data()));
+  const std::string url = "sqlite:" + path;
+  auto run = [&](std::vector<std::string> args, std::string* out, std::string* err) {
+    std::ostringstream o, e;
+    const int rc = eq::tools::runMigrate(url, args, o, e);
+    *out = o.str();
+    *err = e.str();
+    return rc;
+  };
+  std::string out, err;
+  BOOST_TEST(run({"migrate", "--status"}, &out, &err) == eq::tools::kExitOk);
+  BOOST_TEST(out.find("001_init  pending") != std::string::npos, out);
+  BOOST_TEST(out.find("0 of 7 applied") != std::string::npos, out);
+  BOOST_TEST(run({"migrate", "--status"}, &out, &err) == eq::tools::kExitOk);
+  BOOST_TEST(out.find("0 of 7 applied") != std::string::npos, out);  // still nothing
+  BOOST_TEST(run({"migrate"}, &out, &err) == eq::tools::kExitOk);
+  BOOST_TEST(out.find("applied 007_republish") != std::string::npos, out);
+  BOOST_TEST(run({"migrate"}, &out, &err) == eq::tools::kExitOk);
+  BOOST_TEST(out == "up to date (7 migrations)\n");
+  BOOST_TEST(run({"migrate", "--status"}, &out, &err) == eq::tools::kExitOk);
+  BOOST_TEST(out.find("7 of 7 applied") != std::string::npos, out);
+  BOOST_TEST(out.find("001_init  applied 20") != std::string::npos, out);
+  // The store opens the migrated file as it is.
+  BOOST_TEST(eq::Store::open(path).isOk());
+  BOOST_TEST(run({"migrate", "--now"}, &out, &err) == eq::tools::kExitUsage);
+  BOOST_TEST(err.find("unknown option '--now'") != std::string::npos, err);
+  std::ostringstream o, e;
+  BOOST_TEST(eq::tools::runMigrate("mysql://db/eq", {"migrate"}, o, e) == eq::tools::kExitUsage);
+  BOOST_TEST(e.str().find("unknown database URL scheme") != std::string::npos, e.str());
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
