@@ -540,8 +540,9 @@ BOOST_AUTO_TEST_SUITE_END()
 // floors a little under what docs/engine.md reports, so that a change that
 // loses a few messages shows. Batch 6 is the batch nobody tuned on; the
 // messages of batches 1 to 5 are the engine's situation examples now, and
-// their rubrics still test the replies (every message read as its own
-// situation, so what is measured is what the replies say).
+// their rubrics still test the replies (mostly of messages read as their own
+// situation, since the engine has learnt them: what is measured is mostly
+// what the replies say).
 namespace {
 
 struct SituationFloor {

@@ -178,7 +178,8 @@ namespace {
 Act noAct(std::string_view, std::string_view, std::string_view) { return Act::kSmallTalk; }
 
 // Examples of three of kData's four situations (death_of_pet has none):
-// goodbyes and favours that no cue of kData reads, requests with a context.
+// goodbyes and favours that no cue of kData reads (no example holds 帮我,
+// a favour cue), requests with a context.
 const std::string kExamples =
     "# lang situation scene context message\n"
     "zh\tgoodbye_farewell\t-\t-\t我先撤啦\n"
@@ -189,7 +190,9 @@ const std::string kExamples =
     "en\tgoodbye_farewell\t-\t-\theading out now, talk later\n"
     "en\tgoodbye_farewell\t-\t-\tok heading off, see ya\n"
     "en\tfavour_asked\t-\t-\tcould you grab my parcel for me\n"
-    "en\tfavour_asked\t-\t-\tcould you water my plants this weekend\n";
+    "en\tfavour_asked\t-\t-\tcould you water my plants this weekend\n"
+    "zh\tfavour_asked\t-\t-\t能顺路带个快递不\n"
+    "zh\tfavour_asked\t-\t-\t借我把伞呗\n";
 
 const Situations& withExamples() {
   static const Situations s = [] {
@@ -239,8 +242,15 @@ BOOST_AUTO_TEST_CASE(a_situation_without_examples_is_read_only_by_its_cues) {
 }
 
 BOOST_AUTO_TEST_CASE(a_strong_cue_outweighs_a_few_pieces_that_lean_elsewhere) {
-  // "帮我" is a favour cue; the request examples share "发我" and more.
-  BOOST_TEST(idOf(readByExample(Lang::kZh, "帮我看看")) == "favour_asked");
+  // The examples read "撤我" as a goodbye, and still lean that way with
+  // "帮我" in it (none of them holds 帮); the favour cue "帮我" turns the
+  // reading (kCueBonus: with 0 this fails), as it should: "撤了，帮我关下门"
+  // asks a favour.
+  const SituationReading alone = readByExample(Lang::kZh, "撤我");
+  BOOST_TEST(idOf(alone) == "goodbye_farewell");
+  const SituationReading cued = readByExample(Lang::kZh, "撤帮我");
+  BOOST_TEST(idOf(cued) == "favour_asked");
+  BOOST_TEST(cued.score >= Situations::kMinScore);  // the cues had their part
   // The context and scene of the request examples tip the same words.
   BOOST_TEST(idOf(readByExample(Lang::kZh, "今天发我", "老板", "work")) ==
              "request_from_superior");
@@ -257,6 +267,19 @@ BOOST_AUTO_TEST_CASE(close_readings_are_kept_so_that_their_guards_hold_too) {
   BOOST_TEST(near.count(idOf(r)) == 0u);
   BOOST_TEST((near.count("goodbye_farewell") + near.count("request_from_superior") +
               (idOf(r) == "goodbye_farewell" || idOf(r) == "request_from_superior")) == 2u);
+  // A clear goodbye is not near a request: near is not "every situation".
+  const SituationReading bye = readByExample(Lang::kZh, "撤了撤了 先撤 回头聊");
+  BOOST_TEST(idOf(bye) == "goodbye_farewell");
+  for (int n : bye.near) BOOST_TEST(ids[static_cast<size_t>(n)] != "request_from_superior");
+}
+
+BOOST_AUTO_TEST_CASE(too_little_known_text_reads_no_situation) {
+  // One known character, or none: no reading without a cue (kMinEvidence).
+  BOOST_TEST(!readByExample(Lang::kZh, "撤").found());
+  BOOST_TEST(!readByExample(Lang::kEn, "asdfghjkl").found());
+  BOOST_TEST(readByExample(Lang::kZh, "撤了").found());
+  // A cue reads on its own, however short the message.
+  BOOST_TEST(idOf(readByExample(Lang::kEn, "gtg")) == "goodbye_farewell");
 }
 
 BOOST_AUTO_TEST_CASE(the_examples_parser_names_the_line_and_what_is_wrong) {

@@ -209,8 +209,12 @@ eq::Result<Analysis> BuiltinEngine::analyze(const AnalyzeInput& in) const {
   const bool unfitForLoss = sig.emotion == Emotion::kNeutral || sig.emotion == Emotion::kSurprise ||
                             sig.emotion == Emotion::kJoy || sig.emotion == Emotion::kAffection;
   // The loss must be in the message's words (the cues read it), not only
-  // likely from the examples.
-  if (sit.cues >= 0 && situations.emotion(sit.cues) && unfitForLoss) {
+  // likely from the examples, and the whole must still read as a loss: the
+  // same situation, or another of the first tier (an illness, a job lost).
+  // "happy holidays from me and the cat" has a pet in it and is a wish.
+  const bool lossRead = sit.cues >= 0 && situations.emotion(sit.cues) && sit.found() &&
+                        (sit.cues == sit.situation || situations.tier(sit.situation) == 1);
+  if (lossRead && unfitForLoss) {
     out.emotion = std::string(kEmotionNames[idx(*situations.emotion(sit.cues))]);
   }
   out.intensity = sig.intensity;

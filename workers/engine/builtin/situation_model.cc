@@ -1,6 +1,7 @@
 #include "workers/engine/builtin/situation_model.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 
 #include "workers/engine/builtin/situations.h"
@@ -48,14 +49,14 @@ std::vector<std::string_view> words(std::string_view text) {
 
 // Chinese: every run of one to `longest` code points, a lone space left out.
 void addRuns(std::string_view text, char kind, size_t longest, double weight,
-             std::vector<std::pair<uint64_t, double>>* out) {
+             std::vector<SituationModel::Piece>* out) {
   const std::vector<size_t> at = codePointStarts(text);
   const size_t n = at.size() - 1;
   for (size_t i = 0; i < n; ++i) {
     for (size_t len = 1; len <= longest && i + len <= n; ++len) {
       const std::string_view run = text.substr(at[i], at[i + len] - at[i]);
       if (run == " ") continue;
-      out->push_back({keyOf(kind, run), weight});
+      out->push_back({keyOf(kind, run), weight, kind == 'm'});
     }
   }
 }
@@ -77,33 +78,35 @@ SituationModel::Pieces SituationModel::piecesOf(Lang lang, std::string_view mess
     w.insert(w.begin(), "^");
     w.push_back("$");
     for (size_t i = 0; i < w.size(); ++i) {
-      out.push_back({keyOf('m', w[i]), 1.0});
-      if (i + 1 < w.size()) out.push_back({keyOf('m', w[i], w[i + 1]), 1.0});
+      const bool sentinel = i == 0 || i + 1 == w.size();
+      out.push_back({keyOf('m', w[i]), 1.0, !sentinel});
+      if (i + 1 < w.size()) out.push_back({keyOf('m', w[i], w[i + 1]), 1.0, true});
     }
     if (!context.empty()) {
       const std::string c = cueText(lang, context, false);
-      for (std::string_view x : words(c)) out.push_back({keyOf('x', x), kContextWeight});
+      for (std::string_view x : words(c)) out.push_back({keyOf('x', x), kContextWeight, false});
     }
   }
-  out.push_back({keyOf('s', scene.empty() ? std::string_view("-") : scene), 1.0});
-  out.push_back({keyOf('a', kActNames[idx(act)]), kActWeight});
+  out.push_back({keyOf('s', scene.empty() ? std::string_view("-") : scene), 1.0, false});
+  out.push_back({keyOf('a', kActNames[idx(act)]), kActWeight, false});
   // Presence, not counts: a piece said twice counts once.
-  std::sort(out.begin(), out.end());
+  std::sort(out.begin(), out.end(), [](const Piece& a, const Piece& b) { return a.key < b.key; });
   out.erase(std::unique(out.begin(), out.end(),
-                        [](const auto& a, const auto& b) { return a.first == b.first; }),
+                        [](const Piece& a, const Piece& b) { return a.key == b.key; }),
             out.end());
   return out;
 }
 
 void SituationModel::add(Lang lang, int situation, std::string_view message,
                          std::string_view context, std::string_view scene, Act act) {
+  assert(situation >= 0);
   LangModel& m = lang_[idx(lang)];
   if (m.examples.size() <= static_cast<size_t>(situation)) {
     m.examples.resize(static_cast<size_t>(situation) + 1, 0);
   }
   ++m.examples[static_cast<size_t>(situation)];
-  for (const auto& [piece, weight] : piecesOf(lang, message, context, scene, act)) {
-    const auto [it, added] = m.ids.try_emplace(piece, static_cast<int32_t>(m.ids.size()));
+  for (const Piece& piece : piecesOf(lang, message, context, scene, act)) {
+    const auto [it, added] = m.ids.try_emplace(piece.key, static_cast<int32_t>(m.ids.size()));
     m.seen.push_back({it->second, situation});
   }
 }
@@ -111,6 +114,7 @@ void SituationModel::add(Lang lang, int situation, std::string_view message,
 void SituationModel::finish(int situations) {
   for (LangModel& m : lang_) {
     if (m.seen.empty()) continue;
+    assert(m.examples.size() <= static_cast<size_t>(situations));  // add() saw no larger index
     m.examples.resize(static_cast<size_t>(situations), 0);
     std::sort(m.seen.begin(), m.seen.end());
     std::vector<double> total(static_cast<size_t>(situations), 0);
@@ -145,19 +149,23 @@ size_t SituationModel::examples(Lang lang, int situation) const {
 
 std::vector<double> SituationModel::scores(Lang lang, std::string_view message,
                                            std::string_view context,
-                                           std::string_view scene, Act act) const {
+                                           std::string_view scene, Act act,
+                                           int* evidence) const {
   const LangModel& m = lang_[idx(lang)];
   if (m.base.empty()) return {};
   std::vector<double> out(m.base.size(), 0);
   double known = 0;  // the total weight of the pieces the examples have
-  for (const auto& [piece, weight] : piecesOf(lang, message, context, scene, act)) {
-    const auto it = m.ids.find(piece);
+  int known_evidence = 0;
+  for (const Piece& piece : piecesOf(lang, message, context, scene, act)) {
+    const auto it = m.ids.find(piece.key);
     if (it == m.ids.end()) continue;
-    known += weight;
+    known += piece.weight;
+    known_evidence += piece.evidence ? 1 : 0;
     for (const auto& [s, lift] : m.lift[static_cast<size_t>(it->second)]) {
-      out[static_cast<size_t>(s)] += weight * lift;
+      out[static_cast<size_t>(s)] += piece.weight * lift;
     }
   }
+  if (evidence != nullptr) *evidence = known_evidence;
   for (size_t s = 0; s < out.size(); ++s) {
     out[s] = m.base[s] == kUnseen ? kUnseen : out[s] + known * m.base[s];
   }

@@ -6,9 +6,11 @@
 // cue of one, "dbq 我忘了" an apology. Messages written for each situation
 // by people who never saw the engine (situation_examples.tsv) teach what
 // such messages are made of: for Chinese every run of one to three
-// characters, for English every word and pair of adjacent words, and for
-// both the context's pieces (at half weight), the scene and the speech act
-// the analyzer reads. A message's
+// characters, for English every word and pair of adjacent words (the
+// message's start and end counted as words); the context's runs of one or
+// two characters, or its words, scored at half weight; the scene; and the
+// speech act the analyzer reads, scored at kActWeight. (The weights apply
+// when a message is scored; an example counts each of its pieces once.) A message's
 // score for a situation is how likely its known pieces are among that
 // situation's examples (multinomial naive Bayes over presence, additive
 // smoothing, every situation equally likely before the message is read).
@@ -32,6 +34,16 @@ namespace eq::engine::builtin::detail {
 
 class SituationModel {
  public:
+  // A piece of a message: a key (a hash of its kind and text), its weight
+  // in the score, and whether it is evidence from the message's own text
+  // (not its start or end, the context, the scene or the act).
+  struct Piece {
+    uint64_t key;
+    double weight;
+    bool evidence;
+  };
+  using Pieces = std::vector<Piece>;
+
   // The additive smoothing of every piece's count.
   static constexpr double kSmoothing = 0.1;
   // The weight of a piece of the context against one of the message.
@@ -53,14 +65,13 @@ class SituationModel {
   // Per situation, the log-likelihood of the message's known pieces among
   // the situation's examples; a situation without examples in lang gets
   // kUnseen. Empty when lang has no examples at all.
+  // *evidence, when given, is the number of the message's own pieces the
+  // examples know: what the reading rests on (a lone "好" is one).
   static constexpr double kUnseen = -1e30;
   std::vector<double> scores(Lang lang, std::string_view message, std::string_view context,
-                             std::string_view scene, Act act) const;
+                             std::string_view scene, Act act, int* evidence = nullptr) const;
 
  private:
-  // The pieces of a message: a key per piece of text (a hash of it) and
-  // its weight in the score.
-  using Pieces = std::vector<std::pair<uint64_t, double>>;
   static Pieces piecesOf(Lang lang, std::string_view message, std::string_view context,
                          std::string_view scene, Act act);
 

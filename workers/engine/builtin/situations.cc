@@ -124,9 +124,9 @@ std::vector<std::string> splitBars(std::string_view s) {
   return out;
 }
 
-// The records of a data file: lines of five TAB-separated fields (the last
-// may hold no TAB), empty lines and # comments skipped. Errors name the file
-// and the line.
+// The records of a data file: lines of five TAB-separated fields (the
+// fifth is the rest of the line, TABs included), empty lines and # comments
+// skipped. Errors name the file and the line.
 class Records {
  public:
   Records(std::string_view text, std::string_view file) : text_(text), file_(file) {}
@@ -204,29 +204,45 @@ void Situations::CueSet::score(Lang lang, std::string_view text, std::vector<int
       }
     });
   }
+  if (gaps.empty()) return;
+  // A gap cue's parts must be near: for each match of the first part, only
+  // the next match of the second part after it can be (later ones are
+  // further). Matches sorted by pattern and start, and the units before
+  // each byte counted once (code points in Chinese, spaces between words in
+  // English), make that a binary search, so that a message repeating a part
+  // a thousand times costs no more than it should.
+  std::sort(matches.begin(), matches.end(), [](const Match& a, const Match& b) {
+    return a.pattern != b.pattern ? a.pattern < b.pattern : a.start < b.start;
+  });
+  std::vector<uint32_t> unitsBefore(text.size() + 1, 0);
+  for (size_t i = 0; i < text.size(); ++i) {
+    const bool unit = lang == Lang::kZh ? !isContinuationByte(text[i]) : text[i] == ' ';
+    unitsBefore[i + 1] = unitsBefore[i] + (unit ? 1 : 0);
+  }
+  const auto ofPattern = [&](int32_t pattern) {
+    return std::equal_range(matches.begin(), matches.end(), Match{pattern, 0, 0},
+                            [](const Match& a, const Match& b) { return a.pattern < b.pattern; });
+  };
   for (const GapCue& g : gaps) {
     if (!seen[static_cast<size_t>(g.first)] || !seen[static_cast<size_t>(g.second)]) continue;
+    const auto [aFrom, aTo] = ofPattern(g.first);
+    const auto [bFrom, bTo] = ofPattern(g.second);
     bool near = false;
-    for (const Match& a : matches) {
-      if (a.pattern != g.first) continue;
-      for (const Match& b : matches) {
-        if (b.pattern != g.second) continue;
-        if (lang == Lang::kZh) {
-          if (b.start < a.end) continue;
-          size_t units = 0;
-          for (size_t i = a.end; i < b.start; ++i) units += isContinuationByte(text[i]) ? 0 : 1;
-          near = near || units <= kMaxGapZh;
-        } else {
-          // " a " and " b " share the space between adjacent words; else
-          // the words between them are one more than the spaces.
-          if (b.start + 1 < a.end) continue;
-          const size_t words =
-              b.start < a.end
-                  ? 0
-                  : static_cast<size_t>(
-                        std::count(text.begin() + a.end, text.begin() + b.start, ' ')) + 1;
-          near = near || words <= kMaxGapEn;
-        }
+    for (auto a = aFrom; a != aTo && !near; ++a) {
+      // English: " a " and " b " share the space between adjacent words,
+      // so the second may start one byte before the first ends.
+      const uint32_t earliest = lang == Lang::kZh ? a->end : a->end - 1;
+      const auto b = std::lower_bound(bFrom, bTo, earliest, [](const Match& m, uint32_t start) {
+        return m.start < start;
+      });
+      if (b == bTo) break;  // no second part after this first part, nor after later ones
+      if (lang == Lang::kZh) {
+        near = unitsBefore[b->start] - unitsBefore[a->end] <= kMaxGapZh;
+      } else {
+        // The words between them are one more than the spaces.
+        const size_t words =
+            b->start < a->end ? 0 : unitsBefore[b->start] - unitsBefore[a->end] + 1;
+        near = words <= kMaxGapEn;
       }
     }
     if (near) (*scores)[static_cast<size_t>(g.ref.situation)] += g.ref.weight;
@@ -239,8 +255,9 @@ SituationReading Situations::read(Lang lang, std::string_view message, std::stri
   // Without examples (of the language, or of the situation the cues read)
   // the cues decide.
   if (cues.found() && model_.examples(lang, cues.situation) == 0) return cues;
-  std::vector<double> likelihood = model_.scores(lang, message, context, scene, act);
-  if (likelihood.empty()) return cues;
+  int evidence = 0;
+  std::vector<double> likelihood = model_.scores(lang, message, context, scene, act, &evidence);
+  if (likelihood.empty() || (!cues.found() && evidence < kMinEvidence)) return cues;
   if (cues.found()) likelihood[static_cast<size_t>(cues.situation)] += kCueBonus;
   const auto best = std::max_element(likelihood.begin(), likelihood.end());
   if (*best == SituationModel::kUnseen) return cues;

@@ -68,6 +68,10 @@ class Situations {
   // its situation's log-likelihood under the examples (situation_model.h):
   // a strong cue outweighs a few pieces of text that lean elsewhere.
   static constexpr double kCueBonus = 8.0;
+  // Without a cue, the examples must know at least this many pieces of the
+  // message's own text to read it: a lone "好" or "asdfghjkl" is no
+  // situation, and is answered from its feelings.
+  static constexpr int kMinEvidence = 2;
   // How close (in log-likelihood) another situation's reading must come to
   // the best one's for its guard to hold too (SituationReading::near).
   static constexpr double kNearMargin = 16.0;
@@ -109,15 +113,10 @@ class Situations {
     return emotion_[static_cast<size_t>(situation)];
   }
 
-  friend Status parseSituations(std::string_view text, Situations* out);
+  // The situation's precedence tier: 1 (danger, death and loss) to 6.
+  int tier(int situation) const { return tier_[static_cast<size_t>(situation)]; }
 
-// situation_examples.tsv, after parseSituations: messages written for each
-// situation, "lang<TAB>situation<TAB>scene<TAB>context<TAB>message" (scene
-// and context may be "-" for none). With them a message's situation is the
-// one its text is most like, the cue reading weighing in (kCueBonus); every
-// message is then read as some situation. actOf is the analyzer's speech act
-// of an example (message, context, scene).
-Status parseSituationExamples(std::string_view text, const ActOf& actOf, Situations* out);
+  friend Status parseSituations(std::string_view text, Situations* out);
   friend Status parseSituationExamples(std::string_view text, const ActOf& actOf,
                                        Situations* out);
 
@@ -178,8 +177,9 @@ Status parseSituations(std::string_view text, Situations* out);
 // situation, "lang<TAB>situation<TAB>scene<TAB>context<TAB>message" (scene
 // and context may be "-" for none). With them a message's situation is the
 // one its text is most like, the cue reading weighing in (kCueBonus); every
-// message is then read as some situation. actOf is the analyzer's speech act
-// of an example (message, context, scene).
+// message with enough known text (kMinEvidence) is then read as some
+// situation. actOf is the analyzer's speech act of an example (message,
+// context, scene).
 Status parseSituationExamples(std::string_view text, const ActOf& actOf, Situations* out);
 
 // The text the cues are matched against: lower-case ASCII, full-width

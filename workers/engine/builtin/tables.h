@@ -125,7 +125,7 @@ struct Data {
   Trie stages;  // value: Stage index, or kStageCount for a shield entry ("none")
   std::array<LangTables, kLangCount> lang;
   ExampleReader examples;  // the team's example posts (parseExamples)
-  Situations situations;   // situations.tsv (parseSituations)
+  Situations situations;   // situations.tsv and situation_examples.tsv
 };
 static_assert(ExampleReader::kClasses == kEmotionCount);
 
