@@ -28,34 +28,53 @@ Result<DbUrl> DbUrl::parse(std::string_view url) {
 
 std::string DbUrl::redacted() const {
   if (engine == DbEngine::kSqlite) return "sqlite:" + target;
+  std::string out = target;
   // scheme://user:password@host...: the password between the first ':'
-  // after the scheme and the '@' of the authority.
-  const size_t start = target.find("://") + 3;
-  const size_t at = target.find('@', start);
-  const size_t slash = target.find('/', start);
-  if (at == std::string::npos || (slash != std::string::npos && slash < at)) return target;
-  const size_t colon = target.find(':', start);
-  if (colon == std::string::npos || colon > at) return target;
-  return target.substr(0, colon + 1) + "***" + target.substr(at);
+  // after the scheme and the last '@' of the authority (a password may
+  // hold an unencoded '/' or '@').
+  const size_t start = out.find("://") + 3;
+  const size_t query = out.find('?', start);
+  const size_t at = out.rfind('@', query == std::string::npos ? std::string::npos : query);
+  if (at != std::string::npos && at > start) {
+    const size_t colon = out.find(':', start);
+    if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+  }
+  // ...?password=secret&...: libpq reads it there too.
+  for (size_t p = out.find('?'); p != std::string::npos; p = out.find('&', p + 1)) {
+    if (out.compare(p + 1, 9, "password=") != 0) continue;
+    const size_t from = p + 10;
+    const size_t to = out.find('&', from);
+    out.replace(from, (to == std::string::npos ? out.size() : to) - from, "***");
+  }
+  return out;
 }
 
 std::string numberPlaceholders(std::string_view sql) {
   std::string out;
   out.reserve(sql.size() + 16);
   int n = 0;
-  char quote = 0;  // the quote we are inside of, if any
-  for (char c : sql) {
-    if (quote != 0) {
-      if (c == quote) quote = 0;
-      out.push_back(c);
-    } else if (c == '\'' || c == '"') {
-      quote = c;
-      out.push_back(c);
-    } else if (c == '?') {
-      out += "$" + std::to_string(++n);
+  for (size_t i = 0; i < sql.size(); ++i) {
+    const char c = sql[i];
+    // Quoted text and comments are copied as they are.
+    size_t end = std::string_view::npos;
+    if (c == '\'' || c == '"') {
+      end = sql.find(c, i + 1);
+    } else if (sql.compare(i, 2, "--") == 0) {
+      end = sql.find('\n', i);
+    } else if (sql.compare(i, 2, "/*") == 0) {
+      end = sql.find("*/", i + 2);
+      if (end != std::string_view::npos) ++end;
     } else {
-      out.push_back(c);
+      if (c == '?') {
+        out += "$" + std::to_string(++n);
+      } else {
+        out.push_back(c);
+      }
+      continue;
     }
+    if (end == std::string_view::npos) end = sql.size() - 1;
+    out.append(sql.substr(i, end - i + 1));
+    i = end;
   }
   return out;
 }

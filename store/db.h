@@ -4,19 +4,22 @@
 // A statement is written once with `?` placeholders, and once more for
 // PostgreSQL only where its dialect differs (Sql below), beside each other
 // in the file that uses it: no `if (postgres)` branches in the callers.
-// Values are bound in order; rows are read by column index. Errors are
+// Values are bound in order (text valid UTF-8 without NUL: the callers
+// validate what they store); rows are read by column index. Errors are
 // Status codes callers can act on:
 //   409  a constraint refused the change (unique key, check, foreign key)
 //   503  the database cannot answer now (busy, locked, connection lost,
 //        out of disk): the caller answers 503 with Retry-After and tries
 //        again later; a lost PostgreSQL connection is reopened by the next
-//        statement
-//   500  anything else (a bug: bad SQL, a type mismatch)
+//        statement outside a transaction. A 503 from a COMMIT means the
+//        outcome is unknown: writes that may be retried must be idempotent.
+//   500  anything else (a bug: bad SQL, a wrong number of values)
+// The same on both engines: a failed statement inside a transaction spoils
+// it, and its commit rolls back and answers 503.
 //
 // Ownership and threads: a Db is one connection, owned by one thread at a
 // time (in practice, each process's database thread opens its own). Its
-// prepared statements are cached for its lifetime, keyed by the address of
-// the statement text, which must therefore outlive it (string literals).
+// prepared statements are cached for its lifetime, keyed by their text.
 // A Transaction borrows a Db for one scope.
 #pragma once
 
@@ -43,7 +46,8 @@ struct DbUrl {
 
   // An error (400) names what is wrong; an empty URL is an error too.
   static Result<DbUrl> parse(std::string_view url);
-  // The URL for logs: a PostgreSQL password is replaced by "***".
+  // The URL for logs: a PostgreSQL password (user:password@, or
+  // ?password=) is replaced by "***".
   std::string redacted() const;
 };
 
@@ -54,7 +58,8 @@ struct Sql {
   std::string_view postgres = {};
 };
 
-// `?` outside quotes numbered $1, $2...: the PostgreSQL form of a statement.
+// `?` outside quotes and comments numbered $1, $2...: the PostgreSQL form
+// of a statement.
 std::string numberPlaceholders(std::string_view sql);
 
 // A value bound to a placeholder.
@@ -77,7 +82,7 @@ class Db {
  public:
   // Opens the database (and for SQLite creates the file, WAL mode, a busy
   // timeout). A PostgreSQL server that refuses or cannot be reached is a
-  // 503 naming why; a bad URL a 400.
+  // 503 naming why; a URL libpq cannot read a 400.
   static Result<std::unique_ptr<Db>> open(const DbUrl& url);
 
   virtual ~Db() = default;
@@ -87,7 +92,7 @@ class Db {
   virtual DbEngine engine() const = 0;
 
   // Runs one statement with values bound in order; onRow, when given, sees
-  // every row. The number of rows the statement changed.
+  // every row. The number of rows the statement changed (0 for a SELECT).
   virtual Result<int64_t> exec(const Sql& sql, std::initializer_list<Value> values = {},
                                const RowFn& onRow = {}) = 0;
   // Runs statements without values, separated by ';' (a schema, a

@@ -53,7 +53,7 @@ class SqliteDb final : public Db {
  public:
   explicit SqliteDb(sqlite3* db) : db_(db) {}
   ~SqliteDb() override {
-    for (auto& [key, stmt] : stmts_) sqlite3_finalize(stmt);
+    for (auto& [text, stmt] : stmts_) sqlite3_finalize(stmt);
     sqlite3_close(db_);
   }
 
@@ -61,14 +61,30 @@ class SqliteDb final : public Db {
 
   Result<int64_t> exec(const Sql& sql, std::initializer_list<Value> values,
                        const RowFn& onRow) override {
+    Result<int64_t> out = run(sql, values, onRow);
+    // As on PostgreSQL, a failed statement spoils its transaction.
+    if (!out.isOk() && sqlite3_get_autocommit(db_) == 0) failed_ = true;
+    return out;
+  }
+
+ private:
+  Result<int64_t> run(const Sql& sql, std::initializer_list<Value> values, const RowFn& onRow) {
+    // Keyed by the text, not its address: a text built at run time can
+    // never find another's statement.
+    const std::string text(sql.sqlite);
     sqlite3_stmt* stmt = nullptr;
-    if (auto it = stmts_.find(sql.sqlite.data()); it != stmts_.end()) {
+    if (auto it = stmts_.find(text); it != stmts_.end()) {
       stmt = it->second;
     } else {
-      const int rc = sqlite3_prepare_v3(db_, sql.sqlite.data(), static_cast<int>(sql.sqlite.size()),
-                                        SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+      const char* tail = nullptr;
+      const int rc = sqlite3_prepare_v3(db_, text.c_str(), static_cast<int>(text.size()),
+                                        SQLITE_PREPARE_PERSISTENT, &stmt, &tail);
       if (rc != SQLITE_OK) return statusOf(db_, rc, "prepare");
-      stmts_.emplace(sql.sqlite.data(), stmt);
+      if (stmt == nullptr || (tail != nullptr && *tail != '\0')) {
+        sqlite3_finalize(stmt);
+        return Status(500, "sqlite: want exactly one statement: " + text);
+      }
+      stmts_.emplace(text, stmt);
     }
     if (static_cast<int>(values.size()) != sqlite3_bind_parameter_count(stmt)) {
       return Status(500, "sqlite: " + std::to_string(values.size()) + " values for " +
@@ -98,13 +114,16 @@ class SqliteDb final : public Db {
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
       if (onRow) onRow(row);
     }
-    Result<int64_t> out = rc == SQLITE_DONE ? Result<int64_t>(int64_t{sqlite3_changes64(db_)})
+    // Rows changed; none for a statement that changes nothing (a SELECT).
+    const int64_t changed = sqlite3_stmt_readonly(stmt) != 0 ? 0 : sqlite3_changes64(db_);
+    Result<int64_t> out = rc == SQLITE_DONE ? Result<int64_t>(changed)
                                             : Result<int64_t>(statusOf(db_, rc, "step"));
     sqlite3_reset(stmt);
     sqlite3_clear_bindings(stmt);
     return out;
   }
 
+ public:
   Status script(std::string_view sql) override {
     char* err = nullptr;
     const std::string text(sql);
@@ -119,12 +138,17 @@ class SqliteDb final : public Db {
   // instead of one failing at its first write.
   Status begin() override {
     if (sqlite3_get_autocommit(db_) == 0) return Status(500, "sqlite: a transaction is open");
+    failed_ = false;
     return script("BEGIN IMMEDIATE");
   }
   Status commit() override {
     // After SQLITE_FULL or an I/O error SQLite may have rolled the whole
     // transaction back already: nothing of it was kept.
     if (sqlite3_get_autocommit(db_) != 0) return Status(503, "sqlite: the transaction was rolled back");
+    if (failed_) {
+      script("ROLLBACK");
+      return Status(503, "sqlite: a statement of the transaction failed; rolled back");
+    }
     Status st = script("COMMIT");
     // A failed COMMIT (disk full) can leave the transaction open, holding
     // the write lock from every other process.
@@ -137,7 +161,8 @@ class SqliteDb final : public Db {
 
  private:
   sqlite3* db_;
-  std::unordered_map<const char*, sqlite3_stmt*> stmts_;
+  std::unordered_map<std::string, sqlite3_stmt*> stmts_;  // keyed by their text
+  bool failed_ = false;  // a statement of the open transaction failed
 };
 
 }  // namespace

@@ -122,19 +122,23 @@ eq_postgres_start() {
             return 1
         }
     fi
-    if ! PGPASSWORD="$password" "$bin/psql" -h 127.0.0.1 -p "$port" -U eq -d postgres -qAt \
-        -c "SELECT 1 FROM pg_database WHERE datname = 'eq'" | grep -q 1; then
+    local exists url
+    exists="$(PGPASSWORD="$password" "$bin/psql" -h 127.0.0.1 -p "$port" -U eq -d postgres -qAt \
+        -c "SELECT 1 FROM pg_database WHERE datname = 'eq'")"
+    if [[ "$exists" != 1 ]]; then
         PGPASSWORD="$password" "$bin/createdb" -h 127.0.0.1 -p "$port" -U eq eq
     fi
-    (umask 077 && cat >"$env" <<EOF
-EQ_PG_BIN=$bin
-EQ_PG_PORT=$port
-EQ_PG_PASSWORD=$password
-EQ_PG_URL=postgresql://eq:$password@127.0.0.1:$port/eq
-EOF
-    )
+    # The password percent-encoded in the URL, and quoted in the file that
+    # callers source: an EQ_PG_PASSWORD may hold any character.
+    url="postgresql://eq:$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$password")@127.0.0.1:$port/eq"
+    (umask 077 && {
+        printf 'EQ_PG_BIN=%q\n' "$bin"
+        printf 'EQ_PG_PORT=%q\n' "$port"
+        printf 'EQ_PG_PASSWORD=%q\n' "$password"
+        printf 'EQ_PG_URL=%q\n' "$url"
+    } >"$env")
     [[ "$(id -u)" -ne 0 ]] || chown root: "$env"
-    printf 'EQ_PG_URL=postgresql://eq:%s@127.0.0.1:%s/eq\n' "$password" "$port"
+    printf 'EQ_PG_URL=%s\n' "$url"
 }
 
 eq_postgres_stop() {

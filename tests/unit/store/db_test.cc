@@ -101,6 +101,11 @@ BOOST_AUTO_TEST_CASE(urls_choose_the_engine_and_hide_the_password) {
   BOOST_TEST((p.value().engine == DbEngine::kPostgres));
   BOOST_TEST(p.value().redacted() == "postgresql://eq:***@db.internal:5432/eq?sslmode=require");
   BOOST_TEST(DbUrl::parse("postgres://db/eq").value().redacted() == "postgres://db/eq");
+  BOOST_TEST(DbUrl::parse("postgresql://db/eq?sslmode=require&password=s3cret&x=1")
+                 .value()
+                 .redacted() == "postgresql://db/eq?sslmode=require&password=***&x=1");
+  BOOST_TEST(DbUrl::parse("postgresql://eq:a/b@c@db/eq").value().redacted() ==
+             "postgresql://eq:***@db/eq");
   for (const char* bad : {"", "mysql://root@db/eq", "sqlite:", "redis:6379"}) {
     auto r = DbUrl::parse(bad);
     BOOST_TEST(!r.isOk(), bad);
@@ -108,9 +113,11 @@ BOOST_AUTO_TEST_CASE(urls_choose_the_engine_and_hide_the_password) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(placeholders_are_numbered_outside_quotes) {
+BOOST_AUTO_TEST_CASE(placeholders_are_numbered_outside_quotes_and_comments) {
   BOOST_TEST(eq::store::numberPlaceholders("SELECT ? + ?, '?', \"a?\" FROM t WHERE x = ?") ==
              "SELECT $1 + $2, '?', \"a?\" FROM t WHERE x = $3");
+  BOOST_TEST(eq::store::numberPlaceholders("SELECT ? -- why?\n, /* or? */ ?") ==
+             "SELECT $1 -- why?\n, /* or? */ $2");
 }
 
 BOOST_AUTO_TEST_CASE(values_round_trip_and_rows_are_read_by_column) {
@@ -141,19 +148,34 @@ BOOST_AUTO_TEST_CASE(values_round_trip_and_rows_are_read_by_column) {
 }
 
 BOOST_AUTO_TEST_CASE(a_dialect_difference_lives_beside_its_statement) {
-  // The upsert of each engine, and RETURNING on both.
+  // Each engine runs its own text; two statements that share their SQLite
+  // text and differ in PostgreSQL's never share a prepared statement.
+  const Sql which{"SELECT 'lite' || ?", "SELECT 'pg' || ?"};
+  const Sql which2{"SELECT 'lite' || ?", "SELECT 'pg2' || ?"};
   const Sql upsert{
       "INSERT INTO t (id, name) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET note = 'again' "
-      "RETURNING note",
-      "INSERT INTO t (id, name) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET note = 'again' "
-      "RETURNING COALESCE(note, '')"};
+      "RETURNING note"};
   onEveryEngine([&](Db& db, const std::string&) {
-    std::string note = "unset";
-    const auto read = [&](const Row& row) { note = std::string(row.text(0)); };
+    const bool pg = db.engine() == DbEngine::kPostgres;
+    std::string got;
+    const auto read = [&](const Row& row) { got = std::string(row.text(0)); };
+    BOOST_TEST(db.exec(which, {std::string_view("!")}, read).isOk());
+    BOOST_TEST(got == (pg ? "pg!" : "lite!"));
+    BOOST_TEST(db.exec(which2, {std::string_view("!")}, read).isOk());
+    BOOST_TEST(got == (pg ? "pg2!" : "lite!"));
+    // A text built at run time is its own statement too.
+    const std::string built = std::string("SELECT 'b") + "uilt'";
+    BOOST_TEST(db.exec(Sql{built}, {}, read).isOk());
+    BOOST_TEST(got == "built");
+    // The upsert and RETURNING, the same on both.
     BOOST_TEST(db.exec(upsert, {int64_t{1}, std::string_view("a")}, read).isOk());
-    BOOST_TEST(note == "");
+    BOOST_TEST(got == "");
     BOOST_TEST(db.exec(upsert, {int64_t{1}, std::string_view("a")}, read).isOk());
-    BOOST_TEST(note == "again");
+    BOOST_TEST(got == "again");
+    // A SELECT changes no row, whatever it returns.
+    auto n = db.exec(kCount);
+    BOOST_TEST_REQUIRE(n.isOk());
+    BOOST_TEST(n.value() == 0);
   });
 }
 
@@ -190,15 +212,20 @@ BOOST_AUTO_TEST_CASE(a_constraint_is_a_409_and_the_connection_goes_on) {
     auto missing = db.exec(kInsert, {int64_t{3}, nullptr, 1.0, nullptr});
     BOOST_TEST(missing.status().code() == 409, missing.status().msg());
     // Inside a transaction the failure spoils the transaction, not the
-    // connection: its commit says so, and the next one works.
+    // connection, on both engines: its commit rolls back and says so, and
+    // the next transaction works.
     {
       Transaction tx(db);
       BOOST_TEST(db.exec(kInsert, {int64_t{4}, std::string_view("d"), 1.0, nullptr}).isOk());
       BOOST_TEST(db.exec(kInsert, {int64_t{5}, std::string_view("a"), 1.0, nullptr}).status().code() == 409);
       const Status c = tx.commit();
-      if (db.engine() == DbEngine::kPostgres) {
-        BOOST_TEST(c.code() == 503, c.msg());  // PostgreSQL aborts the whole transaction
-      }
+      BOOST_TEST(c.code() == 503, c.msg());
+    }
+    BOOST_TEST(count(db) == 1);  // "d" went with the transaction
+    {
+      Transaction tx(db);
+      BOOST_TEST(db.exec(kInsert, {int64_t{4}, std::string_view("d"), 1.0, nullptr}).isOk());
+      BOOST_TEST(tx.commit().isOk());
     }
     BOOST_TEST(db.exec(kInsert, {int64_t{6}, std::string_view("f"), 1.0, nullptr}).isOk());
     // Bad SQL is a bug: 500.
@@ -219,15 +246,34 @@ BOOST_AUTO_TEST_CASE(a_lost_postgres_connection_is_a_503_then_reopened) {
   BOOST_TEST_REQUIRE(db->exec(Sql{"SELECT pg_backend_pid()"}, {}, [&](const Row& r) {
                           pid = r.int64(0);
                         }).isOk());
-  // The server ends the session, as a restart or a failover would.
-  BOOST_TEST_REQUIRE(admin->exec(Sql{"SELECT pg_terminate_backend(?)"}, {pid}).isOk());
+  // The server ends the session, as a restart or a failover would (and
+  // waits up to 5 s until it has ended).
+  BOOST_TEST_REQUIRE(admin->exec(Sql{"SELECT pg_terminate_backend(?, 5000)"}, {pid}).isOk());
   const auto lost = db->exec(Sql{"SELECT 1"});
   BOOST_TEST(lost.status().code() == 503, lost.status().msg());
   int64_t one = 0;
   const auto again = db->exec(Sql{"SELECT 1"}, {}, [&](const Row& r) { one = r.int64(0); });
   BOOST_TEST(again.isOk(), again.status().msg());
   BOOST_TEST(one == 1);
-  // A server that cannot be reached is a 503 at open, naming why.
+  // Inside a transaction the connection is not silently reopened: the rest
+  // would run in autocommit. The statement and the commit are 503s; after
+  // the rollback the next statement reconnects.
+  {
+    BOOST_TEST_REQUIRE(db->exec(Sql{"SELECT pg_backend_pid()"}, {}, [&](const Row& r) {
+                            pid = r.int64(0);
+                          }).isOk());
+    Transaction tx(*db);
+    BOOST_TEST_REQUIRE(tx.status().isOk());
+    BOOST_TEST_REQUIRE(admin->exec(Sql{"SELECT pg_terminate_backend(?, 5000)"}, {pid}).isOk());
+    BOOST_TEST(db->exec(Sql{"SELECT 1"}).status().code() == 503);
+    BOOST_TEST(db->exec(Sql{"SELECT 2"}).status().code() == 503);  // still no reconnect
+    BOOST_TEST(tx.commit().code() == 503);
+  }
+  BOOST_TEST(db->exec(Sql{"SELECT 1"}).isOk());
+  // A server that cannot be reached is a 503 at open, naming why; a URL
+  // libpq cannot read a 400.
+  auto unreadable = Db::open(DbUrl::parse("postgresql://db/eq?nosuchoption=1").value());
+  BOOST_TEST(unreadable.status().code() == 400, unreadable.status().msg());
   auto parsed = DbUrl::parse("postgresql://eq:x@127.0.0.1:1/eq?connect_timeout=2");
   auto refused = Db::open(parsed.value());
   BOOST_TEST(refused.status().code() == 503);
