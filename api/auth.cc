@@ -86,9 +86,13 @@ void ApiService::authorize(const CallPtr& c, DbWork work, bool writes, Then then
       }
     }
     if (!done.status.isOk()) {
-      log::error("database step failed", {{"request_id", info->request_id},
-                                          {"error", done.status.msg()}});
-      unavailable(info, c->res, "the database is busy");
+      // A full disk fails every request until space is freed; the database
+      // thread logs that once, and each request's 503 has its access line.
+      if (!done.storage_failed) {
+        log::error("database step failed", {{"request_id", info->request_id},
+                                            {"error", done.status.msg()}});
+      }
+      databaseUnavailable(info, c->res, done);
       return;
     }
     if (!done.authenticated) {

@@ -130,13 +130,36 @@ void DbThread::heartbeatIfDue() {
   int64_t now = clock_->nowMs();
   if (now < next_heartbeat_ms_) return;
   // One short autocommit statement; a locked database makes it wait one
-  // busy slice and try again at the next turn.
-  if (Status s = store_->heartbeatInstance(instance_id_, now); !s.isOk()) {
-    log::warn("instance heartbeat not written", {{"error", s.msg()}});
-    next_heartbeat_ms_ = now + kBusySliceMs * 10;
-    return;
+  // busy slice and try again at the next turn. Logged once per run of
+  // failures: while the disk is full it fails ten times a second.
+  Status s = store_->heartbeatInstance(instance_id_, now);
+  if (!s.isOk()) {
+    if (!heartbeat_failing_) log::warn("instance heartbeat not written", {{"error", s.msg()}});
+    heartbeat_failing_ = true;
+    next_heartbeat_ms_ = now + kHeartbeatRetryMs;
+  } else {
+    heartbeat_failing_ = false;
+    next_heartbeat_ms_ = now + kHeartbeatMs;
   }
-  next_heartbeat_ms_ = now + kHeartbeatMs;
+  noteStorage();
+}
+
+void DbThread::noteStorage() {
+  bool failing = store_->storageFailing();
+  if (failing) {
+    // Write again soon, without waiting for a request: the heartbeat's
+    // success is what ends the state when clients back off (and /readyz,
+    // which writes nothing, cannot).
+    next_heartbeat_ms_ = std::min(next_heartbeat_ms_, clock_->nowMs() + kHeartbeatRetryMs);
+  }
+  if (failing == storage_failing_) return;
+  storage_failing_ = failing;
+  if (failing) {
+    log::error("the database cannot write (disk full or I/O error): answering 503 until it can",
+               {{"error", store_->storageStatus().msg()}});
+  } else {
+    log::info("the database writes again");
+  }
 }
 
 bool DbThread::takeInbox(Batch& into) {
@@ -288,11 +311,25 @@ void DbThread::runBatch(Batch batch) {
   Status c = store_->inTransaction() ? store_->commit()
                                      : Status(503, "sqlite: the transaction was rolled back");
   if (!c.isOk()) {
-    log::error("batch commit failed", {{"error", c.msg()},
-                                      {"requests", static_cast<long long>(batch.size())}});
+    bool storage = store_->storageFailing();
+    // A full disk fails every batch until space is freed: noteStorage()
+    // logs that once, rather than a line per batch here.
+    if (!storage) {
+      log::error("batch commit failed", {{"error", c.msg()},
+                                        {"requests", static_cast<long long>(batch.size())}});
+    }
     store_->rollback();
-    for (auto& r : batch) r->status = Status(503, "the database is busy");
+    for (auto& r : batch) {
+      r->status = Status(503, storage ? "the database cannot write" : "the database is busy");
+      r->storage_failed = storage;
+    }
   }
+  for (auto& r : batch) {
+    // A request whose own statements ran out of space (a page spill inside
+    // its savepoint) while the batch committed the others.
+    if (!r->status.isOk() && store_->storageFailing()) r->storage_failed = true;
+  }
+  noteStorage();
   batches_.fetch_add(1, std::memory_order_relaxed);
   handOver(batch);
 }

@@ -51,6 +51,16 @@
 // exits cleanly; eq-dispatcher settles the open charges of an instance
 // whose heartbeat stopped (Store::settleOrphanedCharges).
 //
+// Out of space (SQLITE_FULL) or an I/O error (SQLITE_IOERR) on the
+// database, its WAL or a journal: the COMMIT fails and SQLite rolls the
+// batch back, so, as for any failed commit, every request of the batch gets
+// 503 and nothing of it happened; those requests are marked storage_failed,
+// which eq-api answers with a longer Retry-After (kStorageRetryAfterS) and
+// /readyz with 503 (Store::storageFailing). Nothing else changes: each new
+// batch tries again, and the first write that commits (a batch, or the
+// heartbeat, which retries every 100 ms while it fails) ends the state, with
+// no restart. Both transitions are logged once, not per request.
+//
 // Owned by the api's main(); start() before the loop runs. stop() is called
 // on the loop thread (it only asks the thread to finish what is queued and
 // exit); once the thread has handed over its last results it closes its
@@ -101,6 +111,7 @@ struct DbRequest {
 
   // ---- filled by the database thread
   Status status;           // not ok: 503, none of this request's writes kept
+  bool storage_failed = false;  // ... because the database cannot write (disk full, I/O error)
   bool authenticated = false;
   bool looked_up = false;  // the key was looked up here (refresh the cache)
   int64_t key_epoch = -1;  // the batch's key epoch
@@ -145,6 +156,13 @@ class DbThread {
   // How often the instance's heartbeat is written; a sweeper takes the
   // instance for dead after several missed ones (dispatcher/settler.h).
   static constexpr int64_t kHeartbeatMs = 3'000;
+  // While a write fails (busy, or the storage failing), the heartbeat is
+  // tried again this often; it is what ends a disk-full state when no
+  // request writes.
+  static constexpr int64_t kHeartbeatRetryMs = kBusySliceMs * 10;
+  // Retry-After of a 503 for want of space: freeing it takes an operator,
+  // so clients are asked to wait longer than for a busy lock (1 s).
+  static constexpr int kStorageRetryAfterS = 5;
 
  private:
   using Batch = std::vector<std::unique_ptr<DbRequest>>;
@@ -158,12 +176,17 @@ class DbThread {
   void handOver(Batch& done);
   void expire(Batch& batch, int64_t now_ms);
   void heartbeatIfDue();  // database thread
+  // Database thread: logs the storage state when it changes (once per
+  // outage, not per request).
+  void noteStorage();
 
   uv_loop_t* loop_;
   std::unique_ptr<Store> store_;
   const Clock* clock_;
   std::string instance_id_;      // empty: no heartbeat (tests)
   int64_t next_heartbeat_ms_ = 0;  // database thread
+  bool storage_failing_ = false;   // database thread: as last logged
+  bool heartbeat_failing_ = false;  // database thread: its failure was logged
   uv_async_t async_;
   uv_prepare_t prepare_;  // hands in each loop iteration's submits
   Batch submitted_;       // loop thread: not yet handed in

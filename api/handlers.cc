@@ -33,12 +33,27 @@ void ApiService::sendError(const Info& info, const Responder& res, int status,
   finish(info, res, HttpServer::errorResponse(status, msg, info->request_id));
 }
 
-void ApiService::unavailable(const Info& info, const Responder& res, std::string_view what) {
+void ApiService::unavailable(const Info& info, const Responder& res, std::string_view what,
+                             int retry_after_s) {
   // One second is a guess that matches how these clear up: the write lock
   // is held for milliseconds, and the broker bridge reconnects within ~1 s.
-  info->extra_headers.emplace_back("Retry-After", "1");
+  std::string secs = std::to_string(retry_after_s);
+  info->extra_headers.emplace_back("Retry-After", secs);
   sendError(info, res, 503,
-            "temporarily unavailable: " + std::string(what) + "; retry after 1 s");
+            "temporarily unavailable: " + std::string(what) + "; retry after " + secs + " s");
+}
+
+void ApiService::databaseUnavailable(const Info& info, const Responder& res,
+                                     const DbRequest& done) {
+  // A full disk lasts until an operator frees space: a longer wait than a
+  // busy lock's, and a message that says which it is (the store's own
+  // text stays in the log).
+  if (done.storage_failed) {
+    unavailable(info, res, "the database cannot store data (disk full or I/O error)",
+                DbThread::kStorageRetryAfterS);
+    return;
+  }
+  unavailable(info, res, "the database is busy");
 }
 
 void ApiService::send(const Info& info, const Responder& res, HttpResponse r) {

@@ -263,7 +263,10 @@ class ApiService {
   void sendBody(const Info& info, const Responder& res, int status, std::string body);
   void sendError(const Info& info, const Responder& res, int status, std::string_view msg);
   void unauthorized(const Info& info, const Responder& res);
-  void unavailable(const Info& info, const Responder& res, std::string_view what);
+  void unavailable(const Info& info, const Responder& res, std::string_view what,
+                   int retry_after_s = 1);
+  // unavailable() for a failed database step: busy, or unable to write.
+  void databaseUnavailable(const Info& info, const Responder& res, const DbRequest& done);
 
   ApiContext ctx_;
   AuthCache auth_cache_;

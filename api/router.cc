@@ -138,9 +138,15 @@ void ApiService::readyz(const CallPtr& c) {
   // (BEGIN IMMEDIATE) within the deadline, because every request eq-api
   // serves writes (the rate counter); a database that can be read but not
   // written is not ready. The loop thread itself never waits for the lock.
+  // Taking the lock writes nothing, so it succeeds on a full disk too: the
+  // step also asks whether the last write failed for want of space (or an
+  // I/O error) and none has committed since (Store::storageFailing). That
+  // clears without traffic: the instance heartbeat keeps trying to write.
   auto r = std::make_unique<DbRequest>();
   r->now_ms = ctx_.clock->nowMs();
   r->deadline_ms = dbDeadline();
+  r->writes = false;
+  r->work = [](Store& store, const AuthContext*) { return store.storageStatus(); };
   r->done = [this, c](DbRequest& done) {
     bool broker = ctx_.broker->connected();
     bool db = done.status.isOk();
@@ -154,6 +160,7 @@ void ApiService::readyz(const CallPtr& c) {
     std::string msg = "not ready:";
     if (!broker) msg += " broker unavailable";
     if (!db) msg += std::string(broker ? "" : ",") + " database unavailable";
+    if (done.storage_failed) msg += " (it cannot write: disk full or I/O error)";
     HttpResponse resp = HttpServer::errorResponse(503, msg, c->info->request_id);
     resp.headers.emplace_back("Retry-After", "1");
     finish(c->info, c->res, std::move(resp));

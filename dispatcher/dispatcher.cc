@@ -41,6 +41,7 @@ int Dispatcher::run() {
     }
     backoff.reset();
     Status s = serve(*c.value());
+    held_.clear();  // deliveries of the closed channel: the broker requeued them
     if (metrics_ != nullptr) metrics_->brokerLost();
     if (!s.isOk()) log::warn("broker connection lost; reconnecting", {{"error", s.msg()}});
   }
@@ -68,12 +69,12 @@ Status Dispatcher::serve(amqp::Connection& conn) {
       // second, so an idle dispatcher gets here too.
       republisher_->step(nowMs());
     }
-    Result<amqp::Event> ev = conn.next(1000);
+    Result<amqp::Event> ev = next(conn, 1000);
     if (!ev.isOk()) return ev.status();
     if (auto* d = std::get_if<amqp::Delivery>(&ev.value())) batch.push_back(std::move(*d));
     if (batch.empty()) continue;
     while (batch.size() < kBatchMax) {
-      Result<amqp::Event> more = conn.next(0);
+      Result<amqp::Event> more = next(conn, 0);
       if (!more.isOk()) return more.status();
       if (std::holds_alternative<amqp::Timeout>(more.value())) break;
       if (auto* d = std::get_if<amqp::Delivery>(&more.value())) batch.push_back(std::move(*d));
@@ -110,6 +111,11 @@ Status Dispatcher::applyBatch(amqp::Connection& conn, std::vector<amqp::Delivery
   if (items.empty()) return Status::ok();
 
   Status applied = applyTogether(items);
+  if (!applied.isOk() && store_.storageFailing()) {
+    // An error here is the connection's: the broker requeues the batch.
+    if (Status s = holdUntilWritable(conn, items, applied); !s.isOk()) return s;
+    if (stop_.load() && !applied.isOk()) return Status::ok();  // likewise, at close
+  }
   if (!applied.isOk()) {
     // One event may be at fault rather than the database: apply them one
     // at a time, so that only the failing ones are requeued (as with one
@@ -150,6 +156,48 @@ Status Dispatcher::applyBatch(amqp::Connection& conn, std::vector<amqp::Delivery
     }
   }
   return Status::ok();
+}
+
+Status Dispatcher::holdUntilWritable(amqp::Connection& conn, const std::vector<BatchItem>& items,
+                                     Status& applied) {
+  // The database cannot write (disk full, I/O error): no event of the batch
+  // is at fault and none would apply alone. The batch is neither acked nor
+  // requeued: eq.task-events is a quorum queue with a delivery limit
+  // (common/amqp.cc), so requeueing it every second would dead-letter its
+  // events after a few tries. It stays unacked, delivered once, and is
+  // tried again every kStorageRetryMs; deliveries that arrive meanwhile
+  // (the prefetch window) wait in held_, in order, and the connection's
+  // heartbeats go on. Should this process stop or lose its connection
+  // meanwhile, the broker requeues the batch, as for any unacked delivery.
+  // Logged once per outage.
+  log::error("the database cannot write (disk full or I/O error): task events stay on the "
+             "queue, unacked, until it can",
+             {{"events", static_cast<long long>(items.size())}, {"error", applied.msg()}});
+  if (metrics_ != nullptr) metrics_->setStorageFailing(true);
+  while (!stop_.load()) {
+    int64_t until = nowMs() + kStorageRetryMs;
+    for (int64_t left = kStorageRetryMs; left > 0 && !stop_.load(); left = until - nowMs()) {
+      Result<amqp::Event> ev = conn.next(static_cast<int>(std::min<int64_t>(left, 100)));
+      if (!ev.isOk()) return ev.status();
+      if (auto* d = std::get_if<amqp::Delivery>(&ev.value())) held_.push_back(std::move(*d));
+    }
+    if (stop_.load()) break;
+    applied = applyTogether(items);
+    if (applied.isOk() || !store_.storageFailing()) break;
+  }
+  if (metrics_ != nullptr) metrics_->setStorageFailing(false);
+  if (applied.isOk()) {
+    log::info("the database writes again: held task events applied",
+              {{"events", static_cast<long long>(items.size())}});
+  }
+  return Status::ok();
+}
+
+Result<amqp::Event> Dispatcher::next(amqp::Connection& conn, int timeout_ms) {
+  if (held_.empty()) return conn.next(timeout_ms);
+  amqp::Event ev = std::move(held_.front());
+  held_.pop_front();
+  return ev;
 }
 
 Result<bool> Dispatcher::authentic(amqp::Connection& conn, const amqp::Delivery& d) {

@@ -13,6 +13,12 @@
 // most one delivery, so a repeated event changes nothing and only completes
 // what was left undone.
 //
+// A batch whose transaction fails because the database cannot write (disk
+// full, I/O error: Store::storageFailing) is not requeued: it stays unacked
+// and is applied again every kStorageRetryMs until space is freed, so no
+// event burns the queue's delivery limit while the disk is full
+// (holdUntilWritable; docs/operations.md, "Disk full").
+//
 // Between batches it also runs the JobRepublisher, if given
 // (dispatcher/settler.h), which publishes the jobs of a dead eq-api's
 // charges again on a connection of its own, so a blocked or slow publish
@@ -25,6 +31,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -58,6 +65,11 @@ class Dispatcher {
 
   int run();
 
+  // While the database cannot write, a read batch stays unacked and is
+  // tried again this often (holdUntilWritable): events stay on the queue,
+  // and are applied within about this long once space is freed.
+  static constexpr int64_t kStorageRetryMs = 1'000;
+
   // Applies one event to the store and creates its delivery if it is final.
   // Exposed for tests; returns non-ok only for failures worth a redelivery.
   Status apply(const msg::TaskEvent& e);
@@ -80,6 +92,15 @@ class Dispatcher {
   // all when the transaction fails).
   Status applyBatch(amqp::Connection& conn, std::vector<amqp::Delivery>& batch);
   Status createDeliveryIfFinal(const std::string& task_id);
+  // The batch's transaction failed because the database cannot write:
+  // keeps it unacked and applies it again every kStorageRetryMs until that
+  // succeeds, fails for another reason, or stop; `applied` is the batch's
+  // last outcome (its failure on entry). The returned error is the
+  // connection's.
+  Status holdUntilWritable(amqp::Connection& conn, const std::vector<BatchItem>& items,
+                           Status& applied);
+  // conn.next(), but deliveries held back by holdUntilWritable come first.
+  Result<amqp::Event> next(amqp::Connection& conn, int timeout_ms);
   // True when the delivery's signature verifies as a task event (routed as
   // one) or as a job (a dead letter). A message that does not is rejected
   // without requeue, counted and logged here; the caller skips it.
@@ -95,6 +116,7 @@ class Dispatcher {
   DispatcherMetrics* metrics_;   // optional, borrowed
   std::mutex* db_writes_;        // optional, borrowed (dispatcher/db_writes.h)
   JobRepublisher* republisher_;  // optional, borrowed
+  std::deque<amqp::Delivery> held_;  // arrived while a batch was held, not yet read
   bool in_batch_ = false;        // applyBatch's transaction is open: wake after it
   bool due_in_batch_ = false;    // ... and a delivery was created in it
   std::vector<std::function<void()>> deferred_logs_;  // ... and what it will log

@@ -122,12 +122,20 @@ class DispatcherMetrics {
   void refreshPending(Store& store) {
     Result<int64_t> n = store.countPendingDeliveries();
     database_ok_.store(n.isOk());
-    database_up_.set(n.isOk() ? 1 : 0);
+    database_up_.set(n.isOk() && !storage_failing_.load() ? 1 : 0);
     if (n.isOk()) pending_.set(static_cast<double>(n.value()));
+  }
+  // Consumer thread: its task events cannot be written (disk full, I/O
+  // error) and wait on the queue (Dispatcher::holdUntilWritable). Reads still
+  // work then, so the read above cannot tell: the database is down for
+  // /healthz and eq_dispatcher_database_up until a batch commits again.
+  void setStorageFailing(bool failing) {
+    storage_failing_.store(failing);
+    if (failing) database_up_.set(0);
   }
 
   bool brokerUp() const { return broker_up_.load(); }
-  bool databaseUp() const { return database_ok_.load(); }
+  bool databaseUp() const { return database_ok_.load() && !storage_failing_.load(); }
 
  private:
   metrics::Family<metrics::Counter>& events_;
@@ -145,6 +153,7 @@ class DispatcherMetrics {
   std::atomic<bool> ever_connected_{false};
   std::atomic<bool> broker_up_{false};
   std::atomic<bool> database_ok_{false};
+  std::atomic<bool> storage_failing_{false};
 };
 
 }  // namespace eq::dispatch

@@ -15,6 +15,7 @@ Status Store::registerInstance(const std::string& instance_id, int64_t pid, int6
       "VALUES (?, ?, ?, ?)"));
   q.bind(1, instance_id).bind(2, pid).bind(3, now_ms).bind(4, now_ms);
   if (q.step() != SQLITE_DONE) return error("register instance");
+  noteWritten();
   return Status::ok();
 }
 
@@ -22,7 +23,12 @@ Status Store::heartbeatInstance(const std::string& instance_id, int64_t now_ms) 
   Query q(prepare("UPDATE api_instances SET heartbeat_at = ? WHERE id = ?"));
   q.bind(1, now_ms).bind(2, instance_id);
   if (q.step() != SQLITE_DONE) return error("instance heartbeat");
-  if (sqlite3_changes(db_) == 1) return Status::ok();
+  if (sqlite3_changes(db_) == 1) {
+    // An autocommit write that committed: the storage works (this is what
+    // clears a disk-full state of an eq-api that gets no other traffic).
+    noteWritten();
+    return Status::ok();
+  }
   // Swept as dead meanwhile (its heartbeat stalled past the limit): come
   // back; what was swept stays settled (closeCharge then finds nothing).
   return registerInstance(instance_id, 0, now_ms);

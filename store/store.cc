@@ -69,12 +69,31 @@ Store::~Store() {
 }
 
 Status Store::error(const char* what) const {
+  noteFailure();
   return Status(503, std::string(what) + ": " + sqlite3_errmsg(db_));
+}
+
+void Store::noteFailure() const {
+  // The primary code: SQLITE_IOERR comes as one of its extended codes
+  // (SQLITE_IOERR_WRITE, _FSYNC, _TRUNCATE, _SHMSIZE ...), whichever file
+  // (database, WAL, -shm, journal) it was.
+  int primary = sqlite3_extended_errcode(db_) & 0xff;
+  // Not logged here: the processes log the outage once, where they know
+  // what it stops (api/db_thread.cc, dispatcher/dispatcher.cc).
+  if (primary != SQLITE_FULL && primary != SQLITE_IOERR) return;
+  storage_failing_ = true;
+  storage_error_ = sqlite3_errmsg(db_);
+}
+
+Status Store::storageStatus() const {
+  if (!storage_failing_) return Status::ok();
+  return Status(503, "the database cannot write (" + storage_error_ + ")");
 }
 
 Status Store::exec(const char* sql) {
   char* err = nullptr;
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    noteFailure();
     std::string msg = err != nullptr ? err : "unknown error";
     sqlite3_free(err);
     return Status(503, std::string("sqlite: ") + msg);
@@ -156,6 +175,7 @@ Status Store::control(const char* sql) {
   if (!q.valid()) return exec(sql);
   int rc = q.step();
   if (rc == SQLITE_DONE || rc == SQLITE_ROW) return Status::ok();
+  noteFailure();
   return Status(503, std::string("sqlite: ") + sqlite3_errmsg(db_));
 }
 
@@ -168,6 +188,7 @@ Status Store::begin() {
   if (depth_ > 0 && sqlite3_get_autocommit(db_) != 0) depth_ = 0;  // lost to an error
   if (depth_ == 0) {
     if (Status s = control("BEGIN IMMEDIATE"); !s.isOk()) return s;
+    changes_at_begin_ = sqlite3_total_changes64(db_);
   } else {
     if (Status s = controlAtDepth(kSavepoint, "SAVEPOINT", depth_); !s.isOk()) return s;
   }
@@ -189,6 +210,9 @@ Status Store::commit() {
   // After some errors (SQLITE_FULL, SQLITE_IOERR) the transaction stays
   // open and would keep the write lock from every other process.
   if (!s.isOk() && sqlite3_get_autocommit(db_) == 0) control("ROLLBACK");
+  // A transaction that changed nothing writes nothing, so only one that
+  // changed rows tells that the storage works again.
+  if (s.isOk() && sqlite3_total_changes64(db_) != changes_at_begin_) noteWritten();
   return s;
 }
 
@@ -236,7 +260,8 @@ Status Store::checkpointPassive() {
 
 Status Store::ping() {
   if (Status s = begin(); !s.isOk()) return s;
-  return rollback();
+  if (Status s = rollback(); !s.isOk()) return s;
+  return storageStatus();
 }
 
 }  // namespace eq

@@ -348,8 +348,21 @@ class Store {
 
   // Readiness probe for /readyz: takes and releases the write lock, because
   // every request eq-api serves writes (the rate counter); a database that
-  // can be read but not written is not ready.
+  // can be read but not written is not ready. Taking the lock writes
+  // nothing, so a full disk does not stop it: ping() also fails while
+  // storageFailing().
   Status ping();
+
+  // True from a write that failed for want of space or with an I/O error
+  // (SQLITE_FULL, SQLITE_IOERR_*: on the database file, its WAL or a
+  // journal) until a later write of this connection commits. While it
+  // holds, reads still work and every write fails, so a process can answer
+  // "not ready" instead of "busy"; it clears by itself once space is freed
+  // and something writes again (eq-api's instance heartbeat retries every
+  // 100 ms, api/db_thread.h). Per connection, like the rest of a Store.
+  bool storageFailing() const { return storage_failing_; }
+  // Status(503) naming the storage failure while storageFailing(), else ok.
+  Status storageStatus() const;
 
   // Keys and accounts.
   Result<CreatedKey> createKey(const NewKeyRequest& req);
@@ -653,6 +666,12 @@ class Store {
   Status settleIdempotencyOf(const Settlement& s);
   sqlite3_stmt* prepare(const char* sql);  // cached; nullptr on error (logged)
   Status error(const char* what) const;
+  // Every failure passes here (error(), exec(), control()): remembers a
+  // storage failure (see storageFailing()) from the connection's last error.
+  void noteFailure() const;
+  // A write committed (a transaction that changed rows, or an autocommit
+  // write): the storage works again.
+  void noteWritten() const { storage_failing_ = false; }
 
   // SQLite's own busy handler sleeps 1, 2, 5, 10, 15, 20, 25... ms between
   // tries, so a write lock that another process (eq-api, the dispatcher's
@@ -666,6 +685,10 @@ class Store {
   int busy_timeout_ms_ = kDefaultBusyTimeoutMs;
   int64_t busy_since_us_ = 0;  // when the current wait for a lock began
   int depth_ = 0;  // open transaction levels: 0 none, 1 BEGIN, 2+ savepoints
+  int64_t changes_at_begin_ = 0;  // sqlite3_total_changes64 when the outermost BEGIN ran
+  // See storageFailing(); mutable because error() is const.
+  mutable bool storage_failing_ = false;
+  mutable std::string storage_error_;  // the failure's SQLite message
   std::map<const char*, sqlite3_stmt*> stmts_;
 };
 
