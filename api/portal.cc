@@ -730,10 +730,10 @@ void ApiService::portalSignout(const CallPtr& c) {
 void ApiService::portalMe(const CallPtr& c) {
   int64_t now = ctx_.clock->nowMs();
   std::string env = ctx_.config->env;
-  portalSimple(c, [now, env](Store& store, const PortalSession& s, Status&,
-                             std::string& data) -> Status {
-    return meJson(store, s, now, env, false, &data);
-  });
+  portalSimple(
+      c, [now, env](Store& store, const PortalSession& s, Status&, std::string& data) -> Status {
+        return meJson(store, s, now, env, false, &data);
+      });
 }
 
 void ApiService::portalSession(const CallPtr& c) {
@@ -1112,8 +1112,7 @@ void ApiService::portalWebhookUrl(const CallPtr& c) {
     // Asked before anything is counted: a form sent without the field is
     // not a guess.
     portalAnswer(c->info, c->res,
-                 Status(400, "password: enter your password to change the webhook URL"), "",
-                 "");
+                 Status(400, "password: enter your password to change the webhook URL"), "", "");
     return;
   }
   // The URL receives every result and test event of the account: changing

@@ -51,9 +51,9 @@ Result<T> transact(Store& store, F&& body) {
 // A person as read everywhere (sign-in, sessions' password checks, links,
 // eqctl): disabled when the person or their account is, so that
 // accounts.disabled_at counts wherever people.status does.
-#define EQ_PERSON_COLUMNS                                                        \
-  "p.id, p.email, p.account_id, "                                                \
-  "CASE WHEN a.disabled_at IS NULL THEN p.status ELSE 'disabled' END, "          \
+#define EQ_PERSON_COLUMNS                                               \
+  "p.id, p.email, p.account_id, "                                       \
+  "CASE WHEN a.disabled_at IS NULL THEN p.status ELSE 'disabled' END, " \
   "coalesce(p.password_hash, ''), p.created_at"
 #define EQ_PERSON_FROM " FROM people p JOIN accounts a ON a.id = p.account_id "
 
@@ -74,7 +74,8 @@ Result<std::string> Store::createPortalLink(const std::string& kind, const std::
     if (p.value()) {
       return Status(409, address +
                              " already has an account: send a password reset link instead "
-                             "(eqctl account reset-password " + address + ")");
+                             "(eqctl account reset-password " +
+                             address + ")");
     }
     if (!account_id.empty()) {
       if (Status s = inviteAccountFree(account_id); !s.isOk()) return s;
@@ -115,7 +116,8 @@ Status Store::inviteAccountFree(const std::string& account_id) {
   if (!holder.empty()) {
     return Status(409, "account " + account_id + " already has a person (" + holder +
                            "): send them a password reset link instead "
-                           "(eqctl account reset-password " + holder + ")");
+                           "(eqctl account reset-password " +
+                           holder + ")");
   }
   return Status::ok();
 }
@@ -137,15 +139,17 @@ Result<PortalLink> Store::usablePortalLink(const std::string& token, int64_t now
     return l;
   }
   if (p.value()) {
-    return Status(409, "this email already has an account: sign in, or ask for a password "
-                       "reset link");
+    return Status(409,
+                  "this email already has an account: sign in, or ask for a password "
+                  "reset link");
   }
   if (!l.account_id.empty()) {
     if (Status s = inviteAccountFree(l.account_id); !s.isOk()) {
       if (s.code() >= 500) return s;
       if (s.code() == 403) return Status(403, "this account is disabled");
-      return Status(409, "this account already has a person: sign in, or ask for a password "
-                         "reset link");
+      return Status(409,
+                    "this account already has a person: sign in, or ask for a password "
+                    "reset link");
     }
   }
   return l;

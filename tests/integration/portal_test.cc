@@ -443,8 +443,8 @@ BOOST_AUTO_TEST_CASE(a_password_change_renews_the_session_and_ends_every_other_o
   Client copied = ann;  // what someone who copied the cookie and token holds
 
   const std::string fresh = "another long passphrase";
-  HttpResult changed = ann.post("/portal/api/password", jsonBody({{"current_password", kPassword},
-                                                                  {"new_password", fresh}}));
+  HttpResult changed = ann.post(
+      "/portal/api/password", jsonBody({{"current_password", kPassword}, {"new_password", fresh}}));
   BOOST_REQUIRE_MESSAGE(changed.status == 200, changed.body);
   ann.keepSession(changed);  // a new cookie and token came with the answer
   BOOST_TEST(ann.cookie != copied.cookie);
@@ -457,8 +457,7 @@ BOOST_AUTO_TEST_CASE(a_password_change_renews_the_session_and_ends_every_other_o
   old_token.csrf = copied.csrf;
   BOOST_TEST(old_token.post("/portal/api/keys/create", jsonBody({{"name", "x"}})).status == 403);
   // The reset link made before the change cannot undo it.
-  HttpResult revoked =
-      ann.post("/portal/api/links/check", jsonBody({{"token", pending_reset}}));
+  HttpResult revoked = ann.post("/portal/api/links/check", jsonBody({{"token", pending_reset}}));
   BOOST_TEST(revoked.status == 404, revoked.body);
   HttpResult undo = Client{stack.url("")}.post(
       "/portal/api/password/set", jsonBody({{"token", pending_reset}, {"password", kPassword}}));
@@ -470,9 +469,9 @@ BOOST_AUTO_TEST_CASE(a_password_change_renews_the_session_and_ends_every_other_o
   HttpResult used = Client{stack.url("")}.post(
       "/portal/api/password/set", jsonBody({{"token", second}, {"password", kPassword}}));
   BOOST_REQUIRE_MESSAGE(used.status == 200, used.body);
-  BOOST_TEST(Client{stack.url("")}
-                 .post("/portal/api/links/check", jsonBody({{"token", first}}))
-                 .status == 404);
+  BOOST_TEST(
+      Client{stack.url("")}.post("/portal/api/links/check", jsonBody({{"token", first}})).status ==
+      404);
 
   // Ann has a person: an invitation is refused, and says what to do.
   int rc = -1;

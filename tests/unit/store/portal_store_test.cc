@@ -1,14 +1,14 @@
 // The developer center's records (store/portal.cc) and password
 // hashing (common/password.h), on a real SQLite file.
+#include <sqlite3.h>
+
 #include <boost/test/unit_test.hpp>
 #include <optional>
 
 #include "common/password.h"
-#include "store/store.h"
 #include "common/timefmt.h"
+#include "store/store.h"
 #include "tests/unit/temp_db.h"
-
-#include <sqlite3.h>
 
 using namespace eq;
 
@@ -216,7 +216,8 @@ BOOST_AUTO_TEST_CASE(using_one_link_revokes_the_others) {
 // Issue 25 (4): an invitation is for someone new. For an email (or an
 // account) that has a person it is refused when made, and when used if the
 // person came after it; a reset link sets the password and nothing else.
-BOOST_AUTO_TEST_CASE(an_invitation_to_someone_with_an_account_is_refused_and_a_reset_changes_only_the_password) {
+BOOST_AUTO_TEST_CASE(
+    an_invitation_to_someone_with_an_account_is_refused_and_a_reset_changes_only_the_password) {
   test::TempDb db("portal");
   CreatedKey k = db.newKey();
   int64_t now = nowMs();
@@ -224,7 +225,8 @@ BOOST_AUTO_TEST_CASE(an_invitation_to_someone_with_an_account_is_refused_and_a_r
   BOOST_REQUIRE(db.store->usePortalLink(invite.value(), "h1", now).isOk());
   std::string tier_before = db.store->quota(k.account_id).value().tier;
 
-  Result<std::string> again = db.store->createPortalLink("invite", "H@example.com", "ultra", "", now);
+  Result<std::string> again =
+      db.store->createPortalLink("invite", "H@example.com", "ultra", "", now);
   BOOST_TEST(again.status().code() == 409);
   BOOST_TEST(again.status().msg().find("reset-password h@example.com") != std::string::npos,
              again.status().msg());
@@ -273,8 +275,8 @@ BOOST_AUTO_TEST_CASE(a_disabled_account_is_refused_wherever_a_disabled_person_is
     sqlite3* raw = nullptr;
     BOOST_REQUIRE(sqlite3_open(db.path.c_str(), &raw) == SQLITE_OK);
     sqlite3_busy_timeout(raw, 5000);
-    std::string sql = "UPDATE accounts SET disabled_at = " + std::to_string(now) +
-                      " WHERE id = '" + k.account_id + "'";
+    std::string sql = "UPDATE accounts SET disabled_at = " + std::to_string(now) + " WHERE id = '" +
+                      k.account_id + "'";
     BOOST_REQUIRE(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
   }
@@ -283,8 +285,8 @@ BOOST_AUTO_TEST_CASE(a_disabled_account_is_refused_wherever_a_disabled_person_is
   BOOST_TEST(db.store->person(p.value().person_id).value()->status == "disabled");
   BOOST_TEST(db.store->usablePortalLink(reset.value(), now).status().code() == 403);
   BOOST_TEST(db.store->usePortalLink(reset.value(), "h2", now).status().code() == 403);
-  BOOST_TEST(db.store->createPortalLink("reset", "j@example.com", "free", "", now).status().code() ==
-             409);
+  BOOST_TEST(
+      db.store->createPortalLink("reset", "j@example.com", "free", "", now).status().code() == 409);
   // A key of a disabled account cannot bring a new person to it either.
   BOOST_TEST(db.store->createPortalLink("invite", "new@example.com", "free", k.account_id, now)
                  .status()
