@@ -139,7 +139,7 @@ class ApiService {
   };
 
  private:
-  static const std::array<Route, 39> kRoutes;
+  static const std::array<Route, 40> kRoutes;
   static const Route* matchRoute(std::string_view path);
 
   // Public routes.
@@ -169,6 +169,7 @@ class ApiService {
   void portalSignin(const CallPtr& c);
   void portalSignout(const CallPtr& c);
   void portalMe(const CallPtr& c);
+  void portalSession(const CallPtr& c);
   void portalPassword(const CallPtr& c);
   void portalKeys(const CallPtr& c);
   void portalKeyCreate(const CallPtr& c);

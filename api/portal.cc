@@ -166,6 +166,65 @@ constexpr std::string_view kSignupClosed =
     "sign-up is closed on this server (EQ_PORTAL_SIGNUP=off): no new accounts, and invitation "
     "links no longer work; people who already have an account sign in";
 
+// The signed-in person's overview (/me, and /session when signed in):
+// who, the CSRF token, quota, today's calls, the latest failures.
+Status meJson(Store& store, const PortalSession& s, int64_t now, const std::string& env,
+              bool signed_in, std::string* data) {
+  Result<AccountQuota> q = store.quota(s.account_id);
+  if (!q.isOk()) return q.status();
+  int64_t midnight = now - now % (24 * 3'600'000LL);
+  Result<std::vector<UsageRow>> today = store.usage(s.account_id, midnight);
+  if (!today.isOk()) return today.status();
+  TaskFilter failed;
+  failed.status = "failed";
+  failed.limit = 5;
+  Result<std::vector<TaskRecord>> errors = store.accountTasks(s.account_id, failed);
+  if (!errors.isOk()) return errors.status();
+  Result<std::vector<DeliveryRecord>> bad = store.accountDeliveries(s.account_id, "failed", 5);
+  if (!bad.isOk()) return bad.status();
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  if (signed_in) {
+    w.Key("signed_in");
+    w.Bool(true);
+  }
+  putString(w, "email", s.email);
+  putString(w, "account_id", s.account_id);
+  putString(w, "csrf", s.csrf);
+  putString(w, "env", env);
+  writeQuota(w, q.value());
+  int64_t calls = 0, refunded = 0;
+  for (const UsageRow& u : today.value()) {
+    calls += u.calls;
+    refunded += u.refunded;
+  }
+  w.Key("calls_today");
+  w.Int64(calls);
+  w.Key("refunded_today");
+  w.Int64(refunded);
+  w.Key("recent_failed_tasks");
+  w.StartArray();
+  for (const TaskRecord& t : errors.value()) {
+    w.StartObject();
+    putString(w, "task_id", t.task_id);
+    putString(w, "mode", t.mode);
+    w.Key("code");
+    w.Int(t.error_code);
+    putString(w, "msg", t.error_msg);
+    putTime(w, "finished_at", t.finished_at);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("recent_failed_deliveries");
+  w.StartArray();
+  for (const DeliveryRecord& d : bad.value()) writeDelivery(w, d);
+  w.EndArray();
+  w.EndObject();
+  *data = text(sb);
+  return Status::ok();
+}
+
 // What a portal handler's database step leaves for its answer.
 struct Step {
   Status answer;          // not ok: answered with its code and message
@@ -384,38 +443,46 @@ void ApiService::portalConfig(const CallPtr& c) {
 }
 
 void ApiService::portalLink(const CallPtr& c) {
-  std::string token = c->req.path.substr(std::string_view("/portal/api/links/").size());
-  auto link = std::make_shared<std::optional<PortalLink>>();
+  // POST with the token in the body: a path or a query string is what
+  // reverse proxies and access logs keep, a body is not (docs/portal.md).
+  if (refuseCrossOrigin(c)) return;
+  rapidjson::Document doc;
+  if (Status s = parseObject(c->req.body, &doc); !s.isOk()) {
+    portalAnswer(c->info, c->res, s, "", "");
+    return;
+  }
+  std::string token = member(doc, "token");
+  if (token.empty() || token.size() > 64) {
+    portalAnswer(c->info, c->res, Status(400, "token: the link's token is required"), "", "");
+    return;
+  }
+  auto link = std::make_shared<Result<PortalLink>>(Status(500, "not run"));
   std::unique_ptr<DbRequest> r = newDbRequest();
   r->writes = false;
   int64_t now = r->now_ms;
   r->work = [link, token, now](Store& store, const AuthContext*) -> Status {
-    Result<std::optional<PortalLink>> l = store.portalLink(token, now);
-    if (!l.isOk()) return l.status();
-    *link = l.value();
-    return Status::ok();
+    *link = store.usablePortalLink(token, now);
+    return link->isOk() || link->status().code() < 500 ? Status::ok() : link->status();
   };
   r->done = [this, c, link](DbRequest& done) {
     if (!done.status.isOk()) {
       unavailable(c->info, c->res, "the database is busy");
       return;
     }
-    if (!*link) {
-      portalAnswer(c->info, c->res,
-                   Status(404, "this link was used, has expired or is unknown; ask for a new one"),
-                   "", "");
+    if (!link->isOk()) {
+      portalAnswer(c->info, c->res, link->status(), "", "");
       return;
     }
-    if ((*link)->kind == "invite" && signupClosed()) {
+    if (link->value().kind == "invite" && signupClosed()) {
       portalAnswer(c->info, c->res, Status(403, std::string(kSignupClosed)), "", "");
       return;
     }
     rapidjson::StringBuffer sb;
     Writer w(sb);
     w.StartObject();
-    putString(w, "kind", (*link)->kind);
-    putString(w, "email", (*link)->email);
-    putTime(w, "expires_at", (*link)->expires_at);
+    putString(w, "kind", link->value().kind);
+    putString(w, "email", link->value().email);
+    putTime(w, "expires_at", link->value().expires_at);
     w.EndObject();
     portalAnswer(c->info, c->res, Status::ok(), text(sb), "ok");
   };
@@ -439,31 +506,28 @@ void ApiService::portalUseLink(const CallPtr& c) {
     portalAnswer(c->info, c->res, bad, "", "");
     return;
   }
-  // The link is checked first (a read): an unknown token costs no scrypt.
-  auto link = std::make_shared<std::optional<PortalLink>>();
+  // The link is checked first (a read): an unknown, used or refused token
+  // costs no scrypt. The step that uses it checks again.
+  auto link = std::make_shared<Result<PortalLink>>(Status(500, "not run"));
   std::unique_ptr<DbRequest> check = newDbRequest();
   check->writes = false;
   int64_t checked_at = check->now_ms;
   check->work = [link, token, checked_at](Store& store, const AuthContext*) -> Status {
-    Result<std::optional<PortalLink>> l = store.portalLink(token, checked_at);
-    if (!l.isOk()) return l.status();
-    *link = l.value();
-    return Status::ok();
+    *link = store.usablePortalLink(token, checked_at);
+    return link->isOk() || link->status().code() < 500 ? Status::ok() : link->status();
   };
   check->done = [this, c, link, token, pass](DbRequest& done) {
     if (!done.status.isOk()) {
       unavailable(c->info, c->res, "the database is busy");
       return;
     }
-    if (!*link) {
-      portalAnswer(c->info, c->res,
-                   Status(404, "this link was used, has expired or is unknown; ask for a new one"),
-                   "", "");
+    if (!link->isOk()) {
+      portalAnswer(c->info, c->res, link->status(), "", "");
       return;
     }
     // The setting is the process's and cannot change between this check
     // and the step that uses the link, so checking here is enough.
-    if ((*link)->kind == "invite" && signupClosed()) {
+    if (link->value().kind == "invite" && signupClosed()) {
       portalAnswer(c->info, c->res, Status(403, std::string(kSignupClosed)), "", "");
       return;
     }
@@ -666,58 +730,42 @@ void ApiService::portalSignout(const CallPtr& c) {
 void ApiService::portalMe(const CallPtr& c) {
   int64_t now = ctx_.clock->nowMs();
   std::string env = ctx_.config->env;
-  portalSimple(c, [now, env](Store& store, const PortalSession& s, Status&,
-                             std::string& data) -> Status {
-    Result<AccountQuota> q = store.quota(s.account_id);
-    if (!q.isOk()) return q.status();
-    int64_t midnight = now - now % (24 * 3'600'000LL);
-    Result<std::vector<UsageRow>> today = store.usage(s.account_id, midnight);
-    if (!today.isOk()) return today.status();
-    TaskFilter failed;
-    failed.status = "failed";
-    failed.limit = 5;
-    Result<std::vector<TaskRecord>> errors = store.accountTasks(s.account_id, failed);
-    if (!errors.isOk()) return errors.status();
-    Result<std::vector<DeliveryRecord>> bad = store.accountDeliveries(s.account_id, "failed", 5);
-    if (!bad.isOk()) return bad.status();
-    rapidjson::StringBuffer sb;
-    Writer w(sb);
-    w.StartObject();
-    putString(w, "email", s.email);
-    putString(w, "account_id", s.account_id);
-    putString(w, "csrf", s.csrf);
-    putString(w, "env", env);
-    writeQuota(w, q.value());
-    int64_t calls = 0, refunded = 0;
-    for (const UsageRow& u : today.value()) {
-      calls += u.calls;
-      refunded += u.refunded;
+  portalSimple(
+      c, [now, env](Store& store, const PortalSession& s, Status&, std::string& data) -> Status {
+        return meJson(store, s, now, env, false, &data);
+      });
+}
+
+void ApiService::portalSession(const CallPtr& c) {
+  // The page's first question, "who is this?", answered 200 either way: a
+  // signed-out visitor is not an error, and a 401 here would be one in
+  // every fresh browser's console. Signed in, the answer is /me's.
+  const std::string not_signed_in = "{\"signed_in\":false}";
+  std::string session_id = cookieValue(c->req, kCookie);
+  if (session_id.empty()) {
+    portalAnswer(c->info, c->res, Status::ok(), not_signed_in, "not signed in");
+    return;
+  }
+  auto data = std::make_shared<std::string>();
+  std::unique_ptr<DbRequest> r = newDbRequest();
+  int64_t now = r->now_ms;
+  std::string env = ctx_.config->env;
+  r->work = [data, session_id, now, env](Store& store, const AuthContext*) -> Status {
+    Result<std::optional<PortalSession>> s = store.session(session_id, now);
+    if (!s.isOk()) return s.status();
+    if (!s.value()) return Status::ok();
+    return meJson(store, *s.value(), now, env, true, data.get());
+  };
+  r->done = [this, c, data, not_signed_in](DbRequest& done) {
+    if (!done.status.isOk()) {
+      unavailable(c->info, c->res, "the database is busy");
+      return;
     }
-    w.Key("calls_today");
-    w.Int64(calls);
-    w.Key("refunded_today");
-    w.Int64(refunded);
-    w.Key("recent_failed_tasks");
-    w.StartArray();
-    for (const TaskRecord& t : errors.value()) {
-      w.StartObject();
-      putString(w, "task_id", t.task_id);
-      putString(w, "mode", t.mode);
-      w.Key("code");
-      w.Int(t.error_code);
-      putString(w, "msg", t.error_msg);
-      putTime(w, "finished_at", t.finished_at);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.Key("recent_failed_deliveries");
-    w.StartArray();
-    for (const DeliveryRecord& d : bad.value()) writeDelivery(w, d);
-    w.EndArray();
-    w.EndObject();
-    data = text(sb);
-    return Status::ok();
-  });
+    bool in = !data->empty();
+    portalAnswer(c->info, c->res, Status::ok(), in ? *data : not_signed_in,
+                 in ? "signed in" : "not signed in, or the session ended");
+  };
+  ctx_.db->submit(std::move(r));
 }
 
 void ApiService::portalPassword(const CallPtr& c) {
@@ -732,26 +780,38 @@ void ApiService::portalPassword(const CallPtr& c) {
     portalAnswer(c->info, c->res, bad, "", "");
     return;
   }
-  std::string session_id = cookieValue(c->req, kCookie);
-  checkPassword(c, current, [this, next, session_id](const CallPtr& call, const Person& p) {
+  checkPassword(c, current, [this, next](const CallPtr& call, const Person& p) {
     if (hashingBusy(call)) return;
     auto hashed = std::make_shared<std::string>();
     offLoop([hashed, next] { *hashed = password::hash(next); },
-            [this, call, hashed, p, session_id] {
+            [this, call, hashed, p] {
+              auto created = std::make_shared<NewSession>();
               std::unique_ptr<DbRequest> r = newDbRequest();
               int64_t now = r->now_ms;
-              r->work = [hashed, p, session_id, now](Store& store, const AuthContext*) -> Status {
-                if (Status s = store.setPassword(p.person_id, *hashed, now); !s.isOk()) return s;
-                // A password change ends every other session (PRODUCT.md §9).
-                return store.endOtherSessions(p.person_id, session_id);
+              r->work = [hashed, p, now, created](Store& store, const AuthContext*) -> Status {
+                // Every session ends, this one too, and its holder gets a
+                // new one: a copy of the old cookie (or of the old CSRF
+                // token) is worth nothing after the change. Outstanding
+                // reset and invite links are revoked with it.
+                Result<NewSession> s = store.changePassword(p.person_id, *hashed, now);
+                if (!s.isOk()) return s.status();
+                *created = s.value();
+                return Status::ok();
               };
-              r->done = [this, call](DbRequest& done) {
+              r->done = [this, call, created](DbRequest& done) {
                 if (!done.status.isOk()) {
                   unavailable(call->info, call->res, "the database is busy");
                   return;
                 }
-                portalAnswer(call->info, call->res, Status::ok(), "{}",
-                             "password changed; other sessions ended");
+                call->info->extra_headers.emplace_back("Set-Cookie",
+                                                       sessionCookie(created->session_id));
+                rapidjson::StringBuffer sb;
+                Writer w(sb);
+                w.StartObject();
+                putString(w, "csrf", created->csrf);
+                w.EndObject();
+                portalAnswer(call->info, call->res, Status::ok(), text(sb),
+                             "password changed; every other session ended");
               };
               ctx_.db->submit(std::move(r));
             });
@@ -1041,15 +1101,36 @@ void ApiService::portalWebhookUrl(const CallPtr& c) {
     return;
   }
   std::string url = member(doc, "url");
+  std::string pass = member(doc, "password");
   if (!url.empty()) {
     if (Status s = checkWebhookUrl(url, *ctx_.webhook_allow); !s.isOk()) {
       portalAnswer(c->info, c->res, Status(400, "url: " + s.msg()), "", "");
       return;
     }
   }
-  portalSimple(c, [url](Store& store, const PortalSession& s, Status&, std::string& data) -> Status {
-    data = "{}";
-    return store.setDefaultWebhookUrl(s.account_id, url);
+  if (pass.empty()) {
+    // Asked before anything is counted: a form sent without the field is
+    // not a guess.
+    portalAnswer(c->info, c->res,
+                 Status(400, "password: enter your password to change the webhook URL"), "", "");
+    return;
+  }
+  // The URL receives every result and test event of the account: changing
+  // it asks for the password again, like the secret, so a stolen session
+  // alone cannot redirect them.
+  checkPassword(c, pass, [this, url](const CallPtr& call, const Person& p) {
+    std::unique_ptr<DbRequest> r = newDbRequest();
+    r->work = [url, account = p.account_id](Store& store, const AuthContext*) -> Status {
+      return store.setDefaultWebhookUrl(account, url);
+    };
+    r->done = [this, call](DbRequest& done) {
+      if (!done.status.isOk()) {
+        unavailable(call->info, call->res, "the database is busy");
+        return;
+      }
+      portalAnswer(call->info, call->res, Status::ok(), "{}", "ok");
+    };
+    ctx_.db->submit(std::move(r));
   });
 }
 

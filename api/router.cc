@@ -15,7 +15,7 @@ using util::Writer;
 
 // The route table. Every route and its handler is one row; the route label
 // of logs and metrics is the row's path.
-const std::array<ApiService::Route, 39> ApiService::kRoutes = {{
+const std::array<ApiService::Route, 40> ApiService::kRoutes = {{
     {"/api/v1/reply", "POST", false, &ApiService::replySync},
     {"/api/v1/reply/async", "POST", false, &ApiService::replyAsync},
     {"/api/v1/analyze", "POST", false, &ApiService::analyze},
@@ -34,12 +34,14 @@ const std::array<ApiService::Route, 39> ApiService::kRoutes = {{
     {"/portal/style.css", "GET", false, &ApiService::portalAsset},
     {"/portal/favicon.svg", "GET", false, &ApiService::portalAsset},
     {"/portal/api/config", "GET", false, &ApiService::portalConfig},
-    {"/portal/api/links/{token}", "GET", true, &ApiService::portalLink},
+    // The token goes in the body, never in a path a proxy would log.
+    {"/portal/api/links/check", "POST", false, &ApiService::portalLink},
     {"/portal/api/password/set", "POST", false, &ApiService::portalUseLink},
     {"/portal/api/register", "POST", false, &ApiService::portalRegister},
     {"/portal/api/signin", "POST", false, &ApiService::portalSignin},
     {"/portal/api/signout", "POST", false, &ApiService::portalSignout},
     {"/portal/api/me", "GET", false, &ApiService::portalMe},
+    {"/portal/api/session", "GET", false, &ApiService::portalSession},
     {"/portal/api/password", "POST", false, &ApiService::portalPassword},
     {"/portal/api/keys", "GET", false, &ApiService::portalKeys},
     {"/portal/api/keys/create", "POST", false, &ApiService::portalKeyCreate},

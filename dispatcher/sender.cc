@@ -99,6 +99,8 @@ void DeliverySender::run() {
     while (CURLMsg* m = curl_multi_info_read(multi_, &left)) {
       if (m->msg == CURLMSG_DONE) finish(m->easy_handle, m->data.result, done);
     }
+    // Stopping: held test events are recorded now rather than lost.
+    releaseHeld(nowMs(), stopping, done);
     recordOutcomes(done);
     if (opts_.metrics != nullptr) opts_.metrics->setInFlight(in_flight_.size());
     bool purging = false;
@@ -135,6 +137,7 @@ void DeliverySender::run() {
     } else if (has_room) {
       wake_at = std::min(next_scan_ms_, retries_due_.empty() ? INT64_MAX : retries_due_.top());
     }
+    for (const Finished& f : held_) wake_at = std::min(wake_at, f.record_at_ms);
     int timeout_ms =
         static_cast<int>(std::clamp<int64_t>(wake_at - now, 0, opts_.scan_interval_ms));
     curl_multi_poll(multi_, nullptr, 0, timeout_ms, nullptr);
@@ -328,9 +331,38 @@ void DeliverySender::finish(CURL* easy, CURLcode rc, std::vector<Finished>& done
   }
   std::optional<int64_t> retry_after;
   if (!t->retry_after.empty()) retry_after = parseRetryAfter(t->retry_after, nowMs());
-  done.push_back(Finished{t->delivery, t->task_id, t->started_ms,
-                          AttemptOutcome{status, retry_after, t->blocked && !answered}, error,
-                          t->event_at_ms});
+  Finished f{t->delivery, t->task_id, t->started_ms,
+             AttemptOutcome{status, retry_after, t->blocked && !answered}, error,
+             t->event_at_ms};
+  if (t->task_id.empty() && !answered && !t->blocked) {
+    // A test event goes wherever a signed-in person points it, so it must
+    // not be a port scanner: a closed port, a silent one, a dropped SYN or
+    // a reset all read "could not connect", and the outcome is recorded
+    // only once the attempt's timeout has passed since it started, so
+    // neither the text nor the time (the page polls for the result, and
+    // the attempt's latency is shown) tells them apart. Deliveries of
+    // tasks keep the precise error: their URLs are the account's own
+    // receivers, and their owners need it. The claim's lease (timeout +
+    // lease margin from the claim) outlasts the hold, so no scan takes the
+    // delivery again meanwhile.
+    f.error = "could not connect";
+    f.record_at_ms = t->started_ms + opts_.timeout_ms;
+    held_.push_back(std::move(f));
+    return;
+  }
+  done.push_back(std::move(f));
+}
+
+void DeliverySender::releaseHeld(int64_t now_ms, bool all, std::vector<Finished>& done) {
+  std::vector<Finished> still;
+  for (Finished& f : held_) {
+    if (all || f.record_at_ms <= now_ms) {
+      done.push_back(std::move(f));
+    } else {
+      still.push_back(std::move(f));
+    }
+  }
+  held_.swap(still);
 }
 
 void DeliverySender::recordOutcomes(const std::vector<Finished>& done) {

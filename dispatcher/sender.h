@@ -114,6 +114,7 @@ class DeliverySender {
     AttemptOutcome outcome;
     std::string error;
     int64_t event_at_ms = 0;
+    int64_t record_at_ms = 0;  // > 0: held in held_ until then (see finish())
   };
 
   void scan(int64_t now_ms);
@@ -125,6 +126,9 @@ class DeliverySender {
   std::unique_ptr<Transfer> prepare(const DeliveryRecord& d, int64_t now_ms);
   void launch(std::unique_ptr<Transfer> t);
   void finish(CURL* easy, CURLcode rc, std::vector<Finished>& done);
+  // Moves the held test events whose time has come (all of them when
+  // `all`) to `done`.
+  void releaseHeld(int64_t now_ms, bool all, std::vector<Finished>& done);
   // Records the attempts in one transaction, under the write gate.
   void recordOutcomes(const std::vector<Finished>& done);
   // Caller holds the write gate. Its log line and metrics wait in
@@ -158,6 +162,9 @@ class DeliverySender {
   // replays, wait for the periodic scan.)
   std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> retries_due_;
   std::vector<std::function<void()>> after_commit_;
+  // Test events that got no HTTP answer, held until their attempt's
+  // timeout has passed since they started (finish()).
+  std::vector<Finished> held_;
   // The dispatcher's connections do not checkpoint in their commits; the
   // sender does, every interval (Store::checkpointPassive).
   static constexpr int64_t kCheckpointIntervalMs = 250;

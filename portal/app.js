@@ -41,6 +41,7 @@ const TEXTS = {
     analysis: 'Analysis', emotion: 'Emotion', intensity: 'Intensity', need: 'Underlying need',
     stage: 'Relationship stage', strategy: 'Suggested strategy', score: 'score',
     default_url: 'Default webhook URL', save: 'Save', saved: 'Saved.',
+    url_password: 'Your password (to change the URL)',
     secret: 'Signing secret', show_secret: 'Show secret', rotate_secret: 'Rotate secret',
     secret_hint: 'Enter your password again to see or rotate the secret.',
     previous_secret: 'Previous secret (still signs until {until})',
@@ -52,7 +53,7 @@ const TEXTS = {
     attempt: 'Attempt', at: 'At', latency: 'Latency', no_deliveries: 'No deliveries yet.',
     task: 'Task', finished: 'Finished', filter: 'Filter', no_tasks: 'No tasks match.',
     back: 'Back', change_password: 'Change password', current_password: 'Current password',
-    new_password: 'New password', password_changed: 'Password changed; other sessions ended.',
+    new_password: 'New password', password_changed: 'Password changed; every other session ended.',
     loading: 'Loading…', network_error: 'The server did not answer: {msg}',
     signed_in_as: 'Signed in as {email}', language: 'Language', skip: 'Skip to content',
     signup_off: 'Sign-up is closed: only people who already have an account sign in.',
@@ -71,6 +72,8 @@ const TEXTS = {
     err_signup_closed: 'Sign-up is closed on this server: no new accounts, and invitation links no longer work. People who already have an account sign in.',
     err_link_gone: 'This link was used, has expired or is unknown; ask for a new one.',
     err_account_disabled: 'This account is disabled.',
+    err_link_has_account: 'This email already has an account: sign in, or ask the operator for a password reset link.',
+    err_password_needed: 'Enter your password to change the webhook URL.',
     err_email: 'Enter an email address like name@example.com.',
     err_password_rule: 'The password needs at least 10 characters.',
     err_required: 'Enter your email and password.',
@@ -127,6 +130,7 @@ const TEXTS = {
     analysis: '分析', emotion: '情绪', intensity: '强度', need: '深层需求',
     stage: '关系阶段', strategy: '建议策略', score: '评分',
     default_url: '默认 Webhook 地址', save: '保存', saved: '已保存。',
+    url_password: '你的密码（修改地址时需要）',
     secret: '签名密钥', show_secret: '查看密钥', rotate_secret: '轮换密钥',
     secret_hint: '查看或轮换密钥前请再次输入密码。',
     previous_secret: '旧密钥（{until} 前仍参与签名）',
@@ -156,6 +160,8 @@ const TEXTS = {
     err_signup_closed: '本服务已关闭注册：不再开通新账户，邀请链接也已失效。已有账户的人可以登录。',
     err_link_gone: '该链接已使用、已过期或无效，请索取新链接。',
     err_account_disabled: '该账户已停用。',
+    err_link_has_account: '该邮箱已有账户：请直接登录，或向运维人员索取重设密码链接。',
+    err_password_needed: '修改 Webhook 地址前请输入密码。',
     err_email: '请输入形如 name@example.com 的邮箱地址。',
     err_password_rule: '密码至少需要 10 个字符。',
     err_required: '请输入邮箱和密码。',
@@ -279,7 +285,20 @@ function mount(...nodes) {
 
 const state = { me: null, csrf: '', config: null };
 
+// Every navigation (a render) gets the next number; a render, and anything
+// a page it drew started, goes on only while its number is the latest and
+// the address is still the one it was started for. A render that a newer
+// navigation overtook must neither navigate nor draw: an invitation opened
+// in a tab still loading another page would otherwise end on that page's
+// sign-in redirect. The address is compared too because a new address
+// comes before its hashchange event: an answer that arrives in between
+// finds the number unchanged but the address not.
+let navigation = 0;
+let navigationHash = '';
+function isCurrent(nav) { return nav === navigation && location.hash === navigationHash; }
+
 async function api(path, body) {
+  const nav = navigation;
   const opts = { method: body === undefined ? 'GET' : 'POST', credentials: 'same-origin',
     headers: {} };
   if (body !== undefined) {
@@ -302,7 +321,7 @@ async function api(path, body) {
     out.msg = errorText(path, res.status, out.serverMsg, res.headers.get('Retry-After'));
   }
   if (res.status === 401 && !path.startsWith('signin') && !path.startsWith('links/')
-      && !path.startsWith('password/set') && !path.startsWith('register')) {
+      && !path.startsWith('password/set') && !path.startsWith('register') && isCurrent(nav)) {
     state.me = null;
     go('#/signin');
   }
@@ -322,19 +341,20 @@ function errorKey(route, status, msg) {
       if (field === 'email') return 'err_email';
       if (field === 'password' || field === 'new_password') return 'err_password_rule';
       if (route === 'keys/create') return field === 'env' ? 'err_key_env' : 'err_key_name';
-      if (route === 'webhooks/url') return 'err_webhook_url';
+      if (route === 'webhooks/url') return field === 'password' ? 'err_password_needed' : 'err_webhook_url';
       return 'err_bad_request';
     case 401: return route === 'signin' ? 'err_signin' : 'err_other';
     case 402: return 'err_quota';
     case 403:
-      if (route === 'links') return 'err_signup_closed';
+      if (route === 'links') return /sign-up is closed/.test(msg) ? 'err_signup_closed' : 'err_account_disabled';
       if (route === 'register') {
         return state.config && state.config.signup === 'off' ? 'err_signup_closed' : 'err_invite_only';
       }
       if (route === 'password/set') {
         return /sign-up is closed/.test(msg) ? 'err_signup_closed' : 'err_account_disabled';
       }
-      if (route === 'webhooks/secret' || route === 'webhooks/rotate' || route === 'password') {
+      if (route === 'webhooks/secret' || route === 'webhooks/rotate' || route === 'password'
+          || route === 'webhooks/url') {
         return /^wrong password/.test(msg) ? 'err_wrong_password' : 'err_forbidden';
       }
       return 'err_forbidden';
@@ -342,6 +362,7 @@ function errorKey(route, status, msg) {
       return route === 'links' || route === 'password/set' ? 'err_link_gone' : 'err_not_found';
     case 409:
       if (route === 'register') return 'err_email_taken';
+      if (route === 'links' || route === 'password/set') return 'err_link_has_account';
       if (route === 'keys/create') return 'err_too_many_keys';
       if (route === 'keys/rotate') return 'err_key_not_active';
       if (route === 'keys/revoke') return 'err_key_revoked';
@@ -377,9 +398,12 @@ function go(hash) {
   if (location.hash === hash) render(); else location.hash = hash;
 }
 
-async function loadMe() {
-  const r = await api('me');
-  if (!r.ok) return false;
+// Who is signed in: asked of /session, which answers 200 either way, so a
+// signed-out visitor's first load makes no request that fails.
+async function loadMe(nav) {
+  const r = await api('session');
+  if (!isCurrent(nav)) return false;
+  if (!r.ok || !r.data.signed_in) { state.me = null; return false; }
   state.me = r.data;
   state.csrf = r.data.csrf;
   return true;
@@ -405,6 +429,7 @@ function page(title, ...content) {
 // ---------------------------------------------------------------- sign-in and links
 
 function signinPage() {
+  const nav = navigation;
   const email = h('input', { type: 'email', name: 'email', autocomplete: 'username', required: true });
   const pass = h('input', { type: 'password', name: 'password', autocomplete: 'current-password',
     required: true });
@@ -415,7 +440,7 @@ function signinPage() {
     const r = await api('signin', { email: email.value, password: pass.value });
     if (!r.ok) { showAlert(alert, r.msg); return; }
     state.csrf = r.data.csrf;
-    go('#/overview');
+    if (isCurrent(nav)) go('#/overview');
   } }, alert, field(t('email'), email), field(t('password'), pass),
   h('button', { type: 'submit' }, t('signin')));
   const extra = h('p', { class: 'muted' });
@@ -453,29 +478,52 @@ function passwordForm(submitText, onSubmit, withEmail) {
   field(t('password_again'), p2), h('button', { type: 'submit' }, submitText));
 }
 
-async function linkPage(kind, token) {
-  const r = await api('links/' + encodeURIComponent(token));
-  if (!r.ok) return page(kind === 'welcome' ? t('welcome') : t('reset'),
-    h('p', { class: 'alert', role: 'alert' }, r.msg));
+// A link's token arrives in the fragment (#/welcome/TOKEN), which no browser
+// sends to a server, and leaves the address bar before the page sends any
+// request (render() calls this first). It is kept in this tab's
+// sessionStorage until the link is used or refused, so a reload still
+// finds it; the server sees it only in the body of a POST.
+function takeLinkToken(kind, fromHash) {
+  const key = 'eq.link.' + kind;
+  if (fromHash) {
+    sessionStorage.setItem(key, fromHash);
+    history.replaceState(null, '', '#/' + kind);
+  }
+  return sessionStorage.getItem(key) || '';
+}
+
+function dropLinkToken(kind) { sessionStorage.removeItem('eq.link.' + kind); }
+
+async function linkPage(kind, token, nav) {
+  const title = kind === 'welcome' ? t('welcome') : t('reset');
+  const r = token ? await api('links/check', { token })
+    : { ok: false, status: 404, msg: t('err_link_gone') };
+  if (!r.ok) {
+    // Refused for good (used, unknown, disabled, taken): forget it. A busy
+    // server (503) is worth a reload.
+    if (isCurrent(nav) && [403, 404, 409].includes(r.status)) dropLinkToken(kind);
+    return page(title, h('p', { class: 'alert', role: 'alert' }, r.msg));
+  }
   const hint = kind === 'welcome' ? t('welcome_hint', { email: r.data.email })
     : t('reset_hint', { email: r.data.email });
   const form = passwordForm(t('set_password'), async (password) => {
     const s = await api('password/set', { token, password });
     if (!s.ok) return s.msg;
+    dropLinkToken(kind);
     state.csrf = s.data.csrf;
-    history.replaceState(null, '', '#/overview');  // the token leaves the address bar
-    go('#/overview');
+    if (isCurrent(nav)) go('#/overview');
     return '';
   });
-  return page(kind === 'welcome' ? t('welcome') : t('reset'), h('p', {}, hint), form);
+  return page(title, h('p', {}, hint), form);
 }
 
 function registerPage() {
+  const nav = navigation;
   const form = passwordForm(t('register'), async (password, email) => {
     const s = await api('register', { email, password });
     if (!s.ok) return s.msg;
     state.csrf = s.data.csrf;
-    go('#/overview');
+    if (isCurrent(nav)) go('#/overview');
     return '';
   }, true);
   return page(t('register'), h('p', {}, t('register_hint')), form);
@@ -723,13 +771,19 @@ async function webhooksPage() {
   if (!r.ok) return page(t('webhooks'), h('p', { class: 'alert', role: 'alert' }, r.msg));
   const url = h('input', { type: 'url', name: 'url', value: r.data.default_url,
     placeholder: 'https://example.com/hooks/eq' });
+  // Changing where every result goes asks for the password again.
+  const urlPass = h('input', { type: 'password', name: 'url_password',
+    autocomplete: 'current-password' });
   const urlAlert = alertBox();
   const urlForm = h('form', { class: 'card row-form', onsubmit: async (e) => {
     e.preventDefault();
     showAlert(urlAlert, '');
-    const x = await api('webhooks/url', { url: url.value });
-    if (!x.ok) showAlert(urlAlert, x.msg); else toast(t('saved'));
-  } }, urlAlert, field(t('default_url'), url), h('button', { type: 'submit' }, t('save')));
+    const x = await api('webhooks/url', { url: url.value, password: urlPass.value });
+    if (!x.ok) { showAlert(urlAlert, x.msg); return; }
+    urlPass.value = '';
+    toast(t('saved'));
+  } }, urlAlert, field(t('default_url'), url), field(t('url_password'), urlPass),
+  h('button', { type: 'submit' }, t('save')));
 
   const pass = h('input', { type: 'password', name: 'password', autocomplete: 'current-password' });
   const secretOut = h('div', { id: 'secret-out', 'aria-live': 'polite' });
@@ -884,17 +938,21 @@ function accountPage() {
     showAlert(alert, '');
     const r = await api('password', { current_password: current.value, new_password: next.value });
     if (!r.ok) { showAlert(alert, r.msg); return; }
+    // The session has a new id (its cookie came with the answer) and a new
+    // CSRF token.
+    state.csrf = r.data.csrf;
     current.value = '';
     next.value = '';
     toast(t('password_changed'));
   } }, h('h2', {}, t('change_password')), alert, field(t('current_password'), current),
   field(t('new_password'), next, t('password_rule')),
   h('button', { type: 'submit' }, t('change_password')));
+  const nav = navigation;
   const out = h('button', { type: 'button', class: 'secondary', id: 'signout', onclick: async () => {
     await api('signout', {});
     state.me = null;
     state.csrf = '';
-    go('#/signin');
+    if (isCurrent(nav)) go('#/signin');
   } }, t('signout'));
   return page(t('account'), h('p', {}, t('signed_in_as', { email: state.me.email })), form,
     h('div', { class: 'card narrow' }, out));
@@ -903,21 +961,29 @@ function accountPage() {
 // ---------------------------------------------------------------- router
 
 async function render() {
+  const nav = ++navigation;
   document.getElementById('toast').classList.remove('show');  // it spoke of the last page
   const hash = location.hash || '#/overview';
   const [path] = hash.slice(2).split('?');
   const parts = path.split('/');
   const name = parts[0];
   let view;
-  if (name === 'welcome' || name === 'reset') {
+  const linkKind = name === 'welcome' || name === 'reset';
+  // First of all, before any request: a link's token leaves the address bar.
+  const token = linkKind ? takeLinkToken(name, parts.slice(1).join('/')) : '';
+  navigationHash = location.hash;
+  if (linkKind) {
     state.me = null;
     renderNav('');
-    view = await linkPage(name, parts.slice(1).join('/'));
+    view = await linkPage(name, token, nav);
   } else if (name === 'signin' || name === 'register') {
     renderNav('');
     view = name === 'signin' ? signinPage() : registerPage();
   } else {
-    if (!(await loadMe())) { go('#/signin'); return; }
+    if (!(await loadMe(nav))) {
+      if (isCurrent(nav)) go('#/signin');
+      return;
+    }
     renderNav(name);
     switch (name) {
       case 'keys': view = await keysPage(); break;
@@ -929,6 +995,8 @@ async function render() {
       default: view = overviewPage(); renderNav('overview');
     }
   }
+  // Overtaken while it waited: the newer navigation draws, this one never.
+  if (!isCurrent(nav)) return;
   mount(view);
   // The charts end today: where they scroll (375 px), the latest days are
   // the ones to show first.

@@ -48,8 +48,14 @@ Result<T> transact(Store& store, F&& body) {
 
 }  // namespace
 
-#define EQ_PERSON_COLUMNS \
-  "id, email, account_id, status, coalesce(password_hash, ''), created_at"
+// A person as read everywhere (sign-in, sessions' password checks, links,
+// eqctl): disabled when the person or their account is, so that
+// accounts.disabled_at counts wherever people.status does.
+#define EQ_PERSON_COLUMNS                                               \
+  "p.id, p.email, p.account_id, "                                       \
+  "CASE WHEN a.disabled_at IS NULL THEN p.status ELSE 'disabled' END, " \
+  "coalesce(p.password_hash, ''), p.created_at"
+#define EQ_PERSON_FROM " FROM people p JOIN accounts a ON a.id = p.account_id "
 
 // ---------------------------------------------------------------- links
 
@@ -57,10 +63,23 @@ Result<std::string> Store::createPortalLink(const std::string& kind, const std::
                                             const std::string& tier,
                                             const std::string& account_id, int64_t now_ms) {
   std::string address = lower(email);
+  Result<std::optional<Person>> p = personByEmail(address);
+  if (!p.isOk()) return p.status();
   if (kind == "reset") {
-    Result<std::optional<Person>> p = personByEmail(address);
-    if (!p.isOk()) return p.status();
     if (!p.value()) return Status(404, "no person with email " + address);
+    if (p.value()->status != "active") return Status(409, address + " is disabled");
+  } else {
+    // An invitation makes a person; for someone who has one it used to act
+    // as a reset that silently dropped its tier and account.
+    if (p.value()) {
+      return Status(409, address +
+                             " already has an account: send a password reset link instead "
+                             "(eqctl account reset-password " +
+                             address + ")");
+    }
+    if (!account_id.empty()) {
+      if (Status s = inviteAccountFree(account_id); !s.isOk()) return s;
+    }
   }
   std::string token = crypto::base64url(crypto::randomBytes(32));
   Query q(prepare(
@@ -84,24 +103,80 @@ Result<std::optional<PortalLink>> Store::portalLink(const std::string& token, in
       PortalLink{q.text(0), q.text(1), q.text(2), q.text(3), q.int64(4)});
 }
 
+Status Store::inviteAccountFree(const std::string& account_id) {
+  Query q(prepare(
+      "SELECT a.disabled_at IS NOT NULL, coalesce((SELECT email FROM people WHERE account_id = "
+      "a.id), '') FROM accounts a WHERE a.id = ?"));
+  q.bind(1, account_id);
+  int rc = q.step();
+  if (rc == SQLITE_DONE) return Status(404, "no account " + account_id);
+  if (rc != SQLITE_ROW) return error("read account");
+  if (q.int64(0) != 0) return Status(403, "account " + account_id + " is disabled");
+  std::string holder = q.text(1);
+  if (!holder.empty()) {
+    return Status(409, "account " + account_id + " already has a person (" + holder +
+                           "): send them a password reset link instead "
+                           "(eqctl account reset-password " +
+                           holder + ")");
+  }
+  return Status::ok();
+}
+
+Result<PortalLink> Store::usablePortalLink(const std::string& token, int64_t now_ms) {
+  Result<std::optional<PortalLink>> link = portalLink(token, now_ms);
+  if (!link.isOk()) return link.status();
+  if (!link.value()) {
+    return Status(404, "this link was used, has expired or is unknown; ask for a new one");
+  }
+  const PortalLink& l = *link.value();
+  Result<std::optional<Person>> p = personByEmail(l.email);
+  if (!p.isOk()) return p.status();
+  if (l.kind == "reset") {
+    if (!p.value()) {
+      return Status(404, "this link was used, has expired or is unknown; ask for a new one");
+    }
+    if (p.value()->status != "active") return Status(403, "this account is disabled");
+    return l;
+  }
+  if (p.value()) {
+    return Status(409,
+                  "this email already has an account: sign in, or ask for a password "
+                  "reset link");
+  }
+  if (!l.account_id.empty()) {
+    if (Status s = inviteAccountFree(l.account_id); !s.isOk()) {
+      if (s.code() >= 500) return s;
+      if (s.code() == 403) return Status(403, "this account is disabled");
+      return Status(409,
+                    "this account already has a person: sign in, or ask for a password "
+                    "reset link");
+    }
+  }
+  return l;
+}
+
+Status Store::revokePortalLinks(const std::string& email, int64_t now_ms) {
+  Query q(prepare("UPDATE portal_links SET used_at = ? WHERE email = ? AND used_at IS NULL"));
+  q.bind(1, now_ms).bind(2, lower(email));
+  if (q.step() != SQLITE_DONE) return error("revoke links");
+  return Status::ok();
+}
+
 Result<Person> Store::usePortalLink(const std::string& token, const std::string& password_hash,
                                     int64_t now_ms) {
   return transact<Person>(*this, [&]() -> Result<Person> {
-    Result<std::optional<PortalLink>> link = portalLink(token, now_ms);
+    Result<PortalLink> link = usablePortalLink(token, now_ms);
     if (!link.isOk()) return link.status();
-    if (!link.value()) return Status(404, "this link is used, expired or unknown");
-    const PortalLink& l = *link.value();
-    Query used(prepare("UPDATE portal_links SET used_at = ? WHERE token_hash = ?"));
-    used.bind(1, now_ms).bindBlob(2, crypto::sha256(token));
-    if (used.step() != SQLITE_DONE) return error("use link");
+    const PortalLink& l = link.value();
+    // This link and every other outstanding one of the email: one link
+    // used, the others are of no more use and only a risk if they leak.
+    if (Status s = revokePortalLinks(l.email, now_ms); !s.isOk()) return s;
 
-    Result<std::optional<Person>> existing = personByEmail(l.email);
-    if (!existing.isOk()) return existing.status();
-    if (existing.value()) {
-      // A reset, or an invitation sent again to someone who has an account:
-      // either way the link sets this person's password.
-      Person p = *existing.value();
-      if (p.status != "active") return Status(403, "this account is disabled");
+    if (l.kind == "reset") {
+      // Only the password: the account, its tier and its keys stay as they are.
+      Result<std::optional<Person>> existing = personByEmail(l.email);
+      if (!existing.isOk()) return existing.status();
+      Person p = *existing.value();  // usablePortalLink found them
       if (Status s = setPassword(p.person_id, password_hash, now_ms); !s.isOk()) return s;
       Query end(prepare("DELETE FROM portal_sessions WHERE person_id = ?"));
       end.bind(1, p.person_id);
@@ -109,7 +184,6 @@ Result<Person> Store::usePortalLink(const std::string& token, const std::string&
       p.password_hash = password_hash;
       return p;
     }
-    if (l.kind != "invite") return Status(404, "no person with email " + l.email);
     std::string account = l.account_id;
     if (account.empty()) {
       account = ids::newAccountId();
@@ -162,7 +236,7 @@ Result<Person> Store::registerPerson(const std::string& email, const std::string
 // ---------------------------------------------------------------- people
 
 Result<std::optional<Person>> Store::personByEmail(const std::string& email) {
-  Query q(prepare("SELECT " EQ_PERSON_COLUMNS " FROM people WHERE email = ?"));
+  Query q(prepare("SELECT " EQ_PERSON_COLUMNS EQ_PERSON_FROM "WHERE p.email = ?"));
   q.bind(1, lower(email));
   int rc = q.step();
   if (rc == SQLITE_DONE) return std::optional<Person>();
@@ -171,7 +245,7 @@ Result<std::optional<Person>> Store::personByEmail(const std::string& email) {
 }
 
 Result<std::optional<Person>> Store::person(const std::string& person_id) {
-  Query q(prepare("SELECT " EQ_PERSON_COLUMNS " FROM people WHERE id = ?"));
+  Query q(prepare("SELECT " EQ_PERSON_COLUMNS EQ_PERSON_FROM "WHERE p.id = ?"));
   q.bind(1, person_id);
   int rc = q.step();
   if (rc == SQLITE_DONE) return std::optional<Person>();
@@ -180,7 +254,7 @@ Result<std::optional<Person>> Store::person(const std::string& person_id) {
 }
 
 Result<std::vector<Person>> Store::listPeople() {
-  Query q(prepare("SELECT " EQ_PERSON_COLUMNS " FROM people ORDER BY created_at"));
+  Query q(prepare("SELECT " EQ_PERSON_COLUMNS EQ_PERSON_FROM "ORDER BY p.created_at"));
   std::vector<Person> out;
   int rc;
   while ((rc = q.step()) == SQLITE_ROW) {
@@ -244,7 +318,9 @@ Result<std::optional<PortalSession>> Store::session(const std::string& session_i
   Query r(prepare(
       "SELECT s.person_id, p.email, p.account_id, s.csrf, s.created_at, s.last_seen_at "
       "FROM portal_sessions s JOIN people p ON p.id = s.person_id "
-      "WHERE s.id_hash = ? AND s.expires_at > ? AND s.last_seen_at > ? AND p.status = 'active'"));
+      "JOIN accounts a ON a.id = p.account_id "
+      "WHERE s.id_hash = ? AND s.expires_at > ? AND s.last_seen_at > ? AND p.status = 'active' "
+      "AND a.disabled_at IS NULL"));
   r.bindBlob(1, digest).bind(2, now_ms).bind(3, now_ms - kSessionIdleMs);
   int rc = r.step();
   if (rc == SQLITE_DONE) return std::optional<PortalSession>();
@@ -269,11 +345,19 @@ Status Store::endSession(const std::string& session_id) {
   return Status::ok();
 }
 
-Status Store::endOtherSessions(const std::string& person_id, const std::string& keep_session_id) {
-  Query q(prepare("DELETE FROM portal_sessions WHERE person_id = ? AND id_hash != ?"));
-  q.bind(1, person_id).bindBlob(2, crypto::sha256(keep_session_id));
-  if (q.step() != SQLITE_DONE) return error("end sessions");
-  return Status::ok();
+Result<NewSession> Store::changePassword(const std::string& person_id,
+                                         const std::string& password_hash, int64_t now_ms) {
+  return transact<NewSession>(*this, [&]() -> Result<NewSession> {
+    Result<std::optional<Person>> p = person(person_id);
+    if (!p.isOk()) return p.status();
+    if (!p.value()) return Status(404, "no person " + person_id);
+    if (Status s = setPassword(person_id, password_hash, now_ms); !s.isOk()) return s;
+    Query end(prepare("DELETE FROM portal_sessions WHERE person_id = ?"));
+    end.bind(1, person_id);
+    if (end.step() != SQLITE_DONE) return error("end sessions");
+    if (Status s = revokePortalLinks(p.value()->email, now_ms); !s.isOk()) return s;
+    return createSession(person_id, now_ms);
+  });
 }
 
 // ---------------------------------------------------------------- sign-in limits

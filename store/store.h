@@ -237,7 +237,9 @@ struct Person {
   std::string person_id;
   std::string email;
   std::string account_id;
-  std::string status;         // active | disabled
+  // active | disabled: disabled when the person is (people.status) or their
+  // account is (accounts.disabled_at); both are set by disablePerson.
+  std::string status;
   std::string password_hash;  // empty until the first password is set
   int64_t created_at = 0;
 };
@@ -554,18 +556,36 @@ class Store {
   static constexpr int kSigninMaxFailures = 10;
   static constexpr int64_t kMaxActiveKeys = 50;  // per account, made in the developer center
   // An invitation (kind "invite") or a reset link; returns the token, which
-  // is shown once. A reset needs a person with that email (404).
+  // is shown once. A reset needs a person with that email (404) who is not
+  // disabled (409). An invitation is for someone new: an email that has a
+  // person, or an account (account_id) that has one, is refused (409; a
+  // reset link is what such a person needs), and so is a disabled account.
   Result<std::string> createPortalLink(const std::string& kind, const std::string& email,
                                        const std::string& tier, const std::string& account_id,
                                        int64_t now_ms);
   // A link that is unused and unexpired at now_ms; nullopt otherwise.
   Result<std::optional<PortalLink>> portalLink(const std::string& token, int64_t now_ms);
+  // The link as it can be used now: 404 when used, revoked, expired or
+  // unknown (or a reset whose person is gone), 403 when its person or
+  // account is disabled, 409 when an invitation's email (or account) has a
+  // person by now (registered, or invited by another link since).
+  Result<PortalLink> usablePortalLink(const std::string& token, int64_t now_ms);
   // Sets the password through a link and uses the link up, in one
   // transaction: an invitation makes the person (and, unless the link names
   // one, a new account with its tier's quota), a reset replaces the
-  // password and ends every session. 404 for a used, expired or unknown link.
+  // password and ends every session, and never touches the account, its
+  // tier or its keys. Every other outstanding link of the email is revoked
+  // with it. Refused as usablePortalLink() says.
   Result<Person> usePortalLink(const std::string& token, const std::string& password_hash,
                                int64_t now_ms);
+  // Revokes every unused link of the email (marks it used at now_ms).
+  Status revokePortalLinks(const std::string& email, int64_t now_ms);
+  // A password change by a signed-in person, in one transaction: the new
+  // hash, every session of theirs ended (the one that asked included), their
+  // outstanding links revoked, and a new session for the one that asked,
+  // with a new id and CSRF token (a copied cookie does not outlive it).
+  Result<NewSession> changePassword(const std::string& person_id,
+                                    const std::string& password_hash, int64_t now_ms);
   // Open registration: a new account on the free tier and its person; 409
   // when the email is taken.
   Result<Person> registerPerson(const std::string& email, const std::string& password_hash,
@@ -579,12 +599,10 @@ class Store {
                      int64_t now_ms);
   Result<NewSession> createSession(const std::string& person_id, int64_t now_ms);
   // The live session with this id at now_ms (its last-seen time moves);
-  // nullopt when unknown, idle for 12 h, older than 7 days, or its person is
-  // disabled.
+  // nullopt when unknown, idle for 12 h, older than 7 days, or its person or
+  // account is disabled.
   Result<std::optional<PortalSession>> session(const std::string& session_id, int64_t now_ms);
   Status endSession(const std::string& session_id);
-  // A password change: every session of the person but `keep` ends.
-  Status endOtherSessions(const std::string& person_id, const std::string& keep_session_id);
   // Failed sign-ins in the window before now_ms, per scope.
   Result<int64_t> signinFailures(const std::string& scope, int64_t now_ms);
   // Records one; returns its row id (for forgetSigninFailures).
@@ -655,6 +673,9 @@ class Store {
   // control() of prepared[depth] ("SAVEPOINT sp<depth>" and the like: one
   // of store.cc's tables), or "<verb> sp<depth>" run as text past them.
   Status controlAtDepth(const char* const* prepared, const char* verb, int depth);
+  // An account an invitation may attach (--key): 404 unknown, 403 disabled,
+  // 409 already has a person.
+  Status inviteAccountFree(const std::string& account_id);
   // The usage record's side of a charge (calls) or refund (refunded).
   Status countUsage(const std::string& account_id, const std::string& mode, int64_t now_ms,
                     int64_t calls, int64_t refunded);

@@ -118,7 +118,9 @@ constexpr CommandHelp kCommands[] = {
      "password through it and gets a new account of the tier (100 units per mode, 30 days),\n"
      "or, with --key, the account of an existing key (made by key create). The link's host\n"
      "is EQ_PORTAL_URL (default http://127.0.0.1:8080). --json prints {email, link, expires_at}.\n"
-     "Refused (exit 5) when EQ_PORTAL_SIGNUP=off: sign-up is closed to new people.\n"},
+     "Refused (exit 5) when EQ_PORTAL_SIGNUP=off: sign-up is closed to new people. Refused\n"
+     "(exit 4) when EMAIL (or the account of --key) already has a person: send them\n"
+     "`account reset-password EMAIL` instead, which sets a password and nothing else.\n"},
     {"account", "list", "account list [--json]",
      "Every person of the developer center: email, account, status, created.\n"},
     {"account", "show", "account show EMAIL [--json]",
@@ -127,7 +129,9 @@ constexpr CommandHelp kCommands[] = {
      "Disables the person (their sessions end) and revokes every key of their account.\n"
      "--json prints the person as `account show --json` does, after the change.\n"},
     {"account", "reset-password", "account reset-password EMAIL [--json]",
-     "Prints a one-time link, valid 72 h, that sets a new password and ends every session.\n"},
+     "Prints a one-time link, valid 72 h, that sets a new password and ends every session;\n"
+     "it never changes the account, its tier or its keys. Using any link of a person revokes\n"
+     "their other links, and so does a password change. Refused (exit 4) for a disabled person.\n"},
     {"migrate", "", "migrate [--status]",
      "Applies the store's pending schema migrations and says which; with --status lists each\n"
      "migration with the time it was applied, or pending, and changes nothing. The database is\n"

@@ -108,6 +108,25 @@ std::string linkIn(const std::string& eqctl_output) {
 
 std::string tokenOf(const std::string& link) { return link.substr(link.rfind('/') + 1); }
 
+// A person who set their password through an invitation, signed in.
+Client invitedAndSignedIn(Stack& stack, const std::string& email) {
+  Client c{stack.url("")};
+  HttpResult set = c.post(
+      "/portal/api/password/set",
+      jsonBody({{"token", tokenOf(linkIn(stack.eqctl({"account", "invite", email, "--json"})))},
+                {"password", kPassword}}));
+  BOOST_REQUIRE_MESSAGE(set.status == 200, set.body);
+  c.keepSession(set);
+  return c;
+}
+
+std::string resetToken(Stack& stack, const std::string& email) {
+  int rc = -1;
+  std::string out = stack.eqctl({"account", "reset-password", email, "--json"}, &rc);
+  BOOST_REQUIRE_MESSAGE(rc == 0, "eqctl account reset-password: " << rc << " " << out);
+  return tokenOf(linkIn(out));
+}
+
 std::string inviteLink(Stack& stack, const std::string& email,
                        const std::map<std::string, std::string>& env = {}) {
   int rc = -1;
@@ -170,7 +189,8 @@ BOOST_AUTO_TEST_CASE(sign_up_off_admits_nobody_new_and_keeps_everyone_else_in) {
 
   // Now: Bob's unused invitation is refused when read and when used, with
   // the reason, and makes nobody.
-  HttpResult read = closed.get("/portal/api/links/" + tokenOf(bob_link));
+  HttpResult read =
+      closed.post("/portal/api/links/check", jsonBody({{"token", tokenOf(bob_link)}}));
   BOOST_TEST(read.status == 403);
   BOOST_TEST(contains(msgOf(read), "sign-up is closed"), read.body);
   HttpResult used = closed.post("/portal/api/password/set",
@@ -203,7 +223,7 @@ BOOST_AUTO_TEST_CASE(sign_up_off_admits_nobody_new_and_keeps_everyone_else_in) {
   out = stack.eqctl({"account", "reset-password", "ann@example.com", "--json"}, &rc);
   BOOST_REQUIRE_MESSAGE(rc == 0, out);
   std::string reset = tokenOf(linkIn(out));
-  HttpResult shown = closed.get("/portal/api/links/" + reset);
+  HttpResult shown = closed.post("/portal/api/links/check", jsonBody({{"token", reset}}));
   BOOST_TEST(shown.status == 200, shown.body);
   BOOST_TEST(std::string(parse(shown)["data"]["kind"].GetString()) == "reset");
   const std::string fresh = "another long passphrase";
@@ -403,6 +423,194 @@ BOOST_AUTO_TEST_CASE(a_loopback_portal_url_takes_changes_from_localhost_too) {
   refused("http://rebind.example:" + std::to_string(port),
           "rebind.example:" + std::to_string(port));
   refused("https://" + localhost, localhost);
+}
+
+// Issue 25 (4): a password change gives the session that made it a new id
+// and CSRF token (a copied cookie, or the old token, is worth nothing
+// after it), ends every other session, and revokes the person's
+// outstanding links; using one link revokes the others; an invitation to
+// an email that has a person is refused (exit 4, pointing at
+// reset-password).
+BOOST_AUTO_TEST_CASE(a_password_change_renews_the_session_and_ends_every_other_one_and_every_link) {
+  Stack stack(portalOnly());
+  Client ann = invitedAndSignedIn(stack, "ann@example.com");
+  Client laptop{stack.url("")};
+  HttpResult in = laptop.post("/portal/api/signin",
+                              jsonBody({{"email", "ann@example.com"}, {"password", kPassword}}));
+  BOOST_REQUIRE_MESSAGE(in.status == 200, in.body);
+  laptop.keepSession(in);
+  std::string pending_reset = resetToken(stack, "ann@example.com");
+  Client copied = ann;  // what someone who copied the cookie and token holds
+
+  const std::string fresh = "another long passphrase";
+  HttpResult changed = ann.post(
+      "/portal/api/password", jsonBody({{"current_password", kPassword}, {"new_password", fresh}}));
+  BOOST_REQUIRE_MESSAGE(changed.status == 200, changed.body);
+  ann.keepSession(changed);  // a new cookie and token came with the answer
+  BOOST_TEST(ann.cookie != copied.cookie);
+  BOOST_TEST(ann.csrf != copied.csrf);
+  BOOST_TEST(ann.get("/portal/api/me").status == 200);
+  BOOST_TEST(ann.post("/portal/api/keys/create", jsonBody({{"name", "after"}})).status == 200);
+  BOOST_TEST(copied.get("/portal/api/me").status == 401);
+  BOOST_TEST(laptop.get("/portal/api/me").status == 401);
+  Client old_token = ann;
+  old_token.csrf = copied.csrf;
+  BOOST_TEST(old_token.post("/portal/api/keys/create", jsonBody({{"name", "x"}})).status == 403);
+  // The reset link made before the change cannot undo it.
+  HttpResult revoked = ann.post("/portal/api/links/check", jsonBody({{"token", pending_reset}}));
+  BOOST_TEST(revoked.status == 404, revoked.body);
+  HttpResult undo = Client{stack.url("")}.post(
+      "/portal/api/password/set", jsonBody({{"token", pending_reset}, {"password", kPassword}}));
+  BOOST_TEST(undo.status == 404, undo.body);
+
+  // Two reset links: using one revokes the other.
+  std::string first = resetToken(stack, "ann@example.com");
+  std::string second = resetToken(stack, "ann@example.com");
+  HttpResult used = Client{stack.url("")}.post(
+      "/portal/api/password/set", jsonBody({{"token", second}, {"password", kPassword}}));
+  BOOST_REQUIRE_MESSAGE(used.status == 200, used.body);
+  BOOST_TEST(
+      Client{stack.url("")}.post("/portal/api/links/check", jsonBody({{"token", first}})).status ==
+      404);
+
+  // Ann has a person: an invitation is refused, and says what to do.
+  int rc = -1;
+  std::string out = stack.eqctl({"account", "invite", "Ann@example.com", "--tier", "ultra"}, &rc);
+  BOOST_TEST(rc == 4, "eqctl account invite of an existing email: " << rc << " " << out);
+  BOOST_TEST(contains(out, "reset-password ann@example.com"), out);
+}
+
+// Issue 25 (5): a link's token is checked and used by POST with the token
+// in the body; no route takes it in a path (where proxies log it).
+BOOST_AUTO_TEST_CASE(a_link_token_travels_in_a_body_never_in_a_path) {
+  Stack stack(portalOnly());
+  std::string token = tokenOf(inviteLink(stack, "ann@example.com"));
+  Client c{stack.url("")};
+  BOOST_TEST(c.get("/portal/api/links/" + token).status == 404);
+  HttpResult checked = c.post("/portal/api/links/check", jsonBody({{"token", token}}));
+  BOOST_REQUIRE_MESSAGE(checked.status == 200, checked.body);
+  BOOST_TEST(std::string(parse(checked)["data"]["kind"].GetString()) == "invite");
+  BOOST_TEST(std::string(parse(checked)["data"]["email"].GetString()) == "ann@example.com");
+  // Like every session-less POST, from the developer center's pages only.
+  Client foreign{stack.url(""), "http://evil.example"};
+  BOOST_TEST(foreign.post("/portal/api/links/check", jsonBody({{"token", token}})).status == 403);
+  BOOST_TEST(c.post("/portal/api/links/check", "{}").status == 400);
+  HttpResult unknown = c.post("/portal/api/links/check", jsonBody({{"token", "nope"}}));
+  BOOST_TEST(unknown.status == 404);
+  BOOST_TEST(contains(msgOf(unknown), "used, has expired or is unknown"), unknown.body);
+  // The page's first question answers 200 signed out, and who is signed in
+  // once there is a session.
+  HttpResult out = c.get("/portal/api/session");
+  BOOST_TEST(out.status == 200, out.body);
+  BOOST_TEST(parse(out)["data"]["signed_in"].GetBool() == false);
+  Client stale = c;
+  stale.cookie = "eq_session=not-a-session";
+  HttpResult gone = stale.get("/portal/api/session");
+  BOOST_TEST(gone.status == 200, gone.body);
+  BOOST_TEST(parse(gone)["data"]["signed_in"].GetBool() == false);
+  HttpResult set =
+      c.post("/portal/api/password/set", jsonBody({{"token", token}, {"password", kPassword}}));
+  BOOST_REQUIRE_MESSAGE(set.status == 200, set.body);
+  c.keepSession(set);
+  rapidjson::Document in = parse(c.get("/portal/api/session"));
+  BOOST_TEST(in["data"]["signed_in"].GetBool() == true);
+  BOOST_TEST(std::string(in["data"]["email"].GetString()) == "ann@example.com");
+  BOOST_TEST(std::string(in["data"]["csrf"].GetString()) == c.csrf);
+}
+
+// Issue 25 (8): a disabled person (and account) is refused at sign-in, by
+// every session (the playground included) and by every link, and gets no
+// new reset link.
+BOOST_AUTO_TEST_CASE(a_disabled_account_is_refused_at_sign_in_sessions_playground_and_links) {
+  Stack stack(portalOnly());
+  Client ann = invitedAndSignedIn(stack, "ann@example.com");
+  std::string reset = resetToken(stack, "ann@example.com");
+  int rc = -1;
+  stack.eqctl({"account", "disable", "ann@example.com"}, &rc);
+  BOOST_REQUIRE(rc == 0);
+
+  BOOST_TEST(ann.get("/portal/api/me").status == 401);
+  BOOST_TEST(parse(ann.get("/portal/api/session"))["data"]["signed_in"].GetBool() == false);
+  BOOST_TEST(ann.post("/portal/api/playground/analyze", jsonBody({{"message", "hello"}})).status ==
+             401);
+  Client c{stack.url("")};
+  HttpResult checked = c.post("/portal/api/links/check", jsonBody({{"token", reset}}));
+  BOOST_TEST(checked.status == 403, checked.body);
+  BOOST_TEST(contains(msgOf(checked), "disabled"), checked.body);
+  BOOST_TEST(
+      c.post("/portal/api/password/set", jsonBody({{"token", reset}, {"password", kPassword}}))
+          .status == 403);
+  BOOST_TEST(c.post("/portal/api/signin",
+                    jsonBody({{"email", "ann@example.com"}, {"password", kPassword}}))
+                 .status == 401);
+  std::string out = stack.eqctl({"account", "reset-password", "ann@example.com"}, &rc);
+  BOOST_TEST(rc == 4, out);
+  BOOST_TEST(contains(out, "disabled"), out);
+}
+
+// Issue 25 (8): the webhook URL receives every result of the account, so
+// changing it asks for the password again; and a test event, which goes
+// wherever a signed-in person points it, says only "could not connect"
+// whether the port is closed or the receiver never answers, after the same
+// time (the attempt timeout), so it cannot tell them apart.
+BOOST_AUTO_TEST_CASE(the_webhook_url_needs_the_password_and_a_test_event_cannot_scan_ports) {
+  constexpr int kTimeoutMs = 1500;
+  StackOptions o = portalOnly({{"EQ_WEBHOOK_ALLOW_CIDRS", "127.0.0.1/32"},
+                               {"EQ_WEBHOOK_TIMEOUT_MS", std::to_string(kTimeoutMs)}});
+  o.dispatcher = true;
+  Stack stack(o);
+  Client ann = invitedAndSignedIn(stack, "ann@example.com");
+  auto defaultUrl = [&] {
+    return std::string(parse(ann.get("/portal/api/webhooks"))["data"]["default_url"].GetString());
+  };
+
+  int closed_fd = -1;
+  int closed_port = refusingPort(&closed_fd);
+  std::string closed_url = "http://127.0.0.1:" + std::to_string(closed_port) + "/hook";
+  HttpResult bare = ann.post("/portal/api/webhooks/url", jsonBody({{"url", closed_url}}));
+  BOOST_TEST(bare.status == 400, bare.body);
+  BOOST_TEST(contains(msgOf(bare), "password"), bare.body);
+  HttpResult wrong = ann.post("/portal/api/webhooks/url",
+                              jsonBody({{"url", closed_url}, {"password", "not the password"}}));
+  BOOST_TEST(wrong.status == 403, wrong.body);
+  BOOST_TEST(defaultUrl() == "");
+
+  eq::it::HookServer silent([](const ReceivedWebhook&, size_t) {
+    eq::it::HookReply r;
+    r.hang = true;
+    return r;
+  });
+  std::vector<std::string> errors;
+  for (const std::string& url : {closed_url, silent.url()}) {
+    HttpResult set =
+        ann.post("/portal/api/webhooks/url", jsonBody({{"url", url}, {"password", kPassword}}));
+    BOOST_REQUIRE_MESSAGE(set.status == 200, set.body);
+    BOOST_TEST(defaultUrl() == url);
+    HttpResult sent = ann.post("/portal/api/webhooks/test", "{}");
+    BOOST_REQUIRE_MESSAGE(sent.status == 200, sent.body);
+    std::string id = parse(sent)["data"]["delivery_id"].GetString();
+    int64_t started = nowMs();
+    std::string status = "pending";
+    rapidjson::Document d;
+    while (status == "pending" && nowMs() - started < 20000) {
+      sleepMs(100);
+      d = parse(ann.get("/portal/api/deliveries/" + id));
+      status = d["data"]["delivery"]["status"].GetString();
+    }
+    int64_t waited = nowMs() - started;
+    BOOST_REQUIRE_MESSAGE(status == "failed", url << ": " << status);
+    const rapidjson::Value& a = d["data"]["attempts"][0];
+    BOOST_TEST(a["http_status"].IsNull());
+    errors.push_back(a["error"].GetString());
+    BOOST_TEST_MESSAGE(url << ": \"" << errors.back() << "\" after " << waited << " ms, latency "
+                           << a["latency_ms"].GetInt64() << " ms");
+    // Neither answers before the timeout, whatever the port did.
+    BOOST_TEST(a["latency_ms"].GetInt64() >= kTimeoutMs - 50, url);
+    BOOST_TEST(waited >= kTimeoutMs - 200, url);
+  }
+  ::close(closed_fd);
+  BOOST_TEST(errors[0] == "could not connect");
+  BOOST_TEST(errors[1] == "could not connect");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
