@@ -411,6 +411,11 @@ class Store {
   static RateDecision rateDecision(int limit, int64_t count, int64_t window_start,
                                    int64_t now_ms);
   static int64_t rateWindowStart(int64_t now_ms) { return now_ms - now_ms % 60'000; }
+  // The developer center's playground (issue 25): one request of the
+  // account's session, counted against the account's rate limit under the
+  // counter "portal:<account_id>", the playground being one more caller of
+  // the account beside its keys.
+  Result<RateDecision> countPlaygroundRequest(const std::string& account_id, int64_t now_ms);
 
   // Idempotency-Key records. beginIdempotent inserts a pending row or reads
   // the existing one, in one IMMEDIATE transaction, and purges a bounded
