@@ -253,6 +253,7 @@ void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) 
   for (const auto& [k, v] : r.headers) has_id = has_id || k == "X-Request-Id";
   if (!has_id) r.headers.emplace_back("X-Request-Id", info->request_id);
   for (const auto& h : info->extra_headers) r.headers.push_back(h);
+  if (info->hsts) r.headers.emplace_back("Strict-Transport-Security", "max-age=31536000");
   if (!info->idempotency && info->refund_mode.empty() && info->failed_task_id.empty() &&
       info->open_charge.empty()) {
     send(info, res, std::move(r));

@@ -59,6 +59,8 @@ void ApiService::databaseUnavailable(const Info& info, const Responder& res,
 void ApiService::send(const Info& info, const Responder& res, HttpResponse r) {
   int64_t latency = ctx_.clock->nowMs() - info->started_ms;
   in_flight_.add(-1);
+  if (!info->playground_slot.empty()) releasePlaygroundSlot(info->playground_slot);
+  info->playground_slot.clear();
   requests_.with({info->route, std::to_string(r.status)}).inc();
   request_seconds_.observe(static_cast<double>(latency) / 1000.0);
   if (!info->mode.empty()) {
@@ -67,6 +69,7 @@ void ApiService::send(const Info& info, const Responder& res, HttpResponse r) {
   }
   log::info("request", {{"request_id", info->request_id},
                         {"key_prefix", info->key_prefix},
+                        {"client", info->client},
                         {"method", info->method},
                         {"route", info->route},
                         {"status", static_cast<long long>(r.status)},

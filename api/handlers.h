@@ -60,6 +60,9 @@ struct ApiContext {
   const net::CidrSet* webhook_allow = nullptr;  // EQ_WEBHOOK_ALLOW_CIDRS
   std::string instance_id;  // this process's api_instances row (crash-safe accounting)
   uv_loop_t* loop = nullptr;  // the loop thread's; the portal's password hashing uses its pool
+  // EQ_TRUSTED_PROXIES: whose X-Forwarded-For / Forwarded name the client
+  // (api/client_address.h); null or empty: the TCP peer is the client.
+  const net::CidrSet* trusted_proxies = nullptr;
 };
 
 // What a handler needs to remember about its request after the HttpRequest
@@ -69,7 +72,14 @@ struct RequestInfo {
   std::string method;
   std::string route;
   std::string key_prefix;
+  std::string client;  // the client address (api/client_address.h), as text, for the access log
   int64_t started_ms = 0;
+  // A developer-center answer while cookies are Secure: finish() adds
+  // Strict-Transport-Security.
+  bool hsts = false;
+  // A playground call holding one of its session's in-flight slots (the
+  // SHA-256 of the session id): send() gives it back.
+  std::string playground_slot;
   std::vector<std::pair<std::string, std::string>> extra_headers;  // rate-limit headers
   // Set while this request owns a pending Idempotency-Key row: finish()
   // stores a final response in it or deletes it (PRODUCT.md §3).
@@ -179,6 +189,11 @@ class ApiService {
   void portalUsage(const CallPtr& c);
   void portalPlaygroundReply(const CallPtr& c);
   void portalPlaygroundAnalyze(const CallPtr& c);
+  // At most kPlaygroundInFlightPerSession playground calls of one session in
+  // flight (this process): takes a slot, or answers 429 and returns false.
+  bool takePlaygroundSlot(const CallPtr& c);
+  void releasePlaygroundSlot(const std::string& slot);
+  std::map<std::string, int> playground_in_flight_;  // loop thread: by session id hash
   void portalWebhooks(const CallPtr& c);
   void portalWebhookUrl(const CallPtr& c);
   void portalWebhookReveal(const CallPtr& c);

@@ -92,6 +92,17 @@ int main() {
     return 2;
   }
 
+  // A typo here would silently leave the per-address limits on the proxy's
+  // address (one limit for everybody), so it stops the process instead.
+  eq::Result<eq::net::CidrSet> trusted_proxies = eq::net::CidrSet::parse(config.trusted_proxies);
+  if (!trusted_proxies.isOk()) {
+    eq::log::error("bad configuration",
+                   {{"error", "EQ_TRUSTED_PROXIES: " + trusted_proxies.status().msg() +
+                                  "; give the proxies' address ranges, comma-separated, e.g. "
+                                  "10.0.0.0/8,fd00::/8 (README, \"Behind a reverse proxy\")"}});
+    return 2;
+  }
+
   eq::Result<std::unique_ptr<eq::Store>> store =
       eq::Store::open(config.db_path, eq::Store::kDefaultBusyTimeoutMs);
   if (!store.isOk()) {
@@ -115,7 +126,8 @@ int main() {
   eq::SystemClock clock;
   eq::api::DbThread db(loop, std::move(store.value()), &clock, instance_id);
   eq::api::ApiService service(
-      {&config, &db, &broker, &clock, &webhook_allow.value(), instance_id, loop});
+      {&config, &db, &broker, &clock, &webhook_allow.value(), instance_id, loop,
+       &trusted_proxies.value()});
   eq::api::HttpLimits limits;
   limits.max_connections = static_cast<std::size_t>(config.http_max_connections);
   limits.max_connections_per_client =

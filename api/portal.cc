@@ -11,12 +11,14 @@
 // same-origin Origin only.
 #include <uv.h>
 
+#include <cassert>
 #include <cctype>
 
 #include "api/handlers.h"
 #include "api/request_util.h"
 #include "api/validation.h"
 #include "common/crypto.h"
+#include "common/defaults.h"
 #include "common/ids.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -379,22 +381,73 @@ void ApiService::portalSimple(const CallPtr& c, SessionWork work) {
 void ApiService::portalAuthorize(const CallPtr& c, DbWork work, Then then) {
   // The playground: the reply and analyze handlers, authenticated by the
   // session instead of a key. Their calls are charged to the account like
-  // any other (their tasks name the key id "portal").
+  // any other (their tasks name the key id "portal"), and counted against
+  // the account's rate limit like any other, analyze too, in the same step
+  // as the route's work (which runs only within the limit): one signed-in
+  // session cannot queue more jobs than a key can.
   auto auth = std::make_shared<AuthContext>();
+  auto rate = std::make_shared<RateDecision>();
+  int64_t now = ctx_.clock->nowMs();
   withSession(
       c,
-      [auth, work = std::move(work)](Store& store, const PortalSession& s, Status&,
-                                     std::string&) -> Status {
+      [auth, rate, now, work = std::move(work)](Store& store, const PortalSession& s, Status&,
+                                                std::string&) -> Status {
+        Result<RateDecision> d = store.countPlaygroundRequest(s.account_id, now);
+        if (!d.isOk()) return d.status();
+        *rate = d.value();
+        if (!rate->allowed) return Status::ok();
         auth->key_id = "portal";
         auth->account_id = s.account_id;
         auth->display_prefix = "portal";
         return work ? work(store, auth.get()) : Status::ok();
       },
-      [auth, then = std::move(then)](const CallPtr& call, const PortalSession&, const Status&,
-                                     const std::string&) {
+      [this, auth, rate, then = std::move(then)](const CallPtr& call, const PortalSession&,
+                                                 const Status&, const std::string&) {
+        const Info& info = call->info;
+        info->extra_headers.emplace_back("X-RateLimit-Limit", std::to_string(rate->limit));
+        info->extra_headers.emplace_back("X-RateLimit-Remaining", std::to_string(rate->remaining));
+        info->extra_headers.emplace_back("X-RateLimit-Reset", std::to_string(rate->reset_seconds));
+        if (!rate->allowed) {
+          rate_limited_.inc();
+          info->extra_headers.emplace_back("Retry-After", std::to_string(rate->reset_seconds));
+          sendError(info, call->res, 429,
+                    "rate limit exceeded: " + std::to_string(rate->limit) +
+                        " requests per minute for this account; retry after " +
+                        std::to_string(rate->reset_seconds) + " s");
+          return;
+        }
         call->auth = *auth;
         then(call);
       });
+}
+
+bool ApiService::takePlaygroundSlot(const CallPtr& c) {
+  // Per session, not per account: a person with two tabs open is not
+  // refused, and a leaked session cannot hold more than its share of
+  // workers (a sync call holds one, or an LLM call, until it is answered).
+  // Counted by the cookie's value before the session is looked up: an
+  // unknown one is answered 401 at once and gives its slot back.
+  std::string session_id = cookieValue(c->req, kCookie);
+  if (session_id.empty()) return true;  // withSession answers 401
+  std::string slot = crypto::sha256(session_id);
+  int& n = playground_in_flight_[slot];
+  if (n >= defaults::kPlaygroundInFlightPerSession) {
+    c->info->extra_headers.emplace_back("Retry-After", "1");
+    portalAnswer(c->info, c->res,
+                 Status(429, "at most " + std::to_string(defaults::kPlaygroundInFlightPerSession) +
+                                 " playground calls at a time; retry after 1 s"),
+                 "", "");
+    return false;
+  }
+  ++n;
+  c->info->playground_slot = std::move(slot);
+  return true;
+}
+
+void ApiService::releasePlaygroundSlot(const std::string& slot) {
+  auto it = playground_in_flight_.find(slot);
+  assert(it != playground_in_flight_.end() && it->second > 0);
+  if (--it->second == 0) playground_in_flight_.erase(it);
 }
 
 std::string ApiService::sessionCookie(const std::string& session_id) const {
@@ -605,20 +658,27 @@ void ApiService::portalRegister(const CallPtr& c) {
     return;
   }
   if (hashingBusy(c)) return;
-  // Registering an email that has an account says so (409): without mail
-  // to confirm an address there is no answer that hides it, since a new
-  // email must get an account and a session. What keeps this from being a
-  // cheap way to learn who has an account is the sign-in limit: every
-  // registration is counted as a failed attempt of the client's address
-  // before it runs, and only one that makes an account takes its count
-  // back, so probing by registration meets the same 10 in 15 minutes as
-  // guessing by sign-in (docs/portal.md, "Security").
+  // Every registration counts (issue 25), a successful one too: at most
+  // EQ_PORTAL_REGISTRATIONS_PER_ADDRESS_DAY per client address (an IPv6
+  // client by its /64) in 24 h, and EQ_PORTAL_REGISTRATIONS_PER_HOUR over
+  // every address, since each account made gets 100 units per mode. The
+  // count is taken before the slow hashing, in the step that checks it, so
+  // registrations sent at the same moment cannot all slip under it.
+  // Registering an email that has an account says so (409): without mail to
+  // confirm an address there is no answer that hides it, since a new email
+  // must get an account and a session. The same limit is what keeps this
+  // from being a cheap way to learn who has an account: by default 5
+  // probes a day per address (docs/portal.md, "Who may sign up").
   auto counted = std::make_shared<Store::PasswordAttempt>();
   std::unique_ptr<DbRequest> r = newDbRequest();
   int64_t now = r->now_ms;
-  std::vector<std::string> scopes = {addressScope(c->req.client)};
-  r->work = [counted, scopes, now](Store& store, const AuthContext*) -> Status {
-    Result<Store::PasswordAttempt> a = store.beginPasswordAttempt(scopes, now);
+  std::string prefix(Store::kRegisterScopePrefix);
+  std::vector<Store::AttemptLimit> limits = {
+      {prefix + addressScope(c->req.client), ctx_.config->portal_registrations_per_address_day,
+       Store::kRegisterAddressWindowMs},
+      {prefix + "all", ctx_.config->portal_registrations_per_hour, Store::kRegisterAllWindowMs}};
+  r->work = [counted, limits, now](Store& store, const AuthContext*) -> Status {
+    Result<Store::PasswordAttempt> a = store.beginLimitedAttempt(limits, now);
     if (!a.isOk()) return a.status();
     *counted = a.value();
     return Status::ok();
@@ -628,16 +688,26 @@ void ApiService::portalRegister(const CallPtr& c) {
       unavailable(c->info, c->res, "the database is busy");
       return;
     }
-    if (tooManyAttempts(c, counted->retry_at_ms, now, "failed attempts from this address")) {
+    if (tooManyAttempts(c, counted->retry_at_ms, now,
+                        "registrations (at most " +
+                            std::to_string(ctx_.config->portal_registrations_per_address_day) +
+                            " a day from one address and " +
+                            std::to_string(ctx_.config->portal_registrations_per_hour) +
+                            " an hour in all)")) {
       return;
     }
-    if (hashingBusy(c)) return;
-    hashThenSignIn(
-        c, pass,
-        [email](Store& store, const std::string& hash, int64_t at) {
-          return store.registerPerson(email, hash, at);
-        },
-        counted->counted);
+    if (hashingBusy(c)) {
+      // Nothing was tried: this one does not count.
+      std::unique_ptr<DbRequest> forget = newDbRequest();
+      forget->work = [rows = counted->counted](Store& store, const AuthContext*) -> Status {
+        return store.forgetSigninFailures(rows);
+      };
+      ctx_.db->submit(std::move(forget));
+      return;
+    }
+    hashThenSignIn(c, pass, [email](Store& store, const std::string& hash, int64_t at) {
+      return store.registerPerson(email, hash, at);
+    });
   };
   ctx_.db->submit(std::move(r));
 }
@@ -1061,11 +1131,13 @@ void ApiService::portalUsage(const CallPtr& c) {
 // ---------------------------------------------------------------- playground
 
 void ApiService::portalPlaygroundReply(const CallPtr& c) {
+  if (!takePlaygroundSlot(c)) return;
   c->portal = true;
   reply(c, false);
 }
 
 void ApiService::portalPlaygroundAnalyze(const CallPtr& c) {
+  if (!takePlaygroundSlot(c)) return;
   c->portal = true;
   analyze(c);
 }

@@ -1,6 +1,7 @@
 // The route table and the routes that need no key: ApiService::handle
 // dispatches through kRoutes alone; /metrics renders the Registry.
 #include "api/handlers.h"
+#include "api/client_address.h"
 
 #include "api/request_util.h"
 #include "common/embedded.h"
@@ -85,6 +86,16 @@ void ApiService::handle(HttpRequest&& req, Responder res) {
   info->method = c->req.method;
   info->started_ms = c->req.received_ms;
   in_flight_.add(1);
+  if (ctx_.trusted_proxies != nullptr) {
+    c->req.client = clientAddress(c->req, *ctx_.trusted_proxies);
+  }
+  info->client = addressText(c->req.client);
+  // Secure cookies mean the developer center is served over https: every
+  // answer of it tells the browser to keep to https (issue 25), the 404 of
+  // an unknown page too.
+  std::string_view path = c->req.path;
+  info->hsts = ctx_.config->portal && !ctx_.config->portal_insecure_cookies &&
+               (path == "/" || path.substr(0, 7) == "/portal");
 
   const Route* route = matchRoute(c->req.path);
   if (route != nullptr && !ctx_.config->portal &&

@@ -202,6 +202,17 @@ Result<Config> Config::fromEnv() {
       return s;
     }
   }
+  if (Status s = intFromEnv("EQ_PORTAL_REGISTRATIONS_PER_ADDRESS_DAY", 1, 1'000'000,
+                            &c.portal_registrations_per_address_day);
+      !s.isOk()) {
+    return s;
+  }
+  if (Status s = intFromEnv("EQ_PORTAL_REGISTRATIONS_PER_HOUR", 1, 1'000'000,
+                            &c.portal_registrations_per_hour);
+      !s.isOk()) {
+    return s;
+  }
+  c.trusted_proxies = envOr("EQ_TRUSTED_PROXIES", "");
   if (Status s = intFromEnv("EQ_SYNC_DEADLINE_MS", 0, 3'600'000, &c.sync_deadline_ms);
       !s.isOk()) {
     return s;

@@ -96,6 +96,16 @@ struct Config {
   std::string portal_url;
   std::string portal_origin;
   std::string portal_host;
+  // Open registration's limits (issue 25): per client address in a day, and
+  // over every address in an hour. Every registration counts, a successful
+  // one too.
+  int64_t portal_registrations_per_address_day = defaults::kRegistrationsPerAddressDay;
+  int64_t portal_registrations_per_hour = defaults::kRegistrationsPerHour;
+  // EQ_TRUSTED_PROXIES: the address ranges of the reverse proxies in front
+  // of eq-api, whose X-Forwarded-For / Forwarded eq-api believes (see
+  // api/client_address.h); empty: none, the TCP peer is the client. Parsed
+  // by eq-api's main() (net::CidrSet), which refuses a malformed list.
+  std::string trusted_proxies;
 
   // Key prefix of this environment: eq_live_ in production, eq_test_ in staging.
   std::string keyPrefix() const { return env == "staging" ? "eq_test_" : "eq_live_"; }

@@ -81,6 +81,16 @@ constexpr int kApiDbBusyTimeoutMs = 500;
 // (api/db_thread.h).
 constexpr int64_t kApiDbDeadlineMs = 500;
 
+// The developer center (issue 25). Open registration: at most this many
+// per client address in 24 h (EQ_PORTAL_REGISTRATIONS_PER_ADDRESS_DAY) and
+// over all addresses in an hour (EQ_PORTAL_REGISTRATIONS_PER_HOUR); each
+// makes an account with 100 units per mode.
+constexpr int64_t kRegistrationsPerAddressDay = 5;
+constexpr int64_t kRegistrationsPerHour = 100;
+// Playground calls one session may have in flight (a sync call holds a
+// worker, or an LLM call, until it is answered); the next gets 429.
+constexpr int kPlaygroundInFlightPerSession = 2;
+
 // Broker.
 constexpr int kAmqpHeartbeatSeconds = 30;
 // Handshake and synchronous AMQP methods (declare, consume, qos) against a

@@ -98,6 +98,22 @@ bool CidrSet::contains(const struct sockaddr* addr) const {
   return false;
 }
 
+bool CidrSet::containsRaw(std::string_view raw) const {
+  sockaddr_storage ss{};
+  if (raw.size() == 4) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&ss);
+    in->sin_family = AF_INET;
+    std::memcpy(&in->sin_addr, raw.data(), 4);
+  } else if (raw.size() == 16) {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    in6->sin6_family = AF_INET6;
+    std::memcpy(&in6->sin6_addr, raw.data(), 16);
+  } else {
+    return false;
+  }
+  return contains(reinterpret_cast<const sockaddr*>(&ss));
+}
+
 bool isNonPublicAddress(const struct sockaddr* addr) {
   static const CidrSet blocked = [] {
     std::string list;

@@ -20,6 +20,10 @@ class CidrSet {
  public:
   static Result<CidrSet> parse(const std::string& list);
   bool contains(const struct sockaddr* addr) const;
+  // An address as raw bytes (4 for IPv4, 16 for IPv6, as
+  // http::HttpRequest::client holds it); false for any other length.
+  bool containsRaw(std::string_view raw) const;
+  bool empty() const { return ranges_.empty(); }
 
  private:
   struct Range {

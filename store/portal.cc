@@ -362,24 +362,26 @@ Result<NewSession> Store::changePassword(const std::string& person_id,
 
 // ---------------------------------------------------------------- sign-in limits
 
-Result<int64_t> Store::signinFailures(const std::string& scope, int64_t now_ms) {
+Result<int64_t> Store::signinFailures(const std::string& scope, int64_t now_ms,
+                                      int64_t window_ms) {
   Query q(prepare("SELECT count(*) FROM signin_failures WHERE scope = ? AND at > ?"));
-  q.bind(1, scope).bind(2, now_ms - kSigninWindowMs);
+  q.bind(1, scope).bind(2, now_ms - window_ms);
   if (q.step() != SQLITE_ROW) return error("count failures");
   return q.int64(0);
 }
 
-Result<int64_t> Store::signinRetryAt(const std::string& scope, int64_t now_ms) {
+Result<int64_t> Store::signinRetryAt(const std::string& scope, int64_t now_ms, int64_t window_ms,
+                                     int64_t max) {
   // The limit lifts when the oldest failure that keeps it at the maximum
   // leaves the window.
   Query q(prepare(
       "SELECT at FROM signin_failures WHERE scope = ? AND at > ? ORDER BY at DESC "
       "LIMIT 1 OFFSET ?"));
-  q.bind(1, scope).bind(2, now_ms - kSigninWindowMs).bind(3, int64_t{kSigninMaxFailures - 1});
+  q.bind(1, scope).bind(2, now_ms - window_ms).bind(3, max - 1);
   int rc = q.step();
   if (rc == SQLITE_DONE) return now_ms;
   if (rc != SQLITE_ROW) return error("read failures");
-  return q.int64(0) + kSigninWindowMs;
+  return q.int64(0) + window_ms;
 }
 
 Result<int64_t> Store::recordSigninFailure(const std::string& scope, int64_t now_ms) {
@@ -391,18 +393,25 @@ Result<int64_t> Store::recordSigninFailure(const std::string& scope, int64_t now
 
 Result<Store::PasswordAttempt> Store::beginPasswordAttempt(const std::vector<std::string>& scopes,
                                                            int64_t now_ms) {
+  std::vector<AttemptLimit> limits;
+  for (const std::string& scope : scopes) limits.push_back(AttemptLimit{scope});
+  return beginLimitedAttempt(limits, now_ms);
+}
+
+Result<Store::PasswordAttempt> Store::beginLimitedAttempt(const std::vector<AttemptLimit>& limits,
+                                                          int64_t now_ms) {
   PasswordAttempt a;
-  for (const std::string& scope : scopes) {
-    Result<int64_t> n = signinFailures(scope, now_ms);
+  for (const AttemptLimit& l : limits) {
+    Result<int64_t> n = signinFailures(l.scope, now_ms, l.window_ms);
     if (!n.isOk()) return n.status();
-    if (n.value() < kSigninMaxFailures) continue;
-    Result<int64_t> at = signinRetryAt(scope, now_ms);
+    if (n.value() < l.max) continue;
+    Result<int64_t> at = signinRetryAt(l.scope, now_ms, l.window_ms, l.max);
     if (!at.isOk()) return at.status();
     a.retry_at_ms = std::max(a.retry_at_ms, at.value());
   }
   if (a.retry_at_ms > 0) return a;
-  for (const std::string& scope : scopes) {
-    Result<int64_t> row = recordSigninFailure(scope, now_ms);
+  for (const AttemptLimit& l : limits) {
+    Result<int64_t> row = recordSigninFailure(l.scope, now_ms);
     if (!row.isOk()) return row.status();
     a.counted.push_back(row.value());
   }
@@ -614,10 +623,16 @@ Result<int> Store::purgePortalBefore(int64_t cutoff_ms, int64_t now_ms, int limi
     links.bind(1, cutoff_ms).bind(2, int64_t{limit});
     if (links.step() != SQLITE_DONE) return error("purge links");
     n += sqlite3_changes(db_);
+    // Registration's rows count for up to a day, the others for 15 minutes.
+    static_assert(kRegisterAddressWindowMs >= kRegisterAllWindowMs &&
+                  kRegisterAddressWindowMs >= kSigninWindowMs);
     Query failures(prepare(
         "DELETE FROM signin_failures WHERE rowid IN (SELECT rowid FROM signin_failures "
-        "WHERE at <= ? LIMIT ?)"));
-    failures.bind(1, now_ms - kSigninWindowMs).bind(2, int64_t{limit});
+        "WHERE at <= ?1 AND (at <= ?2 OR substr(scope, 1, length(?3)) != ?3) LIMIT ?4)"));
+    failures.bind(1, now_ms - kSigninWindowMs)
+        .bind(2, now_ms - kRegisterAddressWindowMs)
+        .bind(3, std::string(kRegisterScopePrefix))
+        .bind(4, int64_t{limit});
     if (failures.step() != SQLITE_DONE) return error("purge failures");
     n += sqlite3_changes(db_);
     // Test events: attempts first (foreign keys), then the deliveries.

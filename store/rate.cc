@@ -19,6 +19,23 @@ Result<RateDecision> Store::countRequest(const AuthContext& auth, int64_t now_ms
   return rateDecision(auth.rate_limit_per_min, count.value(), window, now_ms);
 }
 
+Result<RateDecision> Store::countPlaygroundRequest(const std::string& account_id,
+                                                   int64_t now_ms) {
+  AuthContext playground;
+  playground.key_id = "portal:" + account_id;
+  playground.account_id = account_id;
+  {
+    Query q(prepare("SELECT rate_limit_per_min FROM accounts WHERE id = ?"));
+    if (!q.valid()) return error("prepare account rate");
+    q.bind(1, account_id);
+    int rc = q.step();
+    if (rc == SQLITE_DONE) return Status(404, "no account " + account_id);
+    if (rc != SQLITE_ROW) return error("read account rate");
+    playground.rate_limit_per_min = static_cast<int>(q.int64(0));
+  }
+  return countRequest(playground, now_ms);
+}
+
 Result<int64_t> Store::countRequests(const std::string& key_id, int64_t window_start, int64_t n) {
   Query q(prepare(
       "INSERT INTO rate_counters (key_id, window_start, count) VALUES (?1, ?2, ?3) "

@@ -426,6 +426,11 @@ class Store {
   static RateDecision rateDecision(int limit, int64_t count, int64_t window_start,
                                    int64_t now_ms);
   static int64_t rateWindowStart(int64_t now_ms) { return now_ms - now_ms % 60'000; }
+  // The developer center's playground (issue 25): one request of the
+  // account's session, counted against the account's rate limit under the
+  // counter "portal:<account_id>", the playground being one more caller of
+  // the account beside its keys.
+  Result<RateDecision> countPlaygroundRequest(const std::string& account_id, int64_t now_ms);
 
   // Idempotency-Key records. beginIdempotent inserts a pending row or reads
   // the existing one, in one IMMEDIATE transaction, and purges a bounded
@@ -604,11 +609,15 @@ class Store {
   Result<std::optional<PortalSession>> session(const std::string& session_id, int64_t now_ms);
   Status endSession(const std::string& session_id);
   // Failed sign-ins in the window before now_ms, per scope.
-  Result<int64_t> signinFailures(const std::string& scope, int64_t now_ms);
+  Result<int64_t> signinFailures(const std::string& scope, int64_t now_ms,
+                                 int64_t window_ms = kSigninWindowMs);
   // Records one; returns its row id (for forgetSigninFailures).
   Result<int64_t> recordSigninFailure(const std::string& scope, int64_t now_ms);
-  // The oldest failure still in the window: when the limit lifts.
-  Result<int64_t> signinRetryAt(const std::string& scope, int64_t now_ms);
+  // When the limit of `max` in the window lifts: the oldest attempt that
+  // keeps it at the maximum leaves the window.
+  Result<int64_t> signinRetryAt(const std::string& scope, int64_t now_ms,
+                                int64_t window_ms = kSigninWindowMs,
+                                int64_t max = kSigninMaxFailures);
   // A password about to be checked (a sign-in, or a signed-in person's
   // password before a secret is shown or changed), in one writing step: if
   // any scope has kSigninMaxFailures in the window, retry_at_ms says when
@@ -622,6 +631,22 @@ class Store {
   };
   Result<PasswordAttempt> beginPasswordAttempt(const std::vector<std::string>& scopes,
                                                int64_t now_ms);
+  // The same with a limit of its own per scope: at most `max` attempts in
+  // the `window_ms` before now (beginPasswordAttempt is this with
+  // kSigninMaxFailures in kSigninWindowMs for every scope).
+  struct AttemptLimit {
+    std::string scope;
+    int64_t max = kSigninMaxFailures;
+    int64_t window_ms = kSigninWindowMs;
+  };
+  Result<PasswordAttempt> beginLimitedAttempt(const std::vector<AttemptLimit>& limits,
+                                              int64_t now_ms);
+  // Open registration's scopes (issue 25), kept in signin_failures (and
+  // purged) for the longest of their windows. Every registration is
+  // recorded in both, a successful one too, and none is taken back.
+  static constexpr std::string_view kRegisterScopePrefix = "register:";
+  static constexpr int64_t kRegisterAddressWindowMs = 24 * 3'600'000LL;
+  static constexpr int64_t kRegisterAllWindowMs = 3'600'000LL;
   Status forgetSigninFailures(const std::vector<int64_t>& rows);
 
   Result<std::vector<UsageRow>> usage(const std::string& account_id, int64_t since_ms);
