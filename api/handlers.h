@@ -235,6 +235,10 @@ class ApiService {
   // A developer-center POST not from a page of its origin (see
   // portalOriginAllowed in api/validation.h): answers 403 and returns true.
   bool refuseCrossOrigin(const CallPtr& c);
+  // The body of a link request ({"token", "password"}, from the page's
+  // origin) into *token and, when given, *password; false when it was
+  // answered (403, 400) instead.
+  bool readLinkRequest(const CallPtr& c, std::string* token, std::string* password = nullptr);
   void setPasswordThroughLink(const CallPtr& c, const std::string& token,
                               const std::string& password);
   // Hashes `password` off the loop, runs `step` with the hash in a database

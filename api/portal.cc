@@ -495,20 +495,27 @@ void ApiService::portalConfig(const CallPtr& c) {
   portalAnswer(c->info, c->res, Status::ok(), data, "ok");
 }
 
-void ApiService::portalLink(const CallPtr& c) {
-  // POST with the token in the body: a path or a query string is what
-  // reverse proxies and access logs keep, a body is not (docs/portal.md).
-  if (refuseCrossOrigin(c)) return;
+bool ApiService::readLinkRequest(const CallPtr& c, std::string* token, std::string* password) {
+  if (refuseCrossOrigin(c)) return false;
   rapidjson::Document doc;
   if (Status s = parseObject(c->req.body, &doc); !s.isOk()) {
     portalAnswer(c->info, c->res, s, "", "");
-    return;
+    return false;
   }
-  std::string token = member(doc, "token");
-  if (token.empty() || token.size() > 64) {
+  *token = member(doc, "token");
+  if (password != nullptr) *password = member(doc, "password");
+  if (token->empty() || token->size() > 64) {
     portalAnswer(c->info, c->res, Status(400, "token: the link's token is required"), "", "");
-    return;
+    return false;
   }
+  return true;
+}
+
+void ApiService::portalLink(const CallPtr& c) {
+  // POST with the token in the body: a path or a query string is what
+  // reverse proxies and access logs keep, a body is not (docs/portal.md).
+  std::string token;
+  if (!readLinkRequest(c, &token)) return;
   auto link = std::make_shared<Result<PortalLink>>(Status(500, "not run"));
   std::unique_ptr<DbRequest> r = newDbRequest();
   r->writes = false;
@@ -543,18 +550,9 @@ void ApiService::portalLink(const CallPtr& c) {
 }
 
 void ApiService::portalUseLink(const CallPtr& c) {
-  if (refuseCrossOrigin(c)) return;
-  rapidjson::Document doc;
-  if (Status s = parseObject(c->req.body, &doc); !s.isOk()) {
-    portalAnswer(c->info, c->res, s, "", "");
-    return;
-  }
-  std::string token = member(doc, "token");
-  std::string pass = member(doc, "password");
-  if (token.empty() || token.size() > 64) {
-    portalAnswer(c->info, c->res, Status(400, "token: the link's token is required"), "", "");
-    return;
-  }
+  std::string token;
+  std::string pass;
+  if (!readLinkRequest(c, &token, &pass)) return;
   if (Status bad = checkNewPassword(pass, "password"); !bad.isOk()) {
     portalAnswer(c->info, c->res, bad, "", "");
     return;
