@@ -176,7 +176,7 @@ std::vector<Candidate> situationCandidates(const std::vector<SituationReply>& re
                                            const Keep& keep) {
   std::vector<const SituationReply*> mine;
   for (const SituationReply& r : replies) {
-    if (r.strategy == strategy && keep(r.text)) mine.push_back(&r);
+    if (r.strategy == strategy && keep(r)) mine.push_back(&r);
   }
   std::vector<Candidate> out;
   for (size_t j = 0; j < mine.size(); ++j) {
@@ -413,16 +413,21 @@ eq::Result<ReplyOutput> BuiltinEngine::replyInSituation(const ReplyInput& in, co
   const auto want = static_cast<size_t>(in.reply_count);
   // The replies that would also be right were the message in one of the
   // situations it came close to come first; the others only when too few
-  // are, ranked below them.
-  const auto safeNearby = [&](std::string_view text) {
-    return std::none_of(sit.near.begin(), sit.near.end(),
-                        [&](int other) { return situations.breaksGuard(sig.lang, other, text); });
+  // are, ranked below them. Each reply's guards are checked once.
+  std::vector<bool> safeNearby(replies.size());
+  for (size_t i = 0; i < replies.size(); ++i) {
+    safeNearby[i] = std::none_of(sit.near.begin(), sit.near.end(), [&](int other) {
+      return situations.breaksGuard(sig.lang, other, replies[i].text);
+    });
+  }
+  const auto isSafe = [&](const SituationReply& r) {
+    return safeNearby[static_cast<size_t>(&r - replies.data())];
   };
-  const auto unsafeNearby = [&](std::string_view text) { return !safeNearby(text); };
+  const auto isUnsafe = [&](const SituationReply& r) { return !isSafe(r); };
   std::vector<std::vector<Candidate>> safe, unsafe;
   for (size_t r = 0; r < strategies.size(); ++r) {
-    safe.push_back(situationCandidates(replies, strategies[r], r, hash, safeNearby));
-    unsafe.push_back(situationCandidates(replies, strategies[r], r, hash, unsafeNearby));
+    safe.push_back(situationCandidates(replies, strategies[r], r, hash, isSafe));
+    unsafe.push_back(situationCandidates(replies, strategies[r], r, hash, isUnsafe));
     for (Candidate& c : unsafe.back()) c.score = std::max(0.01, c.score - 0.5);
   }
   size_t poolSize = 1;
