@@ -573,9 +573,10 @@ BOOST_AUTO_TEST_SUITE(engine_situations_eval)
 BOOST_AUTO_TEST_CASE(the_last_blind_batch_keeps_its_accuracy_rubric_and_guards) {
   for (const SituationFloor& f : std::vector<SituationFloor>{
            // Measured (docs/engine.md, "Situations"): 96.8% / 94.7% / 2 and
-           // 96.2% / 95.1% / 33, at its first report.
-           {"blind6_zh", 0.95, 0.93, 2},
-           {"blind6_en", 0.94, 0.93, 33}}) {
+           // 96.2% / 95.1% / 33, at its first report; 0 and 18 guards once
+           // replies borrow from the cues' reading (not blind any more).
+           {"blind6_zh", 0.95, 0.93, 0},
+           {"blind6_en", 0.94, 0.93, 18}}) {
     const std::string name(f.batch);
     const std::vector<eval::SituationSample> samples =
         eval::unknownTo(knownMessages(), situationSamples(name + ".tsv", false));

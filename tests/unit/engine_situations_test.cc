@@ -263,14 +263,22 @@ BOOST_AUTO_TEST_CASE(close_readings_are_kept_so_that_their_guards_hold_too) {
   BOOST_TEST_REQUIRE(r.found());
   const std::vector<std::string>& ids = withExamples().ids();
   std::set<std::string> near;
-  for (int n : r.near) near.insert(ids[static_cast<size_t>(n)]);
+  for (const SituationReading::Near& n : r.near) near.insert(ids[static_cast<size_t>(n.situation)]);
   BOOST_TEST(near.count(idOf(r)) == 0u);
   BOOST_TEST((near.count("goodbye_farewell") + near.count("request_from_superior") +
               (idOf(r) == "goodbye_farewell" || idOf(r) == "request_from_superior")) == 2u);
   // A clear goodbye is not near a request: near is not "every situation".
   const SituationReading bye = readByExample(Lang::kZh, "撤了撤了 先撤 回头聊");
   BOOST_TEST(idOf(bye) == "goodbye_farewell");
-  for (int n : bye.near) BOOST_TEST(ids[static_cast<size_t>(n)] != "request_from_superior");
+  for (const SituationReading::Near& n : bye.near) {
+    BOOST_TEST(ids[static_cast<size_t>(n.situation)] != "request_from_superior");
+  }
+  // Closest first, each within the margin.
+  for (size_t i = 0; i < r.near.size(); ++i) {
+    BOOST_TEST(r.near[i].gap >= 0.0);
+    BOOST_TEST(r.near[i].gap <= Situations::kNearMargin);
+    if (i > 0) BOOST_TEST(r.near[i - 1].gap <= r.near[i].gap);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(too_little_known_text_reads_no_situation) {
@@ -505,3 +513,90 @@ BOOST_AUTO_TEST_CASE(good_night_is_returned_and_a_joke_is_not_congratulated) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Two situations whose replies are each other's mistakes: a reproach is met
+// with an apology, and an apology must not be met with one. A message whose
+// words read one and whose likeness to the examples the other is answered
+// from their shared ground.
+BOOST_AUTO_TEST_SUITE(shared_ground)
+
+std::string sharedGroundData() {
+  std::string d;
+  d += "tier\t*\tapology_received\t4\t-\n";
+  d += "tier\t*\treproach_of_reader\t4\t-\n";
+  for (const char* lang : {"zh", "en"}) {
+    const std::string l(lang);
+    for (int i = 1; i <= 5; ++i) {
+      const std::string n = std::to_string(i);
+      d += "reply\t" + l + "\treproach_of_reader\tapologize\tSorry, that one is on me (" + n + ").\n";
+      d += "reply\t" + l + "\tapology_received\treassure\tIt's fine, we're good (" + n + ").\n";
+    }
+    d += "why\t" + l + "\treproach_of_reader\t*\twhy-reproach\n";
+    d += "why\t" + l + "\tapology_received\t*\twhy-apology\n";
+    for (const char* id : {"reproach_of_reader", "apology_received"}) {
+      d += "need\t" + l + "\t" + id + "\t*\tneed\n";
+      d += "advice\t" + l + "\t" + id + "\t*\tadvice\n";
+    }
+    d += "guard\t" + l + "\treproach_of_reader\t*\tcalm down\n";
+    d += "cue\t" + l + "\tapology_received\t4\tsoz\n";
+    d += "guard\t" + l + "\tapology_received\t*\tsorry|on me\n";
+  }
+  return d;
+}
+
+const std::string kSharedGroundExamples =
+    "en\treproach_of_reader\t-\t-\tyou were late again\n"
+    "en\treproach_of_reader\t-\t-\tlate again?? seriously\n"
+    "en\treproach_of_reader\t-\t-\twhy are you always late\n"
+    "en\tapology_received\t-\t-\tsorry i was late\n"
+    "en\tapology_received\t-\t-\tsoz, my bad\n"
+    "en\tapology_received\t-\t-\tsorry about earlier\n";
+
+BOOST_AUTO_TEST_CASE(a_message_between_a_reproach_and_an_apology_gets_neither_wrong) {
+  const std::string_view dir = "workers/engine/builtin/data/";
+  auto created = BuiltinEngine::create(
+      eq::embedded::file(std::string(dir) + "lexicon.tsv"),
+      eq::embedded::file(std::string(dir) + "phrases.tsv"),
+      eq::embedded::file(std::string(dir) + "examples.tsv"), sharedGroundData(),
+      kSharedGroundExamples);
+  BOOST_TEST_REQUIRE(created.isOk(), created.status().msg());
+  const BuiltinEngine& engine = *created.value();
+  struct Expect {
+    const char* message;
+    const char* reading;
+    bool apology_replies;
+  };
+  for (const Expect& e : {
+           // Read as a reproach, close to the apology its words say: no
+           // reproach reply is right for both, the apology's are.
+           Expect{"soz late again", "reproach_of_reader", true},
+           // A clear reproach keeps its own replies, a clear apology its own.
+           Expect{"you were late again", "reproach_of_reader", false},
+           Expect{"sorry, late again", "apology_received", true},
+       }) {
+    BOOST_TEST_CONTEXT(e.message) {
+      AnalyzeInput a;
+      a.message = e.message;
+      BOOST_TEST(engine.situationOf(a) == e.reading);
+      for (Mode mode : {Mode::kFast, Mode::kStandard, Mode::kPerfect}) {
+        ReplyInput in;
+        in.mode = mode;
+        in.message = e.message;
+        in.reply_count = 3;
+        const auto out = engine.reply(in);
+        BOOST_TEST_REQUIRE(out.isOk(), out.status().msg());
+        BOOST_TEST(out.value().replies.size() == 3u);
+        for (const auto& r : out.value().replies) {
+          const bool apology = r.text.rfind("It's fine", 0) == 0;
+          BOOST_TEST(apology == e.apology_replies, r.text);
+          // Each reply is explained by the situation it was written for.
+          BOOST_TEST(r.eq_analysis.rfind(apology ? "why-apology" : "why-reproach", 0) == 0u,
+                     r.eq_analysis);
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+

@@ -190,6 +190,36 @@ std::vector<Candidate> situationCandidates(const std::vector<SituationReply>& re
   return out;
 }
 
+// The replies written for a situation the message came close to (near)
+// that are also right in the situation it was read as: they break neither
+// the reading's guard nor the guard of another near situation
+// (safeNearby(reply, near)). The ones that break the fewest guards anywhere
+// come first; they rank below the reading's own safe replies and above
+// its unsafe ones. Only the cues' reading lends its replies: a situation
+// that is merely close ("谢谢你" to sarcasm, "what books do you like?" to
+// flirting) would lend replies that are wrong for the message.
+template <typename SafeNearby>
+std::vector<Candidate> sharedGround(const Situations& situations, Lang lang, int reading,
+                                    int near, const SafeNearby& safeNearby) {
+  std::vector<const SituationReply*> fits;
+  for (const SituationReply& r : situations.replies(lang, near)) {
+    if (!situations.breaksGuard(lang, reading, r.text) && safeNearby(r, near)) fits.push_back(&r);
+  }
+  std::stable_sort(fits.begin(), fits.end(), [](const SituationReply* a, const SituationReply* b) {
+    return a->guardsBroken < b->guardsBroken;
+  });
+  std::vector<Candidate> out;
+  for (size_t j = 0; j < fits.size(); ++j) {
+    Candidate c;
+    c.strategy = fits[j]->strategy;
+    c.score = std::max(0.02, 0.45 - 0.03 * static_cast<double>(j));
+    c.text = fits[j]->text;
+    c.situation = near;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace
 
 eq::Result<Analysis> BuiltinEngine::analyze(const AnalyzeInput& in) const {
@@ -396,12 +426,18 @@ eq::Result<ReplyOutput> BuiltinEngine::reply(const ReplyInput& in) const {
 //   perfect  every strategy it allows, each reply compared with the best
 //            reply of another.
 // Any mode tops up from the situation's other strategies when its own run
-// out. Replies that break the guard of a situation the message came close
-// to (SituationReading::near) go last, used only when the others are too
-// few. Every reply is checked against the situation's guard (what no
+// out. When the message came close to other situations
+// (SituationReading::near), a reply must be right whichever of them it is
+// in: first the situation's replies that break none of their guards; then,
+// when the words alone read one of those situations (the cues: "soz" is
+// an apology, though the examples read a reproach), the replies written for
+// it that break neither the reading's guard nor another near one's (an
+// apology is met with "no worries", not with "sorry"); only then the
+// reading's own replies that break one. Every reply is checked against the situation's guard (what no
 // reply in it may contain) once more here: data that broke it would have
 // been refused at create(), so a reply that breaks it is a bug. Each reply's
-// eq_analysis is the situation's why, and in perfect mode the comparison.
+// eq_analysis is the why of the situation it was written for, and in
+// perfect mode the comparison.
 eq::Result<ReplyOutput> BuiltinEngine::replyInSituation(const ReplyInput& in, const Signals& sig,
                                                         const Composer& composer,
                                                         const SituationReading& sit) const {
@@ -414,21 +450,26 @@ eq::Result<ReplyOutput> BuiltinEngine::replyInSituation(const ReplyInput& in, co
   // The replies that would also be right were the message in one of the
   // situations it came close to come first; the others only when too few
   // are, ranked below them. Each reply's guards are checked once.
-  std::vector<bool> safeNearby(replies.size());
-  for (size_t i = 0; i < replies.size(); ++i) {
-    safeNearby[i] = std::none_of(sit.near.begin(), sit.near.end(), [&](int other) {
-      return situations.breaksGuard(sig.lang, other, replies[i].text);
+  const auto safeNearby = [&](const SituationReply& r, int except) {
+    return std::none_of(sit.near.begin(), sit.near.end(), [&](const SituationReading::Near& n) {
+      return n.situation != except && situations.breaksGuard(sig.lang, n.situation, r.text);
     });
-  }
+  };
+  std::vector<bool> safe(replies.size());
+  for (size_t i = 0; i < replies.size(); ++i) safe[i] = safeNearby(replies[i], -1);
   const auto isSafe = [&](const SituationReply& r) {
-    return safeNearby[static_cast<size_t>(&r - replies.data())];
+    return safe[static_cast<size_t>(&r - replies.data())];
   };
   const auto isUnsafe = [&](const SituationReply& r) { return !isSafe(r); };
-  std::vector<std::vector<Candidate>> safe, unsafe;
+  std::vector<std::vector<Candidate>> safeOwn, unsafeOwn;
   for (size_t r = 0; r < strategies.size(); ++r) {
-    safe.push_back(situationCandidates(replies, strategies[r], r, hash, isSafe));
-    unsafe.push_back(situationCandidates(replies, strategies[r], r, hash, isUnsafe));
-    for (Candidate& c : unsafe.back()) c.score = std::max(0.01, c.score - 0.5);
+    safeOwn.push_back(situationCandidates(replies, strategies[r], r, hash, isSafe));
+    unsafeOwn.push_back(situationCandidates(replies, strategies[r], r, hash, isUnsafe));
+    for (Candidate& c : safeOwn.back()) c.situation = situation;
+    for (Candidate& c : unsafeOwn.back()) {
+      c.situation = situation;
+      c.score = std::max(0.01, c.score - 0.5);
+    }
   }
   size_t poolSize = 1;
   if (in.mode == Mode::kStandard) poolSize = std::min<size_t>(3, strategies.size());
@@ -449,9 +490,16 @@ eq::Result<ReplyOutput> BuiltinEngine::replyInSituation(const ReplyInput& in, co
       if (!any) break;
     }
   };
-  offerRounds(safe, 0, poolSize);
-  offerRounds(safe, poolSize, strategies.size());
-  offerRounds(unsafe, 0, strategies.size());
+  offerRounds(safeOwn, 0, poolSize);
+  offerRounds(safeOwn, poolSize, strategies.size());
+  const bool cuesNear = std::any_of(sit.near.begin(), sit.near.end(),
+                                    [&](const SituationReading::Near& n) { return n.situation == sit.cues; });
+  if (cuesNear) {
+    for (const Candidate& c : sharedGround(situations, sig.lang, situation, sit.cues, safeNearby)) {
+      picker.offer(c);
+    }
+  }
+  offerRounds(unsafeOwn, 0, strategies.size());
   std::vector<Candidate>& chosen = picker.chosen();
   if (Status s = sortChosen(chosen, want); !s.isOk()) return s;
 
@@ -480,7 +528,7 @@ eq::Result<ReplyOutput> BuiltinEngine::replyInSituation(const ReplyInput& in, co
     // The situation says why; the composer's own explanation of a strategy
     // is written for the feelings it read and may not fit the situation
     // (the joy of sharing, on a death).
-    std::string analysis = situations.why(sig.lang, situation);
+    std::string analysis = situations.why(sig.lang, c.situation);
     if (in.mode == Mode::kPerfect && runnerUp != winner) {
       std::string_view frame = frames.compare_below;
       Strategy other = winner;

@@ -69,6 +69,7 @@ struct Candidate {
   double score = 0;
   std::string text;
   int line = 0;
+  int situation = -1;  // the situation a written reply is for; -1 when composed
 };
 
 class Composer {

@@ -265,9 +265,13 @@ SituationReading Situations::read(Lang lang, std::string_view message, std::stri
   SituationReading out{s, s == cues.situation ? cues.score : 0, cues.situation, {}};
   for (size_t i = 0; i < likelihood.size(); ++i) {
     if (static_cast<int>(i) != s && likelihood[i] >= *best - kNearMargin) {
-      out.near.push_back(static_cast<int>(i));
+      out.near.push_back({static_cast<int>(i), *best - likelihood[i]});
     }
   }
+  std::stable_sort(out.near.begin(), out.near.end(),
+                   [](const SituationReading::Near& a, const SituationReading::Near& b) {
+                     return a.gap < b.gap;
+                   });
   return out;
 }
 
@@ -431,6 +435,15 @@ Status parseSituations(std::string_view text, Situations* out) {
       for (const SituationReply& r : info.replies) {
         if (out->breaksGuard(static_cast<Lang>(l), static_cast<int>(s), r.text)) {
           return Status(500, where + ": a reply breaks its own guard: " + r.text);
+        }
+      }
+    }
+  }
+  for (size_t l = 0; l < kLangCount; ++l) {
+    for (Situations::Info& info : out->lang_[l].info) {
+      for (SituationReply& r : info.replies) {
+        for (size_t other = 0; other < out->ids_.size(); ++other) {
+          r.guardsBroken += out->breaksGuard(static_cast<Lang>(l), static_cast<int>(other), r.text);
         }
       }
     }

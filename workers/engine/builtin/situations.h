@@ -43,10 +43,14 @@ struct SituationReading {
   // The situation the cues alone read (-1 for none): what the words say,
   // whatever the examples make of the whole.
   int cues = -1;
-  // The situations the message came close to being read as (within
+  // A situation the message came close to being read as (within
   // Situations::kNearMargin of the best under the examples): a reply that
-  // breaks one of their guards would be wrong if the reading were.
-  std::vector<int> near;
+  // breaks its guard would be wrong if that reading were the right one.
+  struct Near {
+    int situation = -1;
+    double gap = 0;  // how far below the best its log-likelihood is
+  };
+  std::vector<Near> near;  // closest first
   bool found() const { return situation >= 0; }
 };
 
@@ -57,6 +61,9 @@ using ActOf = std::function<Act(std::string_view, std::string_view, std::string_
 struct SituationReply {
   Strategy strategy = Strategy::kEmpathize;
   std::string text;
+  // How many situations of its language have a guard the reply breaks:
+  // the fewer, the safer it is outside the situation it was written for.
+  int guardsBroken = 0;
 };
 
 class Situations {
@@ -74,7 +81,10 @@ class Situations {
   static constexpr int kMinEvidence = 2;
   // How close (in log-likelihood) another situation's reading must come to
   // the best one's for its guard to hold too (SituationReading::near).
-  static constexpr double kNearMargin = 16.0;
+  // Chosen by leaving each of blind batches 4 to 6 out of the examples in
+  // turn (docs/engine.md, "Guards"): 16 breaks more guards, 32 passes fewer
+  // rubric lines.
+  static constexpr double kNearMargin = 24.0;
 
   // The message's situation. message and context are the request's text;
   // scene its scene name ("" for none); act the speech act the analyzer
