@@ -538,8 +538,8 @@ BOOST_AUTO_TEST_SUITE_END()
 // ---------------------------------------------------------------------------
 // The situations (issue 22) on the blind batches of tests/data/situations/:
 // floors a little under what docs/engine.md reports, so that a change that
-// loses a few messages shows. Batch 6 is the batch nobody tuned on; the
-// messages of batches 1 to 5 are the engine's situation examples now, and
+// loses a few messages shows. Batch 7 is the batch nobody tuned on; the
+// messages of batches 1 to 6 are the engine's situation examples now, and
 // their rubrics still test the replies (mostly of messages read as their own
 // situation, since the engine has learnt them: what is measured is mostly
 // what the replies say).
@@ -572,11 +572,10 @@ BOOST_AUTO_TEST_SUITE(engine_situations_eval)
 
 BOOST_AUTO_TEST_CASE(the_last_blind_batch_keeps_its_accuracy_rubric_and_guards) {
   for (const SituationFloor& f : std::vector<SituationFloor>{
-           // Measured (docs/engine.md, "Situations"): 96.8% / 94.7% / 2 and
-           // 96.2% / 95.1% / 33, at its first report; 0 and 18 guards once
-           // replies borrow from the cues' reading (not blind any more).
-           {"blind6_zh", 0.95, 0.93, 0},
-           {"blind6_en", 0.94, 0.93, 18}}) {
+           // Measured (docs/engine.md, "Situations"): 95.2% / 93.1% / 42 and
+           // 96.6% / 93.8% / 0, at its first report.
+           {"blind7_zh", 0.94, 0.92, 42},
+           {"blind7_en", 0.95, 0.92, 0}}) {
     const std::string name(f.batch);
     const std::vector<eval::SituationSample> samples =
         eval::unknownTo(knownMessages(), situationSamples(name + ".tsv", false));
@@ -598,16 +597,19 @@ BOOST_AUTO_TEST_CASE(the_last_blind_batch_keeps_its_accuracy_rubric_and_guards) 
 }
 
 BOOST_AUTO_TEST_CASE(the_rubrics_of_the_batches_turned_examples_still_pass) {
-  // Measured: 98.9%, 99.2%, 99.7%, 99.1%, 96.2%, 95.5%, 96.6%, 94.5%.
+  // Measured: 98.3%, 99.2%, 98.7%, 99.1%, 96.2%, 95.5%, 96.6%, 94.5%, 96.2%,
+  // 94.5%.
   for (const auto& [file, floor] : std::vector<std::pair<std::string, double>>{
-           {"blind1_rubric_zh.tsv", 0.98},
+           {"blind1_rubric_zh.tsv", 0.97},
            {"blind1_rubric_en.tsv", 0.98},
-           {"blind2_rubric_zh.tsv", 0.98},
+           {"blind2_rubric_zh.tsv", 0.97},
            {"blind2_rubric_en.tsv", 0.98},
            {"blind4_rubric_zh.tsv", 0.95},
            {"blind4_rubric_en.tsv", 0.94},
            {"blind5_rubric_zh.tsv", 0.95},
-           {"blind5_rubric_en.tsv", 0.93}}) {
+           {"blind5_rubric_en.tsv", 0.93},
+           {"blind6_rubric_zh.tsv", 0.95},
+           {"blind6_rubric_en.tsv", 0.93}}) {
     const eval::RubricReport rubric =
         eval::evaluateRubric(engine(), situationSamples(file, true));
     BOOST_TEST_MESSAGE(file << ": " << rubric.format());
