@@ -168,6 +168,19 @@ BOOST_AUTO_TEST_CASE(cue_text_folds_case_width_and_words) {
   BOOST_TEST(cueText(Lang::kZh, "ＯＫ  晚安 Baby", true) == "ok 晚安 baby");
 }
 
+BOOST_AUTO_TEST_CASE(written_cantonese_is_read_as_the_mandarin_it_means) {
+  BOOST_TEST(cueText(Lang::kZh, "阿妈入咗院 仲未知咩事", true) == "阿妈入了院 还未知什么事");
+  BOOST_TEST(cueText(Lang::kZh, "我钟意你", true) == "我喜欢你");
+  BOOST_TEST(cueText(Lang::kZh, "你系咪唔得闲", true) == "你是不是不得闲");
+  BOOST_TEST(cueText(Lang::kZh, "瞓觉啦 早唞", true) == "睡觉啦 晚安");
+  // Mandarin words that share a character are left alone, and so is a
+  // message with nothing to fold.
+  BOOST_TEST(cueText(Lang::kZh, "关系 系统 食物 晒太阳", true) == "关系 系统 食物 晒太阳");
+  BOOST_TEST(cueText(Lang::kZh, "今天好累", true) == "今天好累");
+  // A cue written in Mandarin ("猫…走了") finds the Cantonese that means it.
+  BOOST_TEST(read(Lang::kZh, "我只猫琴日走咗") == "death_of_pet");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // ---------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <unordered_map>
+#include <vector>
 
 #include "workers/engine/builtin/text.h"
 
@@ -64,6 +66,73 @@ std::string cueTextZh(std::string_view s) {
     }
     pos += len;
   }
+  return out;
+}
+
+// Written Cantonese in the Mandarin a cue or an example would use, so that
+// "阿妈入咗院" reads like "阿妈入了院" and "我钟意你" like "我喜欢你" (the
+// writers of the examples and of the blind batches use both): the forms a
+// Cantonese chat message is written in that Mandarin text does not use, or
+// uses rarely; where one form begins another, the longer comes first (a
+// form that could swallow the start of another, as "你系" would "系咪" in
+// "你系咪", is left out).
+// Characters also common in Mandarin words (系 in 关系, 食 in 食物, 晒 in
+// 晒太阳) are folded only inside the phrases listed.
+struct Fold {
+  std::string_view from, to;
+};
+constexpr Fold kCantonese[] = {
+    {"系咪", "是不是"}, {"係咪", "是不是"}, {"唔系", "不是"},   {"唔係", "不是"},
+    {"真系", "真是"},   {"唔该", "谢谢"},   {"多谢晒", "谢谢"},
+    {"钟意", "喜欢"},   {"鍾意", "喜欢"},   {"点解", "为什么"}, {"點解", "为什么"},
+    {"乜嘢", "什么"},   {"咩事", "什么事"}, {"屋企", "家里"},   {"琴日", "昨天"},
+    {"寻日", "昨天"},   {"听日", "明天"},   {"聽日", "明天"},   {"而家", "现在"},
+    {"宜家", "现在"},   {"边个", "谁"},     {"边度", "哪里"},   {"点样", "怎么样"},
+    {"拍拖", "谈恋爱"}, {"早唞", "晚安"},   {"搞掂", "搞定"},   {"唔使", "不用"},
+    {"今次", "这次"},   {"攰", "累"},       {"唔", "不"},       {"咗", "了"},
+    {"嘅", "的"},       {"冇", "没"},       {"佢", "他"},       {"嚟", "来"},
+    {"啲", "些"},       {"哋", "们"},       {"喺", "在"},       {"揾", "找"},
+    {"睇", "看"},       {"瞓", "睡"},       {"嘢", "东西"},     {"咁", "这么"},
+    {"畀", "给"},       {"俾", "给"},       {"攞", "拿"},       {"仲", "还"},
+    {"係", "是"},       {"啱", "对"},       {"嬲", "生气"},
+};
+
+std::string foldCantonese(std::string s) {
+  // The forms by their first code point, in the table's order.
+  static const std::unordered_map<char32_t, std::vector<const Fold*>> byLead = [] {
+    std::unordered_map<char32_t, std::vector<const Fold*>> index;
+    for (const Fold& f : kCantonese) {
+      char32_t cp = 0;
+      decodeUtf8(f.from, 0, &cp);
+      index[cp].push_back(&f);
+    }
+    return index;
+  }();
+  std::string out;
+  size_t copied = 0;  // s[0, copied) is in out already
+  for (size_t pos = 0; pos < s.size();) {
+    char32_t cp = 0;
+    const size_t len = decodeUtf8(s, pos, &cp);
+    const Fold* hit = nullptr;
+    if (auto it = byLead.find(cp); it != byLead.end()) {
+      for (const Fold* f : it->second) {
+        if (s.compare(pos, f->from.size(), f->from) == 0) {
+          hit = f;
+          break;
+        }
+      }
+    }
+    if (hit == nullptr) {
+      pos += len;
+      continue;
+    }
+    out.append(s, copied, pos - copied);
+    out.append(hit->to);
+    pos += hit->from.size();
+    copied = pos;
+  }
+  if (copied == 0) return s;  // nothing folded: most messages
+  out.append(s, copied, std::string::npos);
   return out;
 }
 
@@ -170,7 +239,7 @@ class Records {
 }  // namespace
 
 std::string cueText(Lang lang, std::string_view text, bool stretch) {
-  return lang == Lang::kZh ? cueTextZh(text) : cueTextEn(text, stretch);
+  return lang == Lang::kZh ? foldCantonese(cueTextZh(text)) : cueTextEn(text, stretch);
 }
 
 int32_t Situations::CueSet::pattern(std::string_view text) {
