@@ -538,8 +538,8 @@ BOOST_AUTO_TEST_SUITE_END()
 // ---------------------------------------------------------------------------
 // The situations (issue 22) on the blind batches of tests/data/situations/:
 // floors a little under what docs/engine.md reports, so that a change that
-// loses a few messages shows. Batch 9 is the batch nobody tuned on; the
-// messages of batches 1 to 8 are the engine's situation examples now, and
+// loses a few messages shows. Batch 10 is the batch nobody tuned on; the
+// messages of batches 1 to 9 are the engine's situation examples now, and
 // their rubrics still test the replies (mostly of messages read as their own
 // situation, since the engine has learnt them: what is measured is mostly
 // what the replies say).
@@ -572,18 +572,17 @@ BOOST_AUTO_TEST_SUITE(engine_situations_eval)
 
 BOOST_AUTO_TEST_CASE(the_last_blind_batch_keeps_its_accuracy_rubric_and_guards) {
   for (const SituationFloor& f : std::vector<SituationFloor>{
-           // Measured (docs/engine.md, "Situations"): 96.8% / 93.4% / 6 and
-           // 97.4% / 91.7% / 12, at its first report.
-           {"blind9_zh", 0.95, 0.92, 6},
-           {"blind9_en", 0.96, 0.90, 12}}) {
+           // Measured (docs/engine.md, "Situations"): 96.2% / 95.0% / 0 and
+           // 97.4% / 96.7% / 0, at its first report.
+           {"blind10_zh", 0.95, 0.94, 0},
+           {"blind10_en", 0.96, 0.95, 0}}) {
     const std::string name(f.batch);
     const std::vector<eval::SituationSample> samples =
         eval::unknownTo(knownMessages(), situationSamples(name + ".tsv", false));
     const eval::SituationReport report = eval::evaluateSituations(engine(), samples);
     BOOST_TEST_MESSAGE(name << ": " << report.format(5));
     BOOST_TEST(report.accuracy() >= f.accuracy, name << " situation accuracy " << report.accuracy());
-    // The target is none (issue 22); until the misreadings behind them are
-    // gone, the count may not grow.
+    // The target is none (issue 22): a reply that breaks one fails.
     const eval::GuardReport guards = eval::evaluateGuards(engine(), samples);
     BOOST_TEST(guards.broken <= f.guards_broken,
                name << ": " << guards.broken << " replies break their gold situation's guard");
@@ -597,8 +596,8 @@ BOOST_AUTO_TEST_CASE(the_last_blind_batch_keeps_its_accuracy_rubric_and_guards) 
 }
 
 BOOST_AUTO_TEST_CASE(the_rubrics_of_the_batches_turned_examples_still_pass) {
-  // Measured: 98.3%, 99.2%, 98.7%, 99.1%, 96.2%, 95.5%, 96.6%, 94.5%, 96.7%,
-  // 94.5%, 95.6%, 95.4%, 95.0%, 94.8%.
+  // Measured: 98.3%, 99.2%, 98.7%, 99.1%, 96.2%, 95.5%, 96.6%, 93.8%, 96.2%,
+  // 94.5%, 95.6%, 95.4%, 95.0%, 94.8%, 95.9%, 95.4%.
   for (const auto& [file, floor] : std::vector<std::pair<std::string, double>>{
            {"blind1_rubric_zh.tsv", 0.97},
            {"blind1_rubric_en.tsv", 0.98},
@@ -613,7 +612,9 @@ BOOST_AUTO_TEST_CASE(the_rubrics_of_the_batches_turned_examples_still_pass) {
            {"blind7_rubric_zh.tsv", 0.94},
            {"blind7_rubric_en.tsv", 0.92},
            {"blind8_rubric_zh.tsv", 0.94},
-           {"blind8_rubric_en.tsv", 0.93}}) {
+           {"blind8_rubric_en.tsv", 0.93},
+           {"blind9_rubric_zh.tsv", 0.94},
+           {"blind9_rubric_en.tsv", 0.94}}) {
     const eval::RubricReport rubric =
         eval::evaluateRubric(engine(), situationSamples(file, true));
     BOOST_TEST_MESSAGE(file << ": " << rubric.format());
