@@ -541,7 +541,8 @@ std::string sharedGroundData() {
     const std::string l(lang);
     for (int i = 1; i <= 5; ++i) {
       const std::string n = std::to_string(i);
-      d += "reply\t" + l + "\treproach_of_reader\tapologize\tSorry, that one is on me (" + n + ").\n";
+      d += "reply\t" + l + "\treproach_of_reader\tapologize\tSorry, that one is on me (" + n +
+           ").\n";
       d += "reply\t" + l + "\tapology_received\treassure\tIt's fine, we're good (" + n + ").\n";
     }
     d += "why\t" + l + "\treproach_of_reader\t*\twhy-reproach\n";

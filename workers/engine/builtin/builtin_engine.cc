@@ -433,9 +433,10 @@ eq::Result<ReplyOutput> BuiltinEngine::reply(const ReplyInput& in) const {
 // an apology, though the examples read a reproach), the replies written for
 // it that break neither the reading's guard nor another near one's (an
 // apology is met with "no worries", not with "sorry"); only then the
-// reading's own replies that break one. Every reply is checked against the situation's guard (what no
-// reply in it may contain) once more here: data that broke it would have
-// been refused at create(), so a reply that breaks it is a bug. Each reply's
+// reading's own replies that break one. Every reply is checked against the
+// situation's guard (what no reply in it may contain) once more here: data
+// that broke it would have been refused at create(), so a reply that breaks
+// it is a bug. Each reply's
 // eq_analysis is the why of the situation it was written for, and in
 // perfect mode the comparison.
 eq::Result<ReplyOutput> BuiltinEngine::replyInSituation(const ReplyInput& in, const Signals& sig,
@@ -492,8 +493,9 @@ eq::Result<ReplyOutput> BuiltinEngine::replyInSituation(const ReplyInput& in, co
   };
   offerRounds(safeOwn, 0, poolSize);
   offerRounds(safeOwn, poolSize, strategies.size());
-  const bool cuesNear = std::any_of(sit.near.begin(), sit.near.end(),
-                                    [&](const SituationReading::Near& n) { return n.situation == sit.cues; });
+  const bool cuesNear =
+      std::any_of(sit.near.begin(), sit.near.end(),
+                  [&](const SituationReading::Near& n) { return n.situation == sit.cues; });
   if (cuesNear) {
     for (const Candidate& c : sharedGround(situations, sig.lang, situation, sit.cues, safeNearby)) {
       picker.offer(c);
