@@ -144,7 +144,7 @@ BOOST_AUTO_TEST_CASE(migrations_apply_once) {
   db.store.reset();
   auto again = Store::open(db.path);  // a second process starting on the same file
   BOOST_REQUIRE(again.isOk());
-  BOOST_TEST(db.scalar("SELECT count(*) FROM schema_migrations") == "7");
+  BOOST_TEST(db.scalar("SELECT count(*) FROM schema_migrations") == "8");
 }
 
 BOOST_AUTO_TEST_CASE(expired_key_is_not_authenticated) {
