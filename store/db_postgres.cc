@@ -322,6 +322,10 @@ Result<std::unique_ptr<Db>> openPostgres(const std::string& uri) {
     PQfinish(conn);
     return st;
   }
+  // Notices (a DROP ... CASCADE listing what went with it) are the server
+  // talking to a person at a prompt: libpq would print them on stderr,
+  // among the processes' JSON log lines.
+  PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
   auto out = std::make_unique<PostgresDb>(conn);
   if (Status st = out->setUp(); !st.isOk()) return st;
   return std::unique_ptr<Db>(std::move(out));
