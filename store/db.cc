@@ -108,6 +108,24 @@ void Db::noteResult(bool ok, int64_t changed) {
   }
 }
 
+std::string Db::controlText(Control op, size_t depth, std::string_view begin) {
+  switch (op) {
+    case Control::kBegin:
+      return std::string(begin);
+    case Control::kCommit:
+      return "COMMIT";
+    case Control::kRollback:
+      return "ROLLBACK";
+    case Control::kSavepoint:
+      return "SAVEPOINT sp" + std::to_string(depth);
+    case Control::kRelease:
+      return "RELEASE sp" + std::to_string(depth);
+    case Control::kRollbackTo:
+      return "ROLLBACK TO sp" + std::to_string(depth);
+  }
+  return {};
+}
+
 bool Db::inTransaction() const { return !levels_.empty() && transactionOpen(); }
 
 Status Db::begin() {

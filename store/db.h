@@ -155,6 +155,9 @@ class Db {
   virtual Status runScript(std::string_view sql) = 0;
   // One transaction-control statement; depth names the savepoint.
   virtual Status control(Control op, size_t depth) = 0;
+  // Its text, the same on both engines but for how a transaction begins
+  // (SQLite's BEGIN IMMEDIATE, PostgreSQL's BEGIN).
+  static std::string controlText(Control op, size_t depth, std::string_view begin);
   // Whether the connection itself is inside a transaction (SQLite ends one
   // by itself after some errors).
   virtual bool transactionOpen() const = 0;

@@ -126,27 +126,7 @@ class PostgresDb final : public Db {
   }
 
   Status control(Control op, size_t depth) override {
-    std::string text;
-    switch (op) {
-      case Control::kBegin:
-        text = "BEGIN";
-        break;
-      case Control::kCommit:
-        text = "COMMIT";
-        break;
-      case Control::kRollback:
-        text = "ROLLBACK";
-        break;
-      case Control::kSavepoint:
-        text = "SAVEPOINT sp" + std::to_string(depth);
-        break;
-      case Control::kRelease:
-        text = "RELEASE SAVEPOINT sp" + std::to_string(depth);
-        break;
-      case Control::kRollbackTo:
-        text = "ROLLBACK TO SAVEPOINT sp" + std::to_string(depth);
-        break;
-    }
+    const std::string text = controlText(op, depth, "BEGIN");
     if (op != Control::kBegin && PQstatus(conn_) != CONNECTION_OK) {
       return Status(503, "postgres: the connection was lost during the transaction");
     }

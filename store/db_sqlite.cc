@@ -145,27 +145,7 @@ class SqliteDb final : public Db {
   // takes the write lock at once: two writers queue at BEGIN instead of one
   // failing at its first write.
   Status control(Control op, size_t depth) override {
-    std::string text;
-    switch (op) {
-      case Control::kBegin:
-        text = "BEGIN IMMEDIATE";
-        break;
-      case Control::kCommit:
-        text = "COMMIT";
-        break;
-      case Control::kRollback:
-        text = "ROLLBACK";
-        break;
-      case Control::kSavepoint:
-        text = "SAVEPOINT sp" + std::to_string(depth);
-        break;
-      case Control::kRelease:
-        text = "RELEASE sp" + std::to_string(depth);
-        break;
-      case Control::kRollbackTo:
-        text = "ROLLBACK TO sp" + std::to_string(depth);
-        break;
-    }
+    const std::string text = controlText(op, depth, "BEGIN IMMEDIATE");
     if (op == Control::kBegin && sqlite3_get_autocommit(db_) == 0) {
       return Status(500, "sqlite: a transaction is open");
     }
