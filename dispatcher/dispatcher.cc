@@ -331,10 +331,11 @@ Status Dispatcher::createDeliveryIfFinal(const std::string& task_id) {
     return Status::ok();
   }
   const TaskRecord& task = *t.value();
-  if (task.webhook_url.empty() || (task.status != "succeeded" && task.status != "failed")) {
+  if (task.webhook_url.empty() ||
+      (task.status != TaskStatus::kSucceeded && task.status != TaskStatus::kFailed)) {
     return Status::ok();
   }
-  std::string event = task.status == "succeeded" ? "task.succeeded" : "task.failed";
+  std::string event = task.status == TaskStatus::kSucceeded ? "task.succeeded" : "task.failed";
   Result<DeliveryRecord> d = store_.createDelivery(task_id, task.webhook_url, event, nowMs());
   if (!d.isOk()) return d.status();
   if (d.value().status == "pending" && d.value().attempts == 0) {

@@ -145,14 +145,15 @@ Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(
   for (const std::string& id : ids) {
     // The row was due a moment ago in this same transaction; the conditions
     // are repeated so that the UPDATE alone states what a claim is.
-    auto r = exec("claim deliveries",
-                  Sql{"UPDATE deliveries SET next_attempt_at = ?1 WHERE id = ?2 AND "
-                      "status = 'pending' AND next_attempt_at <= ?3 RETURNING " EQ_DELIVERY_COLUMNS},
-                  {lease_until_ms, id, now_ms}, [&](const Row& row) {
-                    DeliveryRecord d = readDelivery(row, false);
-                    d.next_attempt_at = lease_until_ms;
-                    out.push_back(std::move(d));
-                  });
+    auto r =
+        exec("claim deliveries",
+             Sql{"UPDATE deliveries SET next_attempt_at = ?1 WHERE id = ?2 AND "
+                 "status = 'pending' AND next_attempt_at <= ?3 RETURNING " EQ_DELIVERY_COLUMNS},
+             {lease_until_ms, id, now_ms}, [&](const Row& row) {
+               DeliveryRecord d = readDelivery(row, false);
+               d.next_attempt_at = lease_until_ms;
+               out.push_back(std::move(d));
+             });
     if (!r.isOk()) return r.status();
   }
   if (Status c = tx.commit(); !c.isOk()) return c;

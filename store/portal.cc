@@ -94,10 +94,11 @@ Result<std::string> Store::createPortalLink(const std::string& kind, const std::
   }
   std::string token = crypto::base64url(crypto::randomBytes(32));
   const std::string hash = crypto::sha256(token);
-  auto r = exec("create link",
-                Sql{"INSERT INTO portal_links (token_hash, kind, email, tier, account_id, "
-                    "expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"},
-                {Blob{hash}, kind, address, tier, optText(account_id), now_ms + kLinkTtlMs, now_ms});
+  auto r =
+      exec("create link",
+           Sql{"INSERT INTO portal_links (token_hash, kind, email, tier, account_id, "
+               "expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"},
+           {Blob{hash}, kind, address, tier, optText(account_id), now_ms + kLinkTtlMs, now_ms});
   if (!r.isOk()) return r.status();
   return token;
 }
@@ -267,11 +268,12 @@ Result<std::optional<Person>> Store::person(const std::string& person_id) {
 
 Result<std::vector<Person>> Store::listPeople() {
   std::vector<Person> out;
-  auto r = exec("list people", Sql{"SELECT " EQ_PERSON_COLUMNS EQ_PERSON_FROM "ORDER BY p.created_at"},
-                {}, [&](const Row& row) {
-                  out.push_back(personFromRow(row));
-                  out.back().password_hash.clear();  // never leaves the store through a listing
-                });
+  auto r =
+      exec("list people", Sql{"SELECT " EQ_PERSON_COLUMNS EQ_PERSON_FROM "ORDER BY p.created_at"},
+           {}, [&](const Row& row) {
+             out.push_back(personFromRow(row));
+             out.back().password_hash.clear();  // never leaves the store through a listing
+           });
   if (!r.isOk()) return r.status();
   return out;
 }
@@ -556,8 +558,8 @@ Result<WebhookSettings> Store::webhookSettings(const std::string& account_id, in
   std::optional<WebhookSettings> out;
   auto r = exec("read webhook settings",
                 Sql{"SELECT coalesce(default_webhook_url, ''), webhook_secret, "
-                    "CASE WHEN webhook_secret_prev_until > ?1 THEN webhook_secret_prev ELSE '' END, "
-                    "CASE WHEN webhook_secret_prev_until > ?1 THEN webhook_secret_prev_until "
+                    "CASE WHEN webhook_secret_prev_until > ?1 THEN webhook_secret_prev "
+                    "ELSE '' END, CASE WHEN webhook_secret_prev_until > ?1 THEN webhook_secret_prev_until "
                     "ELSE 0 END FROM accounts WHERE id = ?2"},
                 {now_ms, account_id}, [&](const Row& row) {
                   out = WebhookSettings{std::string(row.text(0)), std::string(row.text(1)),
@@ -644,6 +646,7 @@ Result<std::vector<DeliveryRecord>> Store::accountDeliveries(const std::string& 
 Result<std::vector<TaskRecord>> Store::accountTasks(const std::string& account_id,
                                                     const TaskFilter& f) {
   std::vector<TaskRecord> out;
+  Status bad;
   auto r = exec("list tasks",
                 Sql{"SELECT " EQ_TASK_COLUMNS("''") " FROM tasks WHERE account_id = ?1 AND "
                     "(?2 IS NULL OR status = ?2) AND (?3 IS NULL OR mode = ?3) "
@@ -653,8 +656,16 @@ Result<std::vector<TaskRecord>> Store::accountTasks(const std::string& account_i
                     "($3::text IS NULL OR mode = $3::text) "
                     "ORDER BY created_at DESC, id DESC LIMIT $4"},
                 {account_id, optText(f.status), optText(f.mode), int64_t{f.limit}},
-                [&](const Row& row) { out.push_back(store_detail::taskFromRow(row)); });
+                [&](const Row& row) {
+                  std::optional<TaskRecord> t = store_detail::taskFromRow(row);
+                  if (t) {
+                    out.push_back(std::move(*t));
+                  } else {
+                    bad = store_detail::unknownTaskStatus(row);
+                  }
+                });
   if (!r.isOk()) return r.status();
+  if (!bad.isOk()) return bad;
   return out;
 }
 

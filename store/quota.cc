@@ -91,7 +91,8 @@ Status Store::setQuota(const std::string& account_id, const QuotaChange& units,
   auto r = exec(
       "set quota",
       Sql{"UPDATE accounts SET quota_fast = coalesce(?, quota_fast), "
-          "quota_standard = coalesce(?, quota_standard), quota_perfect = coalesce(?, quota_perfect), "
+          "quota_standard = coalesce(?, quota_standard), "
+          "quota_perfect = coalesce(?, quota_perfect), "
           "quota_expire_at = coalesce(?, quota_expire_at), tier = coalesce(?, tier) WHERE id = ?"},
       {optInt(units.fast), optInt(units.standard), optInt(units.perfect), optInt(expire_at_ms),
        tier ? store::Value(std::string_view(*tier)) : store::Value(nullptr), account_id});

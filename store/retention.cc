@@ -16,11 +16,12 @@ Result<int> Store::purgeTasksBefore(int64_t cutoff_ms, int limit) {
   Transaction tx(*db_);
   if (!tx.status().isOk()) return tx.status();
   std::vector<std::string> ids;
-  auto r = exec("select expired tasks",
-                Sql{"SELECT id FROM tasks WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM "
-                    "deliveries d WHERE d.task_id = tasks.id AND d.status = 'pending') "
-                    "ORDER BY created_at LIMIT ?"},
-                {cutoff_ms, int64_t{limit}}, [&](const Row& row) { ids.emplace_back(row.text(0)); });
+  auto r =
+      exec("select expired tasks",
+           Sql{"SELECT id FROM tasks WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM "
+               "deliveries d WHERE d.task_id = tasks.id AND d.status = 'pending') "
+               "ORDER BY created_at LIMIT ?"},
+           {cutoff_ms, int64_t{limit}}, [&](const Row& row) { ids.emplace_back(row.text(0)); });
   if (!r.isOk()) return r.status();
   // Children first: foreign keys are enforced.
   for (const std::string& id : ids) {

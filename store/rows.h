@@ -16,14 +16,18 @@ namespace eq::store_detail {
   ", coalesce(error_code, 0), coalesce(error_msg, ''), created_at, "                  \
   "coalesce(started_at, 0), coalesce(finished_at, 0)"
 
-inline TaskRecord taskFromRow(const store::Row& r) {
+// nullopt when the row's status is none of TaskStatus's names (the CHECK
+// constraint on tasks.status makes that impossible; callers answer 500).
+inline std::optional<TaskRecord> taskFromRow(const store::Row& r) {
+  const std::optional<TaskStatus> status = parseTaskStatus(r.text(5));
+  if (!status) return std::nullopt;
   TaskRecord t;
   t.task_id = r.text(0);
   t.account_id = r.text(1);
   t.key_id = r.text(2);
   t.request_id = r.text(3);
   t.mode = r.text(4);
-  t.status = r.text(5);
+  t.status = *status;
   t.webhook_url = r.text(6);
   t.result_json = r.text(7);
   t.error_code = static_cast<int>(r.int64(8));
@@ -32,6 +36,11 @@ inline TaskRecord taskFromRow(const store::Row& r) {
   t.started_at = r.int64(11);
   t.finished_at = r.int64(12);
   return t;
+}
+
+inline Status unknownTaskStatus(const store::Row& r) {
+  return Status(500, "task " + std::string(r.text(0)) + " has an unknown status '" +
+                         std::string(r.text(5)) + "'");
 }
 
 // The columns readDelivery expects, in order. The last one reads the newest

@@ -160,7 +160,9 @@ struct TaskRecord {
   std::string key_id;
   std::string request_id;
   std::string mode;
-  std::string status;
+  // Typed from the store's row on (tasks.status has the same names as its
+  // CHECK constraint); createTask always makes a queued task.
+  TaskStatus status = TaskStatus::kQueued;
   std::string webhook_url;  // empty: none
   std::string result_json;  // ReplyResponse data once succeeded
   int error_code = 0;
@@ -368,11 +370,12 @@ class Store {
 
   // True from a write that failed for want of space or with an I/O error
   // (SQLITE_FULL, SQLITE_IOERR_*: on the database file, its WAL or a
-  // journal; PostgreSQL's disk_full and io_error) until a later write of this connection commits. While it
-  // holds, reads still work and every write fails, so a process can answer
-  // "not ready" instead of "busy"; it clears by itself once space is freed
-  // and something writes again (eq-api's instance heartbeat retries every
-  // 100 ms, api/db_thread.h). Per connection, like the rest of a Store.
+  // journal; PostgreSQL's disk_full and io_error) until a later write of
+  // this connection commits. While it holds, reads still work and every
+  // write fails, so a process can answer "not ready" instead of "busy"; it
+  // clears by itself once space is freed and something writes again
+  // (eq-api's instance heartbeat retries every 100 ms, api/db_thread.h).
+  // Per connection, like the rest of a Store.
   bool storageFailing() const { return db_->storageFailing(); }
   // Status(503) naming the storage failure while storageFailing(), else ok.
   Status storageStatus() const;

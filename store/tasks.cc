@@ -27,10 +27,16 @@ Status Store::createTask(const TaskRecord& t) {
 
 Result<std::optional<TaskRecord>> Store::task(const std::string& task_id) {
   std::optional<TaskRecord> out;
-  auto r = exec("read task",
-                Sql{"SELECT " EQ_TASK_COLUMNS("coalesce(result_json, '')") " FROM tasks WHERE id = ?"},
-                {task_id}, [&](const Row& row) { out = taskFromRow(row); });
+  Status bad;
+  auto r =
+      exec("read task",
+           Sql{"SELECT " EQ_TASK_COLUMNS("coalesce(result_json, '')") " FROM tasks WHERE id = ?"},
+           {task_id}, [&](const Row& row) {
+             out = taskFromRow(row);
+             if (!out) bad = store_detail::unknownTaskStatus(row);
+           });
   if (!r.isOk()) return r.status();
+  if (!bad.isOk()) return bad;
   return out;
 }
 

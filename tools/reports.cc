@@ -13,6 +13,7 @@ Result<std::vector<TaskRecord>> Reports::listTasks(const TaskFilter& f) {
   // ?n IS NULL switches a filter off. With an account the tasks_account
   // index serves both the filter and the order; otherwise tasks_created does.
   std::vector<TaskRecord> out;
+  Status bad;
   auto r = store_.exec(
       "list tasks",
       Sql{"SELECT " EQ_TASK_COLUMNS("''") " FROM tasks WHERE (?1 IS NULL OR account_id = ?1) AND "
@@ -23,8 +24,16 @@ Result<std::vector<TaskRecord>> Reports::listTasks(const TaskFilter& f) {
           "($2::text IS NULL OR status = $2::text) AND ($3::text IS NULL OR mode = $3::text) "
           "ORDER BY created_at DESC, id DESC LIMIT $4"},
       {optText(f.account_id), optText(f.status), optText(f.mode), int64_t{f.limit}},
-      [&](const Row& row) { out.push_back(taskFromRow(row)); });
+      [&](const Row& row) {
+        std::optional<TaskRecord> t = taskFromRow(row);
+        if (t) {
+          out.push_back(std::move(*t));
+        } else {
+          bad = store_detail::unknownTaskStatus(row);
+        }
+      });
   if (!r.isOk()) return r.status();
+  if (!bad.isOk()) return bad;
   return out;
 }
 

@@ -23,8 +23,9 @@ struct Fixture : test::TempDb {
       std::make_unique<Dispatcher>(*store, "amqp://unused", "", stop, [this] { ++wakeups; });
   Fixture() : TempDb("dispatch") {}
   void task(const std::string& id, const std::string& webhook_url) {
-    TaskRecord t{id, key.account_id, key.key_id, "req", "fast", "", webhook_url, "", 0,
-                 "", nowMs(),        0,          0};
+    TaskRecord t{
+        id, key.account_id, key.key_id, "req", "fast", TaskStatus::kQueued, webhook_url, "", 0,
+        "", nowMs(),        0,          0};
     BOOST_REQUIRE(store->createTask(t).isOk());
   }
   msg::TaskEvent event(const std::string& name, const std::string& id) {
@@ -97,7 +98,7 @@ BOOST_AUTO_TEST_CASE(undecodable_dead_letter_still_fails_its_task) {
   BOOST_REQUIRE(f.dispatcher->applyDeadLetter(d).isOk());
   auto t = f.store->task(id);
   BOOST_REQUIRE(t.isOk() && t.value().has_value());
-  BOOST_TEST(t.value()->status == "failed");
+  BOOST_TEST(t.value()->status == TaskStatus::kFailed);
   BOOST_TEST(t.value()->error_msg == "task failed: the job could not be read");
   BOOST_TEST(f.store->deliveryForTask(id).value()->event == "task.failed");
   BOOST_TEST(f.wakeups == 1);
@@ -129,9 +130,9 @@ BOOST_AUTO_TEST_CASE(a_batch_applies_together_and_wakes_the_sender_once) {
   BOOST_REQUIRE(f.dispatcher->applyTogether(items).isOk());
   BOOST_TEST(!f.store->inTransaction());
   BOOST_TEST(f.wakeups == 1);
-  BOOST_TEST(f.store->task("tsk_a").value()->status == "succeeded");
-  BOOST_TEST(f.store->task("tsk_b").value()->status == "failed");
-  BOOST_TEST(f.store->task(dead_id).value()->status == "failed");
+  BOOST_TEST(f.store->task("tsk_a").value()->status == TaskStatus::kSucceeded);
+  BOOST_TEST(f.store->task("tsk_b").value()->status == TaskStatus::kFailed);
+  BOOST_TEST(f.store->task(dead_id).value()->status == TaskStatus::kFailed);
   BOOST_TEST(f.store->deliveryForTask("tsk_a").value()->event == "task.succeeded");
   BOOST_TEST(f.store->deliveryForTask("tsk_b").value()->event == "task.failed");
   BOOST_TEST(f.store->deliveryForTask(dead_id).value()->event == "task.failed");

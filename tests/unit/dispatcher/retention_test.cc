@@ -18,7 +18,7 @@ struct Db : test::TempDb {
   CreatedKey key = newKey(10);
   Db() : TempDb("retention") {}
   void task(const std::string& id, int64_t created_at) {
-    TaskRecord t{id, key.account_id, key.key_id, "req", "fast", "", "", "", 0,
+    TaskRecord t{id, key.account_id, key.key_id, "req", "fast", TaskStatus::kQueued, "", "", 0,
                  "", created_at,     0,          0};
     BOOST_REQUIRE(store->createTask(t).isOk());
   }

@@ -106,13 +106,14 @@ EQ_STORE_TEST_CASE(task_transitions_are_guarded_and_failure_refunds) {
   BOOST_TEST(!db.store->markTaskFailed("tsk_a", 500, "boom", 4).value());   // once only
   BOOST_TEST(db.store->quota(k.account_id).value().remaining.perfect == 5);
   BOOST_TEST(!db.store->markTaskSucceeded("tsk_a", "{}", 5).value());  // final stays final
-  BOOST_TEST(db.store->task("tsk_a").value()->status == "failed");
+  BOOST_TEST(db.store->task("tsk_a").value()->status == TaskStatus::kFailed);
 }
 
 EQ_STORE_TEST_CASE(status_check_constraint_rejects_unknown_states) {
   TempDb db;
   CreatedKey k = db.newKey();
-  TaskRecord t{"tsk_b", k.account_id, k.key_id, "req_b", "fast", "", "", "", 0, "", 1, 0, 0};
+  TaskRecord t{"tsk_b", k.account_id, k.key_id, "req_b", "fast", TaskStatus::kQueued, "", "",
+               0,       "",           1,        0,       0};
   BOOST_TEST(db.store->createTask(t).isOk());
   auto r = db.raw()->exec(store::Sql{"UPDATE tasks SET status = 'lost'"});
   BOOST_TEST(r.status().code() == 409, r.status().msg());
@@ -330,8 +331,19 @@ namespace {
 // A finished task of the key's account, created at created_at.
 std::string finishedTask(TempDb& db, const CreatedKey& k, const std::string& id,
                          int64_t created_at) {
-  TaskRecord t{id, k.account_id, k.key_id, "req_" + id, "fast", "", "http://hook.example/x",
-               "", 0, "", created_at, 0, 0};
+  TaskRecord t{id,
+               k.account_id,
+               k.key_id,
+               "req_" + id,
+               "fast",
+               TaskStatus::kQueued,
+               "http://hook.example/x",
+               "",
+               0,
+               "",
+               created_at,
+               0,
+               0};
   BOOST_REQUIRE(db.store->createTask(t).isOk());
   BOOST_REQUIRE(db.store->markTaskSucceeded(id, R"({"replies":[]})", created_at + 1).value());
   return id;
@@ -674,7 +686,8 @@ struct OrphanedCalls {
 // Crash-safe accounting (issue 13): only a dead instance's charges, or a
 // charge far past its deadline, are settled by the sweep; each exactly
 // once, whoever gets there first (eq-api's own settle or the sweep).
-EQ_STORE_FIXTURE_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orphaned, OrphanedCalls) {
+EQ_STORE_FIXTURE_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orphaned,
+                           OrphanedCalls) {
   auto charge = [&](const std::string& req, const std::string& instance, const std::string& task,
                     int64_t deadline) {
     admit(s, k, OpenCharge{req, instance, k.account_id, "fast", task, deadline, t0, "", ""});
@@ -702,7 +715,7 @@ EQ_STORE_FIXTURE_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orpha
   BOOST_TEST(by_request["req_overdue"] == "refunded");  // past deadline + grace, though live
   BOOST_TEST(!by_request.contains("req_live"));
   BOOST_TEST(fast() == 9, "four units back, the live call's still charged");
-  BOOST_TEST(s.task("tsk_dead").value()->status == "failed");
+  BOOST_TEST(s.task("tsk_dead").value()->status == TaskStatus::kFailed);
 
   // The live eq-api settles its own call later: only that one closes it.
   BOOST_TEST(s.closeCharge("req_live").value());
@@ -769,7 +782,8 @@ EQ_STORE_FIXTURE_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_ne
                by_request[req].reason);
   }
   BOOST_TEST(by_request["req_running"].reason.find("running") != std::string::npos);
-  BOOST_TEST(s.task("tsk_running").value()->status == "running", "not failed under its worker");
+  BOOST_TEST(s.task("tsk_running").value()->status == TaskStatus::kRunning,
+             "not failed under its worker");
   BOOST_TEST(fast() == 6, "nothing refunded by the sweep");
 
   // The queued one: published again with the job eq-api kept.
@@ -786,7 +800,7 @@ EQ_STORE_FIXTURE_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_ne
   BOOST_TEST(!s.settleRepublished(j, t1).value(), "closed once");
   BOOST_REQUIRE(s.commit().isOk());
   BOOST_TEST(s.orphanedJobs(t1, 10'000, 15'000, 100).value().empty());
-  BOOST_TEST(s.task("tsk_queued").value()->status == "queued");
+  BOOST_TEST(s.task("tsk_queued").value()->status == TaskStatus::kQueued);
   BOOST_TEST(fast() == 6, "still charged: its job is in the queue again");
   // Both copies of the job report: the task ends once, charged once.
   BOOST_TEST(s.markTaskSucceeded("tsk_queued", R"({"replies":[]})", t1 + 5).value());
@@ -853,7 +867,7 @@ EQ_STORE_FIXTURE_TEST_CASE(an_orphaned_calls_idempotency_key_is_settled_with_its
   }
   BOOST_REQUIRE(s.commit().isOk());
   BOOST_TEST(fast() == 8, "the sync call and the refused job refunded, the other two kept");
-  BOOST_TEST(s.task("tsk_refused").value()->status == "failed");
+  BOOST_TEST(s.task("tsk_refused").value()->status == TaskStatus::kFailed);
 
   // Kept and republished: the retry is the answer eq-api would have sent.
   for (const auto& [r, task] : {std::pair{running, "tsk_running"}, {queued, "tsk_queued"}}) {
