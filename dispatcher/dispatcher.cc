@@ -241,15 +241,13 @@ Status Dispatcher::applyTogether(const std::vector<BatchItem>& items) {
   due_in_batch_ = false;
   Status applied = [&] {
     std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
-    if (Status s = store_.begin(); !s.isOk()) return s;
+    store::Transaction tx = store_.transaction();
+    if (!tx.status().isOk()) return tx.status();
     for (const BatchItem& item : items) {
       Status s = item.event ? apply(*item.event) : applyDeadLetter(*item.delivery);
-      if (!s.isOk()) {
-        store_.rollback();
-        return s;
-      }
+      if (!s.isOk()) return s;  // rolled back by tx
     }
-    return store_.commit();
+    return tx.commit();
   }();
   in_batch_ = false;
   // Logged after the commit and outside the gate: a log write that blocks

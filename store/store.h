@@ -344,6 +344,10 @@ class Store {
   Status commit();
   Status rollback();
   bool inTransaction() const;
+  // The same for one scope: begun here, rolled back when it goes unless
+  // committed (`auto tx = store.transaction();`). Callers that write a
+  // batch use it rather than pairing begin() with rollback() on every path.
+  store::Transaction transaction() { return store::Transaction(*db_); }
   // Changes the busy timeout (the database thread of eq-api waits in short
   // slices so that it can give up on requests whose deadline passed). On
   // SQLite the wait polls finely (store/db_sqlite.cc), not SQLite's default
