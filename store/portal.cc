@@ -656,14 +656,7 @@ Result<std::vector<TaskRecord>> Store::accountTasks(const std::string& account_i
                     "($3::text IS NULL OR mode = $3::text) "
                     "ORDER BY created_at DESC, id DESC LIMIT $4"},
                 {account_id, optText(f.status), optText(f.mode), int64_t{f.limit}},
-                [&](const Row& row) {
-                  std::optional<TaskRecord> t = store_detail::taskFromRow(row);
-                  if (t) {
-                    out.push_back(std::move(*t));
-                  } else {
-                    bad = store_detail::unknownTaskStatus(row);
-                  }
-                });
+                store_detail::appendTask(out, bad));
   if (!r.isOk()) return r.status();
   if (!bad.isOk()) return bad;
   return out;

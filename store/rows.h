@@ -4,6 +4,10 @@
 // callers: everything else goes through store/store.h.
 #pragma once
 
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "store/db.h"
 #include "store/store.h"
 
@@ -41,6 +45,19 @@ inline std::optional<TaskRecord> taskFromRow(const store::Row& r) {
 inline Status unknownTaskStatus(const store::Row& r) {
   return Status(500, "task " + std::string(r.text(0)) + " has an unknown status '" +
                          std::string(r.text(5)) + "'");
+}
+
+// The row callback of a task listing: each task appended to `out`; a row
+// whose status is unknown leaves its 500 in `bad`.
+inline store::RowFn appendTask(std::vector<TaskRecord>& out, Status& bad) {
+  return [&out, &bad](const store::Row& row) {
+    std::optional<TaskRecord> t = taskFromRow(row);
+    if (t) {
+      out.push_back(std::move(*t));
+    } else {
+      bad = unknownTaskStatus(row);
+    }
+  };
 }
 
 // The columns readDelivery expects, in order. The last one reads the newest

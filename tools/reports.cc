@@ -7,7 +7,6 @@ namespace eq::tools {
 using store::Row;
 using store::Sql;
 using store_detail::optText;
-using store_detail::taskFromRow;
 
 Result<std::vector<TaskRecord>> Reports::listTasks(const TaskFilter& f) {
   // ?n IS NULL switches a filter off. With an account the tasks_account
@@ -24,14 +23,7 @@ Result<std::vector<TaskRecord>> Reports::listTasks(const TaskFilter& f) {
           "($2::text IS NULL OR status = $2::text) AND ($3::text IS NULL OR mode = $3::text) "
           "ORDER BY created_at DESC, id DESC LIMIT $4"},
       {optText(f.account_id), optText(f.status), optText(f.mode), int64_t{f.limit}},
-      [&](const Row& row) {
-        std::optional<TaskRecord> t = taskFromRow(row);
-        if (t) {
-          out.push_back(std::move(*t));
-        } else {
-          bad = store_detail::unknownTaskStatus(row);
-        }
-      });
+      store_detail::appendTask(out, bad));
   if (!r.isOk()) return r.status();
   if (!bad.isOk()) return bad;
   return out;
