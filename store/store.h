@@ -451,7 +451,8 @@ class Store {
   Result<RateDecision> countPlaygroundRequest(const std::string& account_id, int64_t now_ms);
 
   // Idempotency-Key records. beginIdempotent inserts a pending row or reads
-  // the existing one, in one IMMEDIATE transaction, and purges a bounded
+  // the existing one, in one transaction (store/idempotency.cc says how it
+  // stays atomic across processes on each engine), and purges a bounded
   // batch of rows older than kIdempotencyTtlMs on the way. complete stores
   // the final response; abandon deletes the row so a retry runs again. Both
   // touch the row only while request_id still owns it.
