@@ -21,9 +21,12 @@ std::string trimmed(std::string msg) {
   return msg;
 }
 
-// What a statement may take before the server cancels it (a 503): longer
-// than any statement of ours, short enough that a stuck lock is answered.
-constexpr const char* kStatementTimeout = "SET statement_timeout = '10s'";
+// The session settings of every connection: what a statement may take
+// before the server cancels it (a 503: longer than any statement of ours,
+// short enough that a stuck lock is answered), and bytea written in hex,
+// which PgRow::blob reads, whatever the server's default.
+constexpr const char* kSessionSettings =
+    "SET statement_timeout = '10s'; SET bytea_output = 'hex'";
 
 // The Status of a failed statement from its SQLSTATE: integrity (class 23)
 // is 409; what may pass (connection, resources, operator intervention,
@@ -111,7 +114,7 @@ class PostgresDb final : public Db {
   void setBusyTimeout(int) override {}
 
   // The session settings every connection (and every reconnection) needs.
-  Status setUp() { return runScript(kStatementTimeout); }
+  Status setUp() { return runScript(kSessionSettings); }
 
  protected:
   Status runScript(std::string_view sql) override {
