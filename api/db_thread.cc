@@ -200,31 +200,71 @@ void DbThread::expire(Batch& batch, int64_t now_ms) {
 }
 
 void DbThread::runBatch(Batch batch) {
-  // 1. The write lock. Every request needs it (each counts against a rate
+  // The write lock. Every request needs it (each counts against a rate
   // limit, charges, or is /readyz asking whether it can be had), so the
   // whole batch waits for it, in slices, answering 503 to those whose
   // deadline passes meanwhile and taking in new arrivals.
+  bool ran = false;
   while (true) {
-    Status s = store_->begin();
-    if (s.isOk()) break;
+    store::Transaction tx = store_->transaction();
+    if (tx.status().isOk()) {
+      // Committed, or rolled back by tx as this scope ends: before anything
+      // is handed over.
+      ran = runLocked(batch, tx);
+      break;
+    }
     expire(batch, clock_->nowMs());
     takeInbox(batch);
     if (batch.empty()) return;
     // A busy database already waited kBusySliceMs in the busy handler; any
     // other failure (I/O error) returns at once, so pause the same slice.
-    if (s.msg().find("locked") == std::string::npos) {
+    if (tx.status().msg().find("locked") == std::string::npos) {
       std::this_thread::sleep_for(std::chrono::milliseconds(kBusySliceMs));
     }
   }
-
-  auto failAll = [&](const Status& why) {
+  if (!ran) {
+    // The key epoch could not be read: every request is answered busy.
     for (auto& r : batch) {
-      if (r->status.isOk()) r->status = why;
+      if (r->status.isOk()) r->status = Status(503, "the database is busy");
     }
-  };
+    handOver(batch);
+    return;
+  }
+  for (auto& r : batch) {
+    // A request whose own statements ran out of space (a page spill inside
+    // its savepoint) while the batch committed the others.
+    if (!r->status.isOk() && store_->storageFailing()) r->storage_failed = true;
+  }
+  noteStorage();
+  batches_.fetch_add(1, std::memory_order_relaxed);
+  handOver(batch);
+}
 
-  // 2. Keys: the epoch once, then a lookup for every key the cache could not
-  // vouch for.
+bool DbThread::runLocked(Batch& batch, store::Transaction& tx) {
+  if (!authenticate(batch)) return false;  // tx rolls back
+  countRates(batch);
+  runWork(batch);
+  // One commit for all of it.
+  Status c = store_->inTransaction() ? tx.commit()
+                                     : Status(503, "sqlite: the transaction was rolled back");
+  if (c.isOk()) return true;
+  bool storage = store_->storageFailing();
+  // A full disk fails every batch until space is freed: noteStorage()
+  // logs that once, rather than a line per batch here.
+  if (!storage) {
+    log::error("batch commit failed",
+               {{"error", c.msg()}, {"requests", static_cast<long long>(batch.size())}});
+  }
+  for (auto& r : batch) {
+    r->status = Status(503, storage ? "the database cannot write" : "the database is busy");
+    r->storage_failed = storage;
+  }
+  return true;
+}
+
+bool DbThread::authenticate(Batch& batch) {
+  // The epoch once, then a lookup for every key the cache could not vouch
+  // for.
   int64_t epoch = -1;
   bool needs_auth = false;
   for (auto& r : batch) needs_auth = needs_auth || !r->key_digest.empty();
@@ -232,10 +272,7 @@ void DbThread::runBatch(Batch batch) {
     Result<int64_t> e = store_->keyEpoch();
     if (!e.isOk()) {
       log::error("key epoch read failed", {{"error", e.status().msg()}});
-      store_->rollback();
-      failAll(Status(503, "the database is busy"));
-      handOver(batch);
-      return;
+      return false;
     }
     epoch = e.value();
   }
@@ -258,8 +295,11 @@ void DbThread::runBatch(Batch batch) {
     r->auth = a.value();
     r->authenticated = r->auth.has_value();
   }
+  return true;
+}
 
-  // 3. Rate counts: one UPSERT per key and window for the whole batch.
+void DbThread::countRates(Batch& batch) {
+  // One UPSERT per key and window for the whole batch.
   std::map<std::pair<std::string, int64_t>, std::vector<DbRequest*>> groups;
   for (auto& r : batch) {
     if (r->status.isOk() && r->count_rate && r->authenticated) {
@@ -280,10 +320,13 @@ void DbThread::runBatch(Batch batch) {
       r->rate_counted = true;
     }
   }
+}
 
-  // 4. Each admitted request's own work, in its own savepoint.
+void DbThread::runWork(Batch& batch) {
+  // Each admitted request's own work, its writes in a savepoint of their
+  // own: a request that fails undoes only its own statements.
   for (auto& r : batch) {
-    if (!store_->inTransaction()) break;  // lost to an error: handled below
+    if (!store_->inTransaction()) break;  // lost to an error: handled by the commit
     if (!r->status.isOk() || !r->work) continue;
     if (!r->key_digest.empty() && !r->authenticated) continue;
     if (r->rate_counted && !r->rate.allowed) continue;
@@ -293,45 +336,16 @@ void DbThread::runBatch(Batch batch) {
       r->work_ran = true;
       continue;
     }
-    if (Status s = store_->begin(); !s.isOk()) {
-      r->status = s;
+    store::Transaction savepoint = store_->transaction();
+    if (!savepoint.status().isOk()) {
+      r->status = savepoint.status();
       continue;
     }
     Status s = r->work(*store_, who);
     r->work_ran = true;
-    if (s.isOk()) {
-      s = store_->commit();  // RELEASE of the savepoint
-    } else {
-      store_->rollback();
-    }
+    if (s.isOk()) s = savepoint.commit();  // RELEASE of the savepoint; else rolled back
     r->status = s;
   }
-
-  // 5. One commit for all of it.
-  Status c = store_->inTransaction() ? store_->commit()
-                                     : Status(503, "sqlite: the transaction was rolled back");
-  if (!c.isOk()) {
-    bool storage = store_->storageFailing();
-    // A full disk fails every batch until space is freed: noteStorage()
-    // logs that once, rather than a line per batch here.
-    if (!storage) {
-      log::error("batch commit failed", {{"error", c.msg()},
-                                        {"requests", static_cast<long long>(batch.size())}});
-    }
-    store_->rollback();
-    for (auto& r : batch) {
-      r->status = Status(503, storage ? "the database cannot write" : "the database is busy");
-      r->storage_failed = storage;
-    }
-  }
-  for (auto& r : batch) {
-    // A request whose own statements ran out of space (a page spill inside
-    // its savepoint) while the batch committed the others.
-    if (!r->status.isOk() && store_->storageFailing()) r->storage_failed = true;
-  }
-  noteStorage();
-  batches_.fetch_add(1, std::memory_order_relaxed);
-  handOver(batch);
 }
 
 }  // namespace eq::api

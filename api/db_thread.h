@@ -172,6 +172,13 @@ class DbThread {
   void closeHandles();  // loop thread, once the database thread exited
   void run();                 // database thread
   void runBatch(Batch batch);  // database thread
+  // The steps of a batch that holds the write lock (database thread): the
+  // keys, the rate counts, each request's work, the commit of `tx`. False
+  // when the key epoch could not be read (nothing was done: tx rolls back).
+  bool runLocked(Batch& batch, store::Transaction& tx);
+  bool authenticate(Batch& batch);
+  void countRates(Batch& batch);
+  void runWork(Batch& batch);
   bool takeInbox(Batch& into);  // moves queued requests into `into`, up to kMaxBatch
   void handOver(Batch& done);
   void expire(Batch& batch, int64_t now_ms);

@@ -1365,7 +1365,7 @@ void ApiService::portalTasks(const CallPtr& c) {
     for (const TaskRecord& t : tasks.value()) {
       w.StartObject();
       putString(w, "task_id", t.task_id);
-      putString(w, "status", t.status);
+      putString(w, "status", taskStatusName(t.status));
       putString(w, "mode", t.mode);
       putTime(w, "created_at", t.created_at);
       putTime(w, "finished_at", t.finished_at);

@@ -117,20 +117,19 @@ std::string taskJson(const TaskRecord& task, const DeliveryRecord* rec) {
   Writer w(sb);
   w.StartObject();
   putString(w, "task_id", task.task_id);
-  putString(w, "status", task.status);
+  putString(w, "status", taskStatusName(task.status));
   putString(w, "mode", task.mode);
   putTime(w, "created_at", task.created_at);
   putTime(w, "started_at", task.started_at);
   putTime(w, "finished_at", task.finished_at);
   w.Key("result");
-  std::optional<TaskStatus> status = parseTaskStatus(task.status);
-  if (status == TaskStatus::kSucceeded && !task.result_json.empty()) {
+  if (task.status == TaskStatus::kSucceeded && !task.result_json.empty()) {
     w.RawValue(task.result_json.data(), task.result_json.size(), rapidjson::kObjectType);
   } else {
     w.Null();
   }
   w.Key("error");
-  if (status == TaskStatus::kFailed) {
+  if (task.status == TaskStatus::kFailed) {
     w.StartObject();
     w.Key("code");
     w.Int(task.error_code);

@@ -1,5 +1,7 @@
 #include "common/enums.h"
 
+#include <ostream>
+
 namespace eq {
 
 std::optional<Mode> parseMode(std::string_view s) {
@@ -35,6 +37,8 @@ const char* taskStatusName(TaskStatus s) {
   }
   return "queued";  // unreachable
 }
+
+std::ostream& operator<<(std::ostream& out, TaskStatus s) { return out << taskStatusName(s); }
 
 std::optional<JobKind> parseJobKind(std::string_view s) {
   if (s == "reply") return JobKind::kReply;

@@ -8,6 +8,7 @@
 // Plain values and free functions: no state, any thread.
 #pragma once
 
+#include <iosfwd>
 #include <optional>
 #include <string_view>
 
@@ -23,6 +24,8 @@ inline bool isModeName(std::string_view s) { return parseMode(s).has_value(); }
 enum class TaskStatus { kQueued, kRunning, kSucceeded, kFailed };
 std::optional<TaskStatus> parseTaskStatus(std::string_view s);
 const char* taskStatusName(TaskStatus s);
+// Its name, for logs and test messages.
+std::ostream& operator<<(std::ostream& out, TaskStatus s);
 
 enum class JobKind { kReply, kAnalyze };
 std::optional<JobKind> parseJobKind(std::string_view s);

@@ -241,15 +241,13 @@ Status Dispatcher::applyTogether(const std::vector<BatchItem>& items) {
   due_in_batch_ = false;
   Status applied = [&] {
     std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
-    if (Status s = store_.begin(); !s.isOk()) return s;
+    store::Transaction tx = store_.transaction();
+    if (!tx.status().isOk()) return tx.status();
     for (const BatchItem& item : items) {
       Status s = item.event ? apply(*item.event) : applyDeadLetter(*item.delivery);
-      if (!s.isOk()) {
-        store_.rollback();
-        return s;
-      }
+      if (!s.isOk()) return s;  // rolled back by tx
     }
-    return store_.commit();
+    return tx.commit();
   }();
   in_batch_ = false;
   // Logged after the commit and outside the gate: a log write that blocks
@@ -331,10 +329,11 @@ Status Dispatcher::createDeliveryIfFinal(const std::string& task_id) {
     return Status::ok();
   }
   const TaskRecord& task = *t.value();
-  if (task.webhook_url.empty() || (task.status != "succeeded" && task.status != "failed")) {
+  if (task.webhook_url.empty() ||
+      (task.status != TaskStatus::kSucceeded && task.status != TaskStatus::kFailed)) {
     return Status::ok();
   }
-  std::string event = task.status == "succeeded" ? "task.succeeded" : "task.failed";
+  std::string event = task.status == TaskStatus::kSucceeded ? "task.succeeded" : "task.failed";
   Result<DeliveryRecord> d = store_.createDelivery(task_id, task.webhook_url, event, nowMs());
   if (!d.isOk()) return d.status();
   if (d.value().status == "pending" && d.value().attempts == 0) {

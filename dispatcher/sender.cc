@@ -173,14 +173,12 @@ void DeliverySender::scan(int64_t now_ms) {
     // The claim and each claimed delivery's task and secret in one
     // transaction: one commit rather than one plus two read transactions per
     // delivery (SQLite's commits and WAL locks, not HTTP, bound the pace).
-    if (Status s = store_.begin(); !s.isOk()) return s;
+    store::Transaction tx = store_.transaction();
+    if (!tx.status().isOk()) return tx.status();
     Result<std::vector<DeliveryRecord>> due =
         store_.claimDueDeliveries(now_ms, now_ms + opts_.timeout_ms + opts_.lease_margin_ms, room,
                                   admit);
-    if (!due.isOk()) {
-      store_.rollback();
-      return due.status();
-    }
+    if (!due.isOk()) return due.status();  // rolled back by tx
     // Rows left waiting for their account's share do not count: they are
     // scanned for again when a slot of theirs frees (share_freed_), not in a
     // loop that would find them still waiting.
@@ -188,7 +186,7 @@ void DeliverySender::scan(int64_t now_ms) {
     for (const DeliveryRecord& d : due.value()) {
       if (std::unique_ptr<Transfer> t = prepare(d, now_ms)) ready.push_back(std::move(t));
     }
-    return store_.commit();
+    return tx.commit();
   }();
   flushAfterCommit();
   if (!read.isOk()) {
@@ -375,9 +373,9 @@ void DeliverySender::recordOutcomes(const std::vector<Finished>& done) {
   Status committed;
   {
     std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
-    bool batched = store_.begin().isOk();
+    store::Transaction tx = store_.transaction();
     for (const Finished& f : done) recordOutcome(f);
-    if (batched) committed = store_.commit();
+    if (tx.status().isOk()) committed = tx.commit();
   }
   flushAfterCommit();
   if (!committed.isOk()) {

@@ -13,8 +13,9 @@ namespace eq::dispatch {
 int ChargeSettler::step(int64_t now_ms) {
   if (now_ms < next_run_ms_) return 0;
   next_run_ms_ = now_ms + opts_.interval_ms;
-  if (Status s = store_.begin(); !s.isOk()) {
-    emit([error = s.msg()] {
+  store::Transaction tx = store_.transaction();
+  if (!tx.status().isOk()) {
+    emit([error = tx.status().msg()] {
       log::warn("charge settler: database busy; next sweep later", {{"error", error}});
     });
     return 0;
@@ -46,9 +47,8 @@ int ChargeSettler::step(int64_t now_ms) {
         store_.purgeSettlementsBefore(now_ms - opts_.settlement_retention_ms, 500);
     s = purged.status();
   }
-  if (s.isOk()) s = store_.commit();
+  if (s.isOk()) s = tx.commit();  // else rolled back by tx, before the next sweep
   if (!s.isOk()) {
-    store_.rollback();
     emit([error = s.msg()] {
       log::error("charge settler: sweep rolled back; retried at the next one",
                  {{"error", error}});
@@ -164,26 +164,21 @@ int JobRepublisher::step(int64_t now_ms) {
   std::vector<std::pair<const OpenCharge*, const char*>> settled;
   Status s = [&] {
     std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
-    if (Status b = store_.begin(); !b.isOk()) return b;
+    store::Transaction tx = store_.transaction();
+    if (!tx.status().isOk()) return tx.status();
     for (const OpenCharge* c : confirmed) {
       Result<bool> r = store_.settleRepublished(*c, now_ms);
-      if (!r.isOk()) {
-        store_.rollback();
-        return r.status();
-      }
+      if (!r.isOk()) return r.status();  // rolled back by tx
       // false: eq-api (alive after all) or the settler closed it first; the
       // copy just published is a duplicate, which changes nothing.
       if (r.value()) settled.emplace_back(c, "republished");
     }
     for (const OpenCharge* c : refused) {
       Result<bool> r = store_.settleUnpublishable(*c, now_ms, give_up);
-      if (!r.isOk()) {
-        store_.rollback();
-        return r.status();
-      }
+      if (!r.isOk()) return r.status();  // rolled back by tx
       if (r.value()) settled.emplace_back(c, "task_failed");
     }
-    return store_.commit();
+    return tx.commit();
   }();
   if (!s.isOk()) {
     // The jobs are in the queue; their charges stay open and the next sweep

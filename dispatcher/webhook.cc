@@ -44,7 +44,7 @@ std::string webhookBody(const TaskRecord& task, const std::string& event, int64_
   w.StartObject();
   putString(w, "event", event);
   putString(w, "task_id", task.task_id);
-  putString(w, "status", task.status);
+  putString(w, "status", taskStatusName(task.status));
   putString(w, "mode", task.mode);
   putString(w, "request_id", task.request_id);
   w.Key("replies");
@@ -59,7 +59,7 @@ std::string webhookBody(const TaskRecord& task, const std::string& event, int64_
               ? result["tokens_used"].GetInt64()
               : 0);
   w.Key("error");
-  if (task.status == "failed") {
+  if (task.status == TaskStatus::kFailed) {
     w.StartObject();
     w.Key("code");
     w.Int(task.error_code);

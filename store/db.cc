@@ -65,7 +65,9 @@ std::string numberPlaceholders(std::string_view sql) {
       end = sql.find("*/", i + 2);
       if (end != std::string_view::npos) ++end;
     } else {
-      if (c == '?') {
+      if (c == '?' && i + 1 < sql.size() && sql[i + 1] >= '0' && sql[i + 1] <= '9') {
+        out.push_back('$');  // ?N: SQLite's numbered form is PostgreSQL's $N
+      } else if (c == '?') {
         out += "$" + std::to_string(++n);
       } else {
         out.push_back(c);
@@ -77,6 +79,122 @@ std::string numberPlaceholders(std::string_view sql) {
     i = end;
   }
   return out;
+}
+
+Result<int64_t> Db::exec(const Sql& sql, std::initializer_list<Value> values,
+                         const RowFn& onRow) {
+  Result<int64_t> out = run(sql, values, onRow);
+  noteResult(out.isOk(), out.isOk() ? out.value() : 0);
+  return out;
+}
+
+Status Db::script(std::string_view sql) {
+  Status st = runScript(sql);
+  // A script's changes are not counted: scripts are schemas and migrations.
+  noteResult(st.isOk(), 0);
+  return st;
+}
+
+void Db::noteResult(bool ok, int64_t changed) {
+  if (!ok) {
+    if (!levels_.empty()) levels_.back().failed = true;
+    return;
+  }
+  if (changed <= 0) return;
+  if (levels_.empty()) {
+    storage_failing_ = false;  // a write outside a transaction committed
+  } else {
+    levels_.back().changed = true;
+  }
+}
+
+std::string Db::controlText(Control op, size_t depth, std::string_view begin) {
+  switch (op) {
+    case Control::kBegin:
+      return std::string(begin);
+    case Control::kCommit:
+      return "COMMIT";
+    case Control::kRollback:
+      return "ROLLBACK";
+    case Control::kSavepoint:
+      return "SAVEPOINT sp" + std::to_string(depth);
+    case Control::kRelease:
+      return "RELEASE sp" + std::to_string(depth);
+    case Control::kRollbackTo:
+      return "ROLLBACK TO sp" + std::to_string(depth);
+  }
+  return {};
+}
+
+bool Db::inTransaction() const { return !levels_.empty() && transactionOpen(); }
+
+Status Db::begin() {
+  // The engine ended the transaction by itself (SQLite, after a full disk):
+  // the levels it had are gone.
+  if (!levels_.empty() && !transactionOpen()) levels_.clear();
+  const size_t depth = levels_.size();
+  if (Status st = control(depth == 0 ? Control::kBegin : Control::kSavepoint, depth); !st.isOk()) {
+    // A savepoint refused (a lost connection) spoils the level it was in.
+    if (!levels_.empty()) levels_.back().failed = true;
+    return st;
+  }
+  levels_.emplace_back();
+  return Status::ok();
+}
+
+Status Db::commit() {
+  if (levels_.empty()) return Status(500, "commit without a transaction");
+  if (!transactionOpen()) {
+    // After a full disk or an I/O error SQLite may have rolled the whole
+    // transaction back already: nothing of it was kept.
+    levels_.clear();
+    return Status(503, "the transaction was rolled back");
+  }
+  const Level level = levels_.back();
+  levels_.pop_back();
+  const size_t depth = levels_.size();
+  if (depth > 0) {
+    if (level.failed) {
+      control(Control::kRollbackTo, depth);
+      control(Control::kRelease, depth);
+      return Status(503, "a statement of the savepoint failed; rolled back");
+    }
+    Status st = control(Control::kRelease, depth);
+    if (!st.isOk()) {
+      levels_.back().failed = true;
+    } else if (level.changed) {
+      levels_.back().changed = true;
+    }
+    return st;
+  }
+  if (level.failed) {
+    control(Control::kRollback, 0);
+    return Status(503, "a statement of the transaction failed; rolled back");
+  }
+  Status st = control(Control::kCommit, 0);
+  // A failed COMMIT (disk full) can leave the transaction open, holding the
+  // write lock from every other process.
+  if (!st.isOk() && transactionOpen()) control(Control::kRollback, 0);
+  // A transaction that changed nothing writes nothing, so only one that
+  // changed rows tells that the storage works again.
+  if (st.isOk() && level.changed) storage_failing_ = false;
+  return st;
+}
+
+void Db::rollback() {
+  if (levels_.empty()) return;
+  levels_.pop_back();
+  if (!transactionOpen()) {
+    levels_.clear();
+    return;
+  }
+  const size_t depth = levels_.size();
+  if (depth == 0) {
+    control(Control::kRollback, 0);
+    return;
+  }
+  control(Control::kRollbackTo, depth);
+  control(Control::kRelease, depth);
 }
 
 Result<std::unique_ptr<Db>> Db::open(const DbUrl& url) {

@@ -15,12 +15,12 @@
 //        outcome is unknown: writes that may be retried must be idempotent.
 //   500  anything else (a bug: bad SQL, a wrong number of values)
 // The same on both engines: a failed statement inside a transaction spoils
-// it, and its commit rolls back and answers 503.
+// its innermost level, and that level's commit rolls back and answers 503.
 //
 // Ownership and threads: a Db is one connection, owned by one thread at a
 // time (in practice, each process's database thread opens its own). Its
 // prepared statements are cached for its lifetime, keyed by their text.
-// A Transaction borrows a Db for one scope.
+// A Transaction borrows a Db for one scope; transactions nest (savepoints).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +30,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "common/status.h"
 
@@ -58,12 +59,20 @@ struct Sql {
   std::string_view postgres = {};
 };
 
-// `?` outside quotes and comments numbered $1, $2...: the PostgreSQL form
-// of a statement.
+// `?` outside quotes and comments numbered $1, $2..., and `?N` written
+// `$N`: the PostgreSQL form of a statement.
 std::string numberPlaceholders(std::string_view sql);
 
+// Bytes bound as such: a BLOB on SQLite, a bytea on PostgreSQL (text must
+// be valid UTF-8; a digest is not).
+// Explicit, so that a string is never taken for bytes.
+struct Blob {
+  explicit Blob(std::string_view b) : bytes(b) {}
+  std::string_view bytes;
+};
+
 // A value bound to a placeholder.
-using Value = std::variant<std::nullptr_t, int64_t, double, std::string_view>;
+using Value = std::variant<std::nullptr_t, int64_t, double, std::string_view, Blob>;
 
 // One row of a result, valid only during the callback that receives it.
 class Row {
@@ -71,13 +80,28 @@ class Row {
   virtual ~Row() = default;
   virtual int columns() const = 0;
   virtual bool isNull(int col) const = 0;
-  virtual int64_t int64(int col) const = 0;  // 0 for NULL
+  virtual int64_t int64(int col) const = 0;  // 0 for NULL; a boolean is 0 or 1
   virtual double real(int col) const = 0;    // 0 for NULL
   virtual std::string_view text(int col) const = 0;  // "" for NULL
+  // The bytes of a BLOB or bytea column (of any other column, its text).
+  virtual std::string blob(int col) const = 0;
+  // Asks for no more rows: the callback that has what it needs ends a
+  // walk early (SQLite stops stepping; PostgreSQL's rows have all come).
+  void stop() const { stopped_ = true; }
+  bool stopped() const { return stopped_; }
+
+ private:
+  mutable bool stopped_ = false;
 };
 
 using RowFn = std::function<void(const Row&)>;
 
+// Transactions nest: begin() opens the transaction at the outermost level
+// (BEGIN IMMEDIATE on SQLite, which takes the write lock at once) and a
+// savepoint inside one; commit() and rollback() end the innermost level
+// only. So a function with a transaction of its own also works inside its
+// caller's (eq-api's database thread runs many requests in one batch, one
+// savepoint each).
 class Db {
  public:
   // Opens the database (and for SQLite creates the file, WAL mode, a busy
@@ -93,23 +117,72 @@ class Db {
 
   // Runs one statement with values bound in order; onRow, when given, sees
   // every row. The number of rows the statement changed (0 for a SELECT).
-  virtual Result<int64_t> exec(const Sql& sql, std::initializer_list<Value> values = {},
-                               const RowFn& onRow = {}) = 0;
+  Result<int64_t> exec(const Sql& sql, std::initializer_list<Value> values = {},
+                       const RowFn& onRow = {});
   // Runs statements without values, separated by ';' (a schema, a
   // migration), in the engine's own text.
-  virtual Status script(std::string_view sql) = 0;
+  Status script(std::string_view sql);
 
-  // Transaction control, for Transaction below.
-  virtual Status begin() = 0;
-  virtual Status commit() = 0;
-  virtual void rollback() = 0;
+  // Transaction control (Transaction below is the way to use it). A
+  // statement that fails spoils the innermost level: its commit rolls it
+  // back and answers 503; the levels outside it go on. On SQLite a full
+  // disk or an I/O error may roll the whole transaction back at once: then
+  // every level is gone and inTransaction() is false.
+  Status begin();
+  Status commit();
+  void rollback();
+  bool inTransaction() const;
+
+  // How long a statement waits for a lock another connection holds before
+  // it is a 503 (SQLite's busy timeout; PostgreSQL waits for row locks up
+  // to its statement timeout).
+  virtual void setBusyTimeout(int ms) = 0;
+
+  // True from a statement that failed for want of space or with an I/O
+  // error until a write of this connection commits (a transaction that
+  // changed rows, or a statement that changed rows outside one): while it
+  // holds, reads work and writes fail, and a process answers "not ready"
+  // rather than "busy". storageError() is the failure's message.
+  bool storageFailing() const { return storage_failing_; }
+  const std::string& storageError() const { return storage_error_; }
 
  protected:
   Db() = default;
+
+  enum class Control { kBegin, kCommit, kRollback, kSavepoint, kRelease, kRollbackTo };
+  virtual Result<int64_t> run(const Sql& sql, std::initializer_list<Value> values,
+                              const RowFn& onRow) = 0;
+  virtual Status runScript(std::string_view sql) = 0;
+  // One transaction-control statement; depth names the savepoint.
+  virtual Status control(Control op, size_t depth) = 0;
+  // Its text, the same on both engines but for how a transaction begins
+  // (SQLite's BEGIN IMMEDIATE, PostgreSQL's BEGIN).
+  static std::string controlText(Control op, size_t depth, std::string_view begin);
+  // Whether the connection itself is inside a transaction (SQLite ends one
+  // by itself after some errors).
+  virtual bool transactionOpen() const = 0;
+  // Open transaction levels: 0 none, 1 the transaction, 2+ savepoints.
+  size_t depth() const { return levels_.size(); }
+  // The engines report a storage failure here (see storageFailing()).
+  void noteStorageFailure(std::string msg) {
+    storage_failing_ = true;
+    storage_error_ = std::move(msg);
+  }
+
+ private:
+  struct Level {
+    bool failed = false;  // a statement of this level failed
+    bool changed = false;  // a statement of this level (or a released inner one) changed rows
+  };
+  void noteResult(bool ok, int64_t changed);
+  std::vector<Level> levels_;  // open transaction levels, outermost first
+  bool storage_failing_ = false;
+  std::string storage_error_;
 };
 
 // A transaction for one scope: begun at construction (see status()),
-// rolled back at destruction unless commit() succeeded.
+// rolled back at destruction unless commit() succeeded. Inside another
+// transaction of the same Db it is a savepoint.
 class Transaction {
  public:
   explicit Transaction(Db& db) : db_(db), status_(db.begin()) {}
@@ -124,9 +197,8 @@ class Transaction {
   // Commits; a failed commit is rolled back.
   Status commit() {
     if (!status_.isOk()) return status_;
-    Status st = db_.commit();
-    committed_ = st.isOk();
-    return st;
+    committed_ = true;  // committed or rolled back: either way it has ended
+    return db_.commit();
   }
 
  private:

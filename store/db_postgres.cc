@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -20,21 +21,27 @@ std::string trimmed(std::string msg) {
   return msg;
 }
 
-// What a statement may take before the server cancels it (a 503): longer
-// than any statement of ours, short enough that a stuck lock is answered.
-constexpr const char* kStatementTimeout = "SET statement_timeout = '10s'";
+// The session settings of every connection: what a statement may take
+// before the server cancels it (a 503: longer than any statement of ours,
+// short enough that a stuck lock is answered), and bytea written in hex,
+// which PgRow::blob reads, whatever the server's default.
+constexpr const char* kSessionSettings =
+    "SET statement_timeout = '10s'; SET bytea_output = 'hex'";
 
 // The Status of a failed statement from its SQLSTATE: integrity (class 23)
 // is 409; what may pass (connection, resources, operator intervention,
 // serialization and deadlock, lock not available, a cancelled statement)
 // 503; the rest 500.
-Status statusOf(const PGresult* res, PGconn* conn, std::string_view what) {
+Status statusOf(const PGresult* res, PGconn* conn, std::string_view what,
+                bool* storage = nullptr) {
   const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
   std::string msg = std::string(what) + ": ";
   const char* text = res != nullptr ? PQresultErrorMessage(res) : PQerrorMessage(conn);
   msg = trimmed(msg + ((text != nullptr && *text != '\0') ? text : PQerrorMessage(conn)));
   if (state == nullptr || PQstatus(conn) != CONNECTION_OK) return Status(503, std::move(msg));
   const std::string_view s(state);
+  // disk_full, io_error: the storage failure of store/db.h.
+  if (storage != nullptr) *storage = s == "53100" || s == "58030";
   if (s.starts_with("23")) return Status(409, std::move(msg));
   // 25P02: a statement of this transaction failed before (the seam's rule
   // on both engines: roll it back).
@@ -45,6 +52,9 @@ Status statusOf(const PGresult* res, PGconn* conn, std::string_view what) {
   return Status(500, std::move(msg));
 }
 
+// bytea's type OID (catalog/pg_type_d.h, stable across versions).
+constexpr Oid kByteaOid = 17;
+
 class PgRow final : public Row {
  public:
   PgRow(const PGresult* res, int row) : res_(res), row_(row) {}
@@ -52,6 +62,7 @@ class PgRow final : public Row {
   bool isNull(int col) const override { return PQgetisnull(res_, row_, col) != 0; }
   int64_t int64(int col) const override {
     const std::string_view t = text(col);
+    if (t == "t") return 1;  // a boolean
     int64_t v = 0;
     std::from_chars(t.data(), t.data() + t.size(), v);
     return v;
@@ -62,6 +73,20 @@ class PgRow final : public Row {
   std::string_view text(int col) const override {
     if (isNull(col)) return {};
     return {PQgetvalue(res_, row_, col), static_cast<size_t>(PQgetlength(res_, row_, col))};
+  }
+  // A bytea comes as text in hex (\x0a1b...).
+  std::string blob(int col) const override {
+    const std::string_view t = text(col);
+    if (PQftype(res_, col) != kByteaOid || !t.starts_with("\\x")) return std::string(t);
+    std::string out;
+    out.reserve((t.size() - 2) / 2);
+    const auto nibble = [](char c) {
+      return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+    };
+    for (size_t i = 2; i + 1 < t.size(); i += 2) {
+      out.push_back(static_cast<char>(nibble(t[i]) << 4 | nibble(t[i + 1])));
+    }
+    return out;
   }
 
  private:
@@ -82,91 +107,77 @@ class PostgresDb final : public Db {
 
   DbEngine engine() const override { return DbEngine::kPostgres; }
 
-  Result<int64_t> exec(const Sql& sql, std::initializer_list<Value> values,
-                       const RowFn& onRow) override {
-    Result<int64_t> out = run(sql, values, onRow);
-    if (!out.isOk() && in_transaction_) failed_ = true;
-    return out;
-  }
+  // A wait for a row lock is bounded by the statement timeout (10 s): the
+  // busy timeout of SQLite has no counterpart to set here.
+  // TODO(issue 23): a lock_timeout for eq-api's short slices, once eq-api
+  // runs on PostgreSQL.
+  void setBusyTimeout(int) override {}
 
-  Status script(std::string_view sql) override {
+  // The session settings every connection (and every reconnection) needs.
+  Status setUp() { return runScript(kSessionSettings); }
+
+ protected:
+  Status runScript(std::string_view sql) override {
     if (Status st = ready(); !st.isOk()) return st;
     const std::string text(sql);
     PgResult res(PQexec(conn_, text.c_str()));
     const ExecStatusType status = PQresultStatus(res.get());
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-      if (in_transaction_) failed_ = true;
-      return statusOf(res.get(), conn_, "script");
+      return failure(res.get(), "script");
     }
     return Status::ok();
   }
 
-  Status begin() override {
-    if (in_transaction_) return Status(500, "postgres: a transaction is open");
-    Status st = script("BEGIN");
-    in_transaction_ = st.isOk();
-    failed_ = false;
-    return st;
-  }
-  Status commit() override {
-    if (!in_transaction_) return Status(500, "postgres: commit without a transaction");
-    in_transaction_ = false;
-    if (PQstatus(conn_) != CONNECTION_OK) {
+  Status control(Control op, size_t depth) override {
+    const std::string text = controlText(op, depth, "BEGIN");
+    if (op != Control::kBegin && PQstatus(conn_) != CONNECTION_OK) {
       return Status(503, "postgres: the connection was lost during the transaction");
     }
-    if (failed_) {
-      PgResult res(PQexec(conn_, "ROLLBACK"));
-      return Status(503, "postgres: a statement of the transaction failed; rolled back");
+    if (op == Control::kBegin) {
+      if (Status st = ready(); !st.isOk()) return st;
     }
-    PgResult res(PQexec(conn_, "COMMIT"));
-    if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) return statusOf(res.get(), conn_, "commit");
+    PgResult res(PQexec(conn_, text.c_str()));
+    if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) return failure(res.get(), text);
     // COMMIT of a transaction an error aborted succeeds as a ROLLBACK.
-    if (std::string_view(PQcmdStatus(res.get())) == "ROLLBACK") {
+    if (op == Control::kCommit && std::string_view(PQcmdStatus(res.get())) == "ROLLBACK") {
       return Status(503, "postgres: the transaction was rolled back");
     }
     return Status::ok();
   }
-  void rollback() override {
-    in_transaction_ = false;
-    if (PQstatus(conn_) == CONNECTION_OK && PQtransactionStatus(conn_) != PQTRANS_IDLE) {
-      PgResult res(PQexec(conn_, "ROLLBACK"));
-    }
+
+  bool transactionOpen() const override {
+    const PGTransactionStatusType t = PQtransactionStatus(conn_);
+    return t == PQTRANS_INTRANS || t == PQTRANS_INERROR || t == PQTRANS_ACTIVE;
   }
 
-  // The session settings every connection (and every reconnection) needs.
-  Status setUp() { return script(kStatementTimeout); }
-
- private:
   // A lost connection is reopened here, by the next statement; its prepared
   // statements went with it.
-  Result<int64_t> run(const Sql& sql, std::initializer_list<Value> values, const RowFn& onRow) {
+  Result<int64_t> run(const Sql& sql, std::initializer_list<Value> values,
+                      const RowFn& onRow) override {
     if (Status st = ready(); !st.isOk()) return st;
-    // Keyed by the text that runs, not by its address: two statements that
-    // differ only in their PostgreSQL text, or a text built at run time,
-    // can never share a prepared statement.
-    const std::string text = numberPlaceholders(sql.postgres.empty() ? sql.sqlite : sql.postgres);
-    auto it = prepared_.find(text);
+    // Keyed by the text written (PostgreSQL's where it has one), numbered
+    // only when prepared: two statements that differ only in their
+    // PostgreSQL text, or a text built at run time, never share a prepared
+    // statement, and a statement that runs again costs one lookup.
+    const std::string_view source = sql.postgres.empty() ? sql.sqlite : sql.postgres;
+    auto it = prepared_.find(source);
     if (it == prepared_.end()) {
-      // Names are never reused on a connection, even after a failure.
-      Prepared p{"eq" + std::to_string(next_name_++), 0};
-      PgResult res(PQprepare(conn_, p.name.c_str(), text.c_str(), 0, nullptr));
-      if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) return statusOf(res.get(), conn_, "prepare");
-      PgResult described(PQdescribePrepared(conn_, p.name.c_str()));
-      if (PQresultStatus(described.get()) != PGRES_COMMAND_OK) {
-        return statusOf(described.get(), conn_, "describe");
-      }
-      p.params = PQnparams(described.get());
-      it = prepared_.emplace(text, std::move(p)).first;
+      Result<Prepared> p = prepare(source, values);
+      if (!p.isOk()) return p.status();
+      it = prepared_.emplace(std::string(source), std::move(p).value()).first;
     }
     if (static_cast<int>(values.size()) != it->second.params) {
       return Status(500, "postgres: " + std::to_string(values.size()) + " values for " +
                              std::to_string(it->second.params) + " placeholders");
     }
-    // Values as text: numbers in their shortest exact form.
+    // Values as text (numbers in their shortest exact form), bytes as bytes.
     std::vector<std::string> texts;
     std::vector<const char*> params;
+    std::vector<int> lengths;
+    std::vector<int> formats;
     texts.reserve(values.size());
     for (const Value& v : values) {
+      int format = 0;
       if (std::holds_alternative<std::nullptr_t>(v)) {
         texts.emplace_back();
       } else if (const auto* n = std::get_if<int64_t>(&v)) {
@@ -175,24 +186,33 @@ class PostgresDb final : public Db {
         char buf[32];
         const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, *d);
         texts.emplace_back(buf, ec == std::errc() ? end : buf);
+      } else if (const auto* b = std::get_if<Blob>(&v)) {
+        texts.emplace_back(b->bytes);
+        format = 1;
       } else {
         texts.emplace_back(std::get<std::string_view>(v));
       }
+      formats.push_back(format);
     }
     size_t i = 0;
     for (const Value& v : values) {
-      params.push_back(std::holds_alternative<std::nullptr_t>(v) ? nullptr : texts[i].c_str());
+      params.push_back(std::holds_alternative<std::nullptr_t>(v) ? nullptr : texts[i].data());
+      lengths.push_back(static_cast<int>(texts[i].size()));
       ++i;
     }
     PgResult res(PQexecPrepared(conn_, it->second.name.c_str(), static_cast<int>(params.size()),
-                                params.data(), nullptr, nullptr, 0));
+                                params.data(), lengths.data(), formats.data(), 0));
     const ExecStatusType status = PQresultStatus(res.get());
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-      return statusOf(res.get(), conn_, "statement");
+      return failure(res.get(), "statement");
     }
     if (onRow) {
       const int rows = PQntuples(res.get());
-      for (int r = 0; r < rows; ++r) onRow(PgRow(res.get(), r));
+      for (int r = 0; r < rows; ++r) {
+        const PgRow row(res.get(), r);
+        onRow(row);
+        if (row.stopped()) break;
+      }
     }
     // Rows changed: an INSERT, UPDATE or DELETE says how many; a SELECT
     // (whose tag also counts rows) changed none.
@@ -201,12 +221,48 @@ class PostgresDb final : public Db {
     return int64_t{changed != nullptr && *changed != '\0' ? std::atoll(changed) : 0};
   }
 
+ private:
+  struct Prepared {
+    std::string name;  // the server-side statement's name
+    int params;        // its placeholders
+  };
+
+  // Prepares the statement. Bytes are declared bytea (they are sent in
+  // binary); every other parameter's type the server infers from where it
+  // stands, so a statement where it cannot (`SELECT ?` inserted into a
+  // bigint column) casts it in its PostgreSQL text. Declaring numbers as
+  // bigint would break calls of functions that take an integer.
+  Result<Prepared> prepare(std::string_view source, std::initializer_list<Value> values) {
+    const std::string text = numberPlaceholders(source);
+    std::vector<Oid> types;
+    for (const Value& v : values) {
+      types.push_back(std::holds_alternative<Blob>(v) ? kByteaOid : Oid{0});
+    }
+    // Names are never reused on a connection, even after a failure.
+    Prepared p{"eq" + std::to_string(next_name_++), 0};
+    PgResult res(PQprepare(conn_, p.name.c_str(), text.c_str(), static_cast<int>(types.size()),
+                           types.data()));
+    if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) return failure(res.get(), "prepare");
+    PgResult described(PQdescribePrepared(conn_, p.name.c_str()));
+    if (PQresultStatus(described.get()) != PGRES_COMMAND_OK) {
+      return failure(described.get(), "describe");
+    }
+    p.params = PQnparams(described.get());
+    return p;
+  }
+
+  Status failure(const PGresult* res, std::string_view what) {
+    bool storage = false;
+    Status st = statusOf(res, conn_, what, &storage);
+    if (storage) noteStorageFailure(st.msg());
+    return st;
+  }
+
   // Never inside a transaction: a new connection would run the rest of it
   // in autocommit; the caller rolls back (503) and starts again.
   Status ready() {
     if (PQstatus(conn_) == CONNECTION_OK) return Status::ok();
-    if (in_transaction_) {
-      failed_ = true;
+    if (depth() > 0) {
       return Status(503, "postgres: the connection was lost during the transaction");
     }
     PQreset(conn_);
@@ -217,15 +273,15 @@ class PostgresDb final : public Db {
     return setUp();
   }
 
-  struct Prepared {
-    std::string name;  // the server-side statement's name
-    int params;        // its placeholders
+  // Statements by their text, found by a string_view without building a
+  // string on every call.
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   PGconn* conn_;
-  std::unordered_map<std::string, Prepared> prepared_;  // keyed by the text that runs
+  std::unordered_map<std::string, Prepared, TextHash, std::equal_to<>> prepared_;
   uint64_t next_name_ = 0;
-  bool in_transaction_ = false;
-  bool failed_ = false;  // a statement of the open transaction failed
 };
 
 }  // namespace
@@ -249,6 +305,10 @@ Result<std::unique_ptr<Db>> openPostgres(const std::string& uri) {
     PQfinish(conn);
     return st;
   }
+  // Notices (a DROP ... CASCADE listing what went with it) are the server
+  // talking to a person at a prompt: libpq would print them on stderr,
+  // among the processes' JSON log lines.
+  PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
   auto out = std::make_unique<PostgresDb>(conn);
   if (Status st = out->setUp(); !st.isOk()) return st;
   return std::unique_ptr<Db>(std::move(out));

@@ -1,7 +1,10 @@
 // The database seam over SQLite (store/db.h): one connection in WAL mode.
 #include <sqlite3.h>
 
+#include <chrono>
+#include <functional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "store/db.h"
@@ -10,7 +13,8 @@ namespace eq::store::detail {
 namespace {
 
 // How long a statement waits for another process's write lock before it is
-// a 503: long enough for any batch of ours, short enough to answer.
+// a 503, unless setBusyTimeout says otherwise: long enough for any batch of
+// ours, short enough to answer.
 constexpr int kBusyTimeoutMs = 5000;
 
 // The Status of a failed SQLite call: a constraint is 409, what may pass
@@ -44,14 +48,26 @@ class SqliteRow final : public Row {
     if (p == nullptr) return {};
     return {reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(stmt_, col))};
   }
+  std::string blob(int col) const override {
+    const void* p = sqlite3_column_blob(stmt_, col);
+    if (p == nullptr) return {};
+    return {static_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(stmt_, col))};
+  }
 
  private:
   sqlite3_stmt* stmt_;
 };
 
+// Statements by their text, found by a string_view without building a
+// string on every call.
+struct TextHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
 class SqliteDb final : public Db {
  public:
-  explicit SqliteDb(sqlite3* db) : db_(db) {}
+  explicit SqliteDb(sqlite3* db) : db_(db) { setBusyTimeout(kBusyTimeoutMs); }
   ~SqliteDb() override {
     for (auto& [text, stmt] : stmts_) sqlite3_finalize(stmt);
     sqlite3_close(db_);
@@ -59,33 +75,17 @@ class SqliteDb final : public Db {
 
   DbEngine engine() const override { return DbEngine::kSqlite; }
 
-  Result<int64_t> exec(const Sql& sql, std::initializer_list<Value> values,
-                       const RowFn& onRow) override {
-    Result<int64_t> out = run(sql, values, onRow);
-    // As on PostgreSQL, a failed statement spoils its transaction.
-    if (!out.isOk() && sqlite3_get_autocommit(db_) == 0) failed_ = true;
-    return out;
+  void setBusyTimeout(int ms) override {
+    busy_timeout_ms_ = ms;
+    sqlite3_busy_handler(db_, &SqliteDb::onBusy, this);
   }
 
- private:
-  Result<int64_t> run(const Sql& sql, std::initializer_list<Value> values, const RowFn& onRow) {
-    // Keyed by the text, not its address: a text built at run time can
-    // never find another's statement.
-    const std::string text(sql.sqlite);
-    sqlite3_stmt* stmt = nullptr;
-    if (auto it = stmts_.find(text); it != stmts_.end()) {
-      stmt = it->second;
-    } else {
-      const char* tail = nullptr;
-      const int rc = sqlite3_prepare_v3(db_, text.c_str(), static_cast<int>(text.size()),
-                                        SQLITE_PREPARE_PERSISTENT, &stmt, &tail);
-      if (rc != SQLITE_OK) return statusOf(db_, rc, "prepare");
-      if (stmt == nullptr || (tail != nullptr && *tail != '\0')) {
-        sqlite3_finalize(stmt);
-        return Status(500, "sqlite: want exactly one statement: " + text);
-      }
-      stmts_.emplace(text, stmt);
-    }
+ protected:
+  Result<int64_t> run(const Sql& sql, std::initializer_list<Value> values,
+                      const RowFn& onRow) override {
+    Result<sqlite3_stmt*> prepared = statement(sql.sqlite);
+    if (!prepared.isOk()) return prepared.status();
+    sqlite3_stmt* stmt = prepared.value();
     if (static_cast<int>(values.size()) != sqlite3_bind_parameter_count(stmt)) {
       return Status(500, "sqlite: " + std::to_string(values.size()) + " values for " +
                              std::to_string(sqlite3_bind_parameter_count(stmt)) + " placeholders");
@@ -100,69 +100,113 @@ class SqliteDb final : public Db {
         rc = sqlite3_bind_int64(stmt, i, *n);
       } else if (const auto* d = std::get_if<double>(&v)) {
         rc = sqlite3_bind_double(stmt, i, *d);
+      } else if (const auto* b = std::get_if<Blob>(&v)) {
+        rc = sqlite3_bind_blob(stmt, i, b->bytes.data(), static_cast<int>(b->bytes.size()),
+                               SQLITE_TRANSIENT);
       } else {
         const std::string_view s = std::get<std::string_view>(v);
         rc = sqlite3_bind_text(stmt, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
       }
       if (rc != SQLITE_OK) {
-        sqlite3_reset(stmt);
-        return statusOf(db_, rc, "bind");
+        sqlite3_clear_bindings(stmt);
+        return failure(rc, "bind");
       }
     }
     const SqliteRow row(stmt);
     int rc;
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-      if (onRow) onRow(row);
+      if (!onRow) continue;
+      onRow(row);
+      if (row.stopped()) {
+        rc = SQLITE_DONE;
+        break;
+      }
     }
     // Rows changed; none for a statement that changes nothing (a SELECT).
     const int64_t changed = sqlite3_stmt_readonly(stmt) != 0 ? 0 : sqlite3_changes64(db_);
     Result<int64_t> out = rc == SQLITE_DONE ? Result<int64_t>(changed)
-                                            : Result<int64_t>(statusOf(db_, rc, "step"));
+                                            : Result<int64_t>(failure(rc, "step"));
     sqlite3_reset(stmt);
     sqlite3_clear_bindings(stmt);
     return out;
   }
 
- public:
-  Status script(std::string_view sql) override {
+  Status runScript(std::string_view sql) override {
     char* err = nullptr;
     const std::string text(sql);
     const int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &err);
-    if (rc == SQLITE_OK) return Status::ok();
-    Status st = statusOf(db_, rc, "script");
     sqlite3_free(err);
-    return st;
+    if (rc == SQLITE_OK) return Status::ok();
+    return failure(rc, "script");
   }
 
-  // IMMEDIATE takes the write lock at once: two writers queue at BEGIN
-  // instead of one failing at its first write.
-  Status begin() override {
-    if (sqlite3_get_autocommit(db_) == 0) return Status(500, "sqlite: a transaction is open");
-    failed_ = false;
-    return script("BEGIN IMMEDIATE");
-  }
-  Status commit() override {
-    // After SQLITE_FULL or an I/O error SQLite may have rolled the whole
-    // transaction back already: nothing of it was kept.
-    if (sqlite3_get_autocommit(db_) != 0) return Status(503, "sqlite: the transaction was rolled back");
-    if (failed_) {
-      script("ROLLBACK");
-      return Status(503, "sqlite: a statement of the transaction failed; rolled back");
+  // Transaction control runs several times per batch of eq-api's database
+  // thread: each statement is prepared once, like every other. IMMEDIATE
+  // takes the write lock at once: two writers queue at BEGIN instead of one
+  // failing at its first write.
+  Status control(Control op, size_t depth) override {
+    const std::string text = controlText(op, depth, "BEGIN IMMEDIATE");
+    if (op == Control::kBegin && sqlite3_get_autocommit(db_) == 0) {
+      return Status(500, "sqlite: a transaction is open");
     }
-    Status st = script("COMMIT");
-    // A failed COMMIT (disk full) can leave the transaction open, holding
-    // the write lock from every other process.
-    if (!st.isOk() && sqlite3_get_autocommit(db_) == 0) script("ROLLBACK");
-    return st;
+    Result<sqlite3_stmt*> prepared = statement(text);
+    if (!prepared.isOk()) return prepared.status();
+    const int rc = sqlite3_step(prepared.value());
+    sqlite3_reset(prepared.value());
+    if (rc == SQLITE_DONE || rc == SQLITE_ROW) return Status::ok();
+    return failure(rc, text);
   }
-  void rollback() override {
-    if (sqlite3_get_autocommit(db_) == 0) script("ROLLBACK");
-  }
+
+  bool transactionOpen() const override { return sqlite3_get_autocommit(db_) == 0; }
 
  private:
+  // The cached statement of this text, prepared on first use. Keyed by the
+  // text, not its address: a text built at run time can never find
+  // another's statement.
+  Result<sqlite3_stmt*> statement(std::string_view text) {
+    if (auto it = stmts_.find(text); it != stmts_.end()) return it->second;
+    sqlite3_stmt* stmt = nullptr;
+    const char* tail = nullptr;
+    const int rc = sqlite3_prepare_v3(db_, text.data(), static_cast<int>(text.size()),
+                                      SQLITE_PREPARE_PERSISTENT, &stmt, &tail);
+    if (rc != SQLITE_OK) return failure(rc, "prepare");
+    if (stmt == nullptr || (tail != nullptr && tail != text.data() + text.size())) {
+      sqlite3_finalize(stmt);
+      return Status(500, "sqlite: want exactly one statement: " + std::string(text));
+    }
+    stmts_.emplace(std::string(text), stmt);
+    return stmt;
+  }
+
+  // The Status of a failed call; a full disk or an I/O error (on the
+  // database file, its WAL or a journal) is also a storage failure.
+  Status failure(int rc, std::string_view what) {
+    const int primary = sqlite3_extended_errcode(db_) & 0xff;
+    if (primary == SQLITE_FULL || primary == SQLITE_IOERR) noteStorageFailure(sqlite3_errmsg(db_));
+    return statusOf(db_, rc, what);
+  }
+
+  // SQLite's own busy handler sleeps 1, 2, 5, 10, 15, 20, 25... ms between
+  // tries, so a write lock that another process holds for a fraction of a
+  // millisecond can cost its waiter 10-50 ms: the tail of webhook dispatch
+  // lag and of api latency under mixed load. This one retries every 100 µs
+  // for the first 2 ms, then every 1 ms, until the timeout.
+  static int onBusy(void* self, int count) {
+    auto* db = static_cast<SqliteDb*>(self);
+    const int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+    if (count == 0) db->busy_since_us_ = now_us;
+    const int64_t waited_us = now_us - db->busy_since_us_;
+    if (waited_us >= int64_t{db->busy_timeout_ms_} * 1000) return 0;  // SQLITE_BUSY
+    std::this_thread::sleep_for(std::chrono::microseconds(waited_us < 2000 ? 100 : 1000));
+    return 1;
+  }
+
   sqlite3* db_;
-  std::unordered_map<std::string, sqlite3_stmt*> stmts_;  // keyed by their text
-  bool failed_ = false;  // a statement of the open transaction failed
+  std::unordered_map<std::string, sqlite3_stmt*, TextHash, std::equal_to<>> stmts_;
+  int busy_timeout_ms_ = kBusyTimeoutMs;
+  int64_t busy_since_us_ = 0;  // when the current wait for a lock began
 };
 
 }  // namespace
@@ -179,10 +223,10 @@ Result<std::unique_ptr<Db>> openSqlite(const std::string& path) {
     return st;
   }
   sqlite3_extended_result_codes(db, 1);
-  sqlite3_busy_timeout(db, kBusyTimeoutMs);
   auto out = std::make_unique<SqliteDb>(db);
   // WAL: readers beside one writer across processes; NORMAL sync in WAL
-  // mode is durable against a process crash.
+  // mode is durable against a process crash (a power cut may lose the last
+  // commits, which the broker's redelivery then repeats).
   if (Status st = out->script("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
                               "PRAGMA foreign_keys=ON");
       !st.isOk()) {

@@ -9,7 +9,7 @@
 namespace eq::store {
 namespace {
 
-constexpr std::array<Migration, 7> kMigrations = {{
+constexpr std::array<Migration, 8> kMigrations = {{
     {"schema/migrations/001_init.sql", "schema/migrations/postgres/001_init.sql"},
     {"schema/migrations/002_contract.sql", "schema/migrations/postgres/002_contract.sql"},
     {"schema/migrations/003_delivery.sql", "schema/migrations/postgres/003_delivery.sql"},
@@ -17,6 +17,7 @@ constexpr std::array<Migration, 7> kMigrations = {{
     {"schema/migrations/005_settlement.sql", "schema/migrations/postgres/005_settlement.sql"},
     {"schema/migrations/006_portal.sql", "schema/migrations/postgres/006_portal.sql"},
     {"schema/migrations/007_republish.sql", "schema/migrations/postgres/007_republish.sql"},
+    {"schema/migrations/008_signin_ids.sql", "schema/migrations/postgres/008_signin_ids.sql"},
 }};
 
 // The advisory lock every host's migrate() takes on PostgreSQL: any fixed

@@ -8,8 +8,8 @@
 // A new migration is a file in both folders, a line in kMigrations
 // (migrations.cc) and in CMakeLists.txt's eq_embed list; applied ones never
 // change. Stateless functions over a Db; the files are embedded at build
-// time. Store::open (store.h) applies the same list on its own SQLite
-// connection.
+// time. Store::open (store.h) applies them on the connection it opens,
+// on either engine.
 #pragma once
 
 #include <cstdint>

@@ -6,12 +6,16 @@
 
 #include "common/crypto.h"
 #include "common/ids.h"
-#include "store/query.h"
+#include "store/rows.h"
 #include "store/store.h"
 
 namespace eq {
 
-using store_detail::Query;
+using store::Blob;
+using store::Row;
+using store::Sql;
+using store::Transaction;
+using store_detail::optText;
 
 namespace {
 
@@ -26,23 +30,30 @@ std::string lower(std::string s) {
   return s;
 }
 
+// A new account of the developer center, and its person.
+const Sql kInsertAccount{
+    "INSERT INTO accounts (id, name, tier, quota_fast, quota_standard, quota_perfect, "
+    "quota_expire_at, webhook_secret, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"};
+const Sql kInsertPerson{
+    "INSERT INTO people (id, email, account_id, password_hash, created_at, "
+    "password_changed_at) VALUES (?, ?, ?, ?, ?, ?)"};
+
 std::string newPersonId() { return "per_" + crypto::base64url(crypto::randomBytes(12)); }
 
-Person personFromRow(const Query& q) {
+Person personFromRow(const Row& r) {
   // id, email, account_id, status, coalesce(password_hash, ''), created_at
-  return Person{q.text(0), q.text(1), q.text(2), q.text(3), q.text(4), q.int64(5)};
+  return Person{std::string(r.text(0)), std::string(r.text(1)), std::string(r.text(2)),
+                std::string(r.text(3)), std::string(r.text(4)), r.int64(5)};
 }
 
-// A transaction body: begins, runs, commits or rolls back.
+// A transaction body: begins, runs, commits or (the guard) rolls back.
 template <typename T, typename F>
-Result<T> transact(Store& store, F&& body) {
-  if (Status s = store.begin(); !s.isOk()) return s;
+Result<T> transact(store::Db& db, F&& body) {
+  Transaction tx(db);
+  if (!tx.status().isOk()) return tx.status();
   Result<T> r = body();
-  if (!r.isOk()) {
-    store.rollback();
-    return r;
-  }
-  if (Status c = store.commit(); !c.isOk()) return c;
+  if (!r.isOk()) return r;
+  if (Status c = tx.commit(); !c.isOk()) return c;
   return r;
 }
 
@@ -82,37 +93,43 @@ Result<std::string> Store::createPortalLink(const std::string& kind, const std::
     }
   }
   std::string token = crypto::base64url(crypto::randomBytes(32));
-  Query q(prepare(
-      "INSERT INTO portal_links (token_hash, kind, email, tier, account_id, expires_at, "
-      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"));
-  q.bindBlob(1, crypto::sha256(token)).bind(2, kind).bind(3, address).bind(4, tier);
-  q.bindOptText(5, account_id).bind(6, now_ms + kLinkTtlMs).bind(7, now_ms);
-  if (q.step() != SQLITE_DONE) return error("create link");
+  const std::string hash = crypto::sha256(token);
+  auto r =
+      exec("create link",
+           Sql{"INSERT INTO portal_links (token_hash, kind, email, tier, account_id, "
+               "expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"},
+           {Blob{hash}, kind, address, tier, optText(account_id), now_ms + kLinkTtlMs, now_ms});
+  if (!r.isOk()) return r.status();
   return token;
 }
 
 Result<std::optional<PortalLink>> Store::portalLink(const std::string& token, int64_t now_ms) {
-  Query q(prepare(
-      "SELECT kind, email, tier, coalesce(account_id, ''), expires_at FROM portal_links "
-      "WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?"));
-  q.bindBlob(1, crypto::sha256(token)).bind(2, now_ms);
-  int rc = q.step();
-  if (rc == SQLITE_DONE) return std::optional<PortalLink>();
-  if (rc != SQLITE_ROW) return error("read link");
-  return std::optional<PortalLink>(
-      PortalLink{q.text(0), q.text(1), q.text(2), q.text(3), q.int64(4)});
+  const std::string hash = crypto::sha256(token);
+  std::optional<PortalLink> out;
+  auto r = exec("read link",
+                Sql{"SELECT kind, email, tier, coalesce(account_id, ''), expires_at FROM "
+                    "portal_links WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?"},
+                {Blob{hash}, now_ms}, [&](const Row& row) {
+                  out = PortalLink{std::string(row.text(0)), std::string(row.text(1)),
+                                   std::string(row.text(2)), std::string(row.text(3)),
+                                   row.int64(4)};
+                });
+  if (!r.isOk()) return r.status();
+  return out;
 }
 
 Status Store::inviteAccountFree(const std::string& account_id) {
-  Query q(prepare(
-      "SELECT a.disabled_at IS NOT NULL, coalesce((SELECT email FROM people WHERE account_id = "
-      "a.id), '') FROM accounts a WHERE a.id = ?"));
-  q.bind(1, account_id);
-  int rc = q.step();
-  if (rc == SQLITE_DONE) return Status(404, "no account " + account_id);
-  if (rc != SQLITE_ROW) return error("read account");
-  if (q.int64(0) != 0) return Status(403, "account " + account_id + " is disabled");
-  std::string holder = q.text(1);
+  std::optional<std::pair<bool, std::string>> found;  // disabled, its person's email
+  auto r = exec("read account",
+                Sql{"SELECT a.disabled_at IS NOT NULL, coalesce((SELECT email FROM people WHERE "
+                    "account_id = a.id), '') FROM accounts a WHERE a.id = ?"},
+                {account_id}, [&](const Row& row) {
+                  found.emplace(row.int64(0) != 0, std::string(row.text(1)));
+                });
+  if (!r.isOk()) return r.status();
+  if (!found) return Status(404, "no account " + account_id);
+  if (found->first) return Status(403, "account " + account_id + " is disabled");
+  const std::string& holder = found->second;
   if (!holder.empty()) {
     return Status(409, "account " + account_id + " already has a person (" + holder +
                            "): send them a password reset link instead "
@@ -156,15 +173,15 @@ Result<PortalLink> Store::usablePortalLink(const std::string& token, int64_t now
 }
 
 Status Store::revokePortalLinks(const std::string& email, int64_t now_ms) {
-  Query q(prepare("UPDATE portal_links SET used_at = ? WHERE email = ? AND used_at IS NULL"));
-  q.bind(1, now_ms).bind(2, lower(email));
-  if (q.step() != SQLITE_DONE) return error("revoke links");
-  return Status::ok();
+  return exec("revoke links",
+              Sql{"UPDATE portal_links SET used_at = ? WHERE email = ? AND used_at IS NULL"},
+              {now_ms, lower(email)})
+      .status();
 }
 
 Result<Person> Store::usePortalLink(const std::string& token, const std::string& password_hash,
                                     int64_t now_ms) {
-  return transact<Person>(*this, [&]() -> Result<Person> {
+  return transact<Person>(*db_, [&]() -> Result<Person> {
     Result<PortalLink> link = usablePortalLink(token, now_ms);
     if (!link.isOk()) return link.status();
     const PortalLink& l = link.value();
@@ -178,32 +195,30 @@ Result<Person> Store::usePortalLink(const std::string& token, const std::string&
       if (!existing.isOk()) return existing.status();
       Person p = *existing.value();  // usablePortalLink found them
       if (Status s = setPassword(p.person_id, password_hash, now_ms); !s.isOk()) return s;
-      Query end(prepare("DELETE FROM portal_sessions WHERE person_id = ?"));
-      end.bind(1, p.person_id);
-      if (end.step() != SQLITE_DONE) return error("end sessions");
+      if (auto r = exec("end sessions", Sql{"DELETE FROM portal_sessions WHERE person_id = ?"},
+                        {p.person_id});
+          !r.isOk()) {
+        return r.status();
+      }
       p.password_hash = password_hash;
       return p;
     }
     std::string account = l.account_id;
     if (account.empty()) {
       account = ids::newAccountId();
-      Query acc(prepare(
-          "INSERT INTO accounts (id, name, tier, quota_fast, quota_standard, quota_perfect, "
-          "quota_expire_at, webhook_secret, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-      acc.bind(1, account).bind(2, l.email).bind(3, l.tier).bind(4, kSignupUnits);
-      acc.bind(5, kSignupUnits).bind(6, kSignupUnits).bind(7, now_ms + kSignupQuotaMs);
-      acc.bind(8, "whsec_" + crypto::base64(crypto::randomBytes(32))).bind(9, now_ms);
-      if (acc.step() != SQLITE_DONE) return error("create account");
+      if (auto r = exec("create account", kInsertAccount,
+                        {account, l.email, l.tier, kSignupUnits, kSignupUnits, kSignupUnits,
+                         now_ms + kSignupQuotaMs,
+                         "whsec_" + crypto::base64(crypto::randomBytes(32)), now_ms});
+          !r.isOk()) {
+        return r.status();
+      }
     }
     Person p{newPersonId(), l.email, account, "active", password_hash, now_ms};
-    Query ins(prepare(
-        "INSERT INTO people (id, email, account_id, password_hash, created_at, "
-        "password_changed_at) VALUES (?, ?, ?, ?, ?, ?)"));
-    ins.bind(1, p.person_id).bind(2, p.email).bind(3, p.account_id).bind(4, password_hash);
-    ins.bind(5, now_ms).bind(6, now_ms);
-    int rc = ins.step();
-    if (rc == SQLITE_CONSTRAINT) return Status(409, "that account already has a person");
-    if (rc != SQLITE_DONE) return error("create person");
+    auto r = exec("create person", kInsertPerson,
+                  {p.person_id, p.email, p.account_id, password_hash, now_ms, now_ms});
+    if (r.status().code() == 409) return Status(409, "that account already has a person");
+    if (!r.isOk()) return r.status();
     return p;
   });
 }
@@ -211,24 +226,24 @@ Result<Person> Store::usePortalLink(const std::string& token, const std::string&
 Result<Person> Store::registerPerson(const std::string& email, const std::string& password_hash,
                                      int64_t now_ms) {
   std::string address = lower(email);
-  return transact<Person>(*this, [&]() -> Result<Person> {
+  return transact<Person>(*db_, [&]() -> Result<Person> {
     Result<std::optional<Person>> existing = personByEmail(address);
     if (!existing.isOk()) return existing.status();
     if (existing.value()) return Status(409, "an account with this email exists: sign in");
     Person p{newPersonId(), address, ids::newAccountId(), "active", password_hash, now_ms};
-    Query acc(prepare(
-        "INSERT INTO accounts (id, name, tier, quota_fast, quota_standard, quota_perfect, "
-        "quota_expire_at, webhook_secret, created_at) VALUES (?, ?, 'free', ?, ?, ?, ?, ?, ?)"));
-    acc.bind(1, p.account_id).bind(2, address).bind(3, kSignupUnits).bind(4, kSignupUnits);
-    acc.bind(5, kSignupUnits).bind(6, now_ms + kSignupQuotaMs);
-    acc.bind(7, "whsec_" + crypto::base64(crypto::randomBytes(32))).bind(8, now_ms);
-    if (acc.step() != SQLITE_DONE) return error("create account");
-    Query ins(prepare(
-        "INSERT INTO people (id, email, account_id, password_hash, created_at, "
-        "password_changed_at) VALUES (?, ?, ?, ?, ?, ?)"));
-    ins.bind(1, p.person_id).bind(2, p.email).bind(3, p.account_id).bind(4, password_hash);
-    ins.bind(5, now_ms).bind(6, now_ms);
-    if (ins.step() != SQLITE_DONE) return error("create person");
+    if (auto r = exec("create account", kInsertAccount,
+                      {p.account_id, address, "free", kSignupUnits, kSignupUnits, kSignupUnits,
+                       now_ms + kSignupQuotaMs,
+                       "whsec_" + crypto::base64(crypto::randomBytes(32)), now_ms});
+        !r.isOk()) {
+      return r.status();
+    }
+    // A concurrent registration of the same email (on PostgreSQL, where
+    // the read above takes no lock) fails here on the unique email: 409.
+    auto r = exec("create person", kInsertPerson,
+                  {p.person_id, p.email, p.account_id, password_hash, now_ms, now_ms});
+    if (r.status().code() == 409) return Status(409, "an account with this email exists: sign in");
+    if (!r.isOk()) return r.status();
     return p;
   });
 }
@@ -236,54 +251,62 @@ Result<Person> Store::registerPerson(const std::string& email, const std::string
 // ---------------------------------------------------------------- people
 
 Result<std::optional<Person>> Store::personByEmail(const std::string& email) {
-  Query q(prepare("SELECT " EQ_PERSON_COLUMNS EQ_PERSON_FROM "WHERE p.email = ?"));
-  q.bind(1, lower(email));
-  int rc = q.step();
-  if (rc == SQLITE_DONE) return std::optional<Person>();
-  if (rc != SQLITE_ROW) return error("read person");
-  return std::optional<Person>(personFromRow(q));
+  std::optional<Person> out;
+  auto r = exec("read person", Sql{"SELECT " EQ_PERSON_COLUMNS EQ_PERSON_FROM "WHERE p.email = ?"},
+                {lower(email)}, [&](const Row& row) { out = personFromRow(row); });
+  if (!r.isOk()) return r.status();
+  return out;
 }
 
 Result<std::optional<Person>> Store::person(const std::string& person_id) {
-  Query q(prepare("SELECT " EQ_PERSON_COLUMNS EQ_PERSON_FROM "WHERE p.id = ?"));
-  q.bind(1, person_id);
-  int rc = q.step();
-  if (rc == SQLITE_DONE) return std::optional<Person>();
-  if (rc != SQLITE_ROW) return error("read person");
-  return std::optional<Person>(personFromRow(q));
+  std::optional<Person> out;
+  auto r = exec("read person", Sql{"SELECT " EQ_PERSON_COLUMNS EQ_PERSON_FROM "WHERE p.id = ?"},
+                {person_id}, [&](const Row& row) { out = personFromRow(row); });
+  if (!r.isOk()) return r.status();
+  return out;
 }
 
 Result<std::vector<Person>> Store::listPeople() {
-  Query q(prepare("SELECT " EQ_PERSON_COLUMNS EQ_PERSON_FROM "ORDER BY p.created_at"));
   std::vector<Person> out;
-  int rc;
-  while ((rc = q.step()) == SQLITE_ROW) {
-    out.push_back(personFromRow(q));
-    out.back().password_hash.clear();  // never leaves the store through a listing
-  }
-  if (rc != SQLITE_DONE) return error("list people");
+  auto r =
+      exec("list people", Sql{"SELECT " EQ_PERSON_COLUMNS EQ_PERSON_FROM "ORDER BY p.created_at"},
+           {}, [&](const Row& row) {
+             out.push_back(personFromRow(row));
+             out.back().password_hash.clear();  // never leaves the store through a listing
+           });
+  if (!r.isOk()) return r.status();
   return out;
 }
 
 Status Store::disablePerson(const std::string& email, int64_t now_ms) {
-  Result<bool> r = transact<bool>(*this, [&]() -> Result<bool> {
+  Result<bool> r = transact<bool>(*db_, [&]() -> Result<bool> {
     Result<std::optional<Person>> p = personByEmail(email);
     if (!p.isOk()) return p.status();
     if (!p.value()) return Status(404, "no person with email " + lower(email));
-    Query off(prepare("UPDATE people SET status = 'disabled' WHERE id = ?"));
-    off.bind(1, p.value()->person_id);
-    if (off.step() != SQLITE_DONE) return error("disable person");
-    Query end(prepare("DELETE FROM portal_sessions WHERE person_id = ?"));
-    end.bind(1, p.value()->person_id);
-    if (end.step() != SQLITE_DONE) return error("end sessions");
-    Query acc(prepare("UPDATE accounts SET disabled_at = ? WHERE id = ?"));
-    acc.bind(1, now_ms).bind(2, p.value()->account_id);
-    if (acc.step() != SQLITE_DONE) return error("disable account");
-    Query keys(prepare(
-        "UPDATE api_keys SET status = 'revoked', revoked_at = ? "
-        "WHERE account_id = ? AND status = 'active'"));
-    keys.bind(1, now_ms).bind(2, p.value()->account_id);
-    if (keys.step() != SQLITE_DONE) return error("revoke keys");
+    const std::string& person_id = p.value()->person_id;
+    const std::string& account_id = p.value()->account_id;
+    if (auto s = exec("disable person", Sql{"UPDATE people SET status = 'disabled' WHERE id = ?"},
+                      {person_id});
+        !s.isOk()) {
+      return s.status();
+    }
+    if (auto s = exec("end sessions", Sql{"DELETE FROM portal_sessions WHERE person_id = ?"},
+                      {person_id});
+        !s.isOk()) {
+      return s.status();
+    }
+    if (auto s = exec("disable account", Sql{"UPDATE accounts SET disabled_at = ? WHERE id = ?"},
+                      {now_ms, account_id});
+        !s.isOk()) {
+      return s.status();
+    }
+    if (auto s = exec("revoke keys",
+                      Sql{"UPDATE api_keys SET status = 'revoked', revoked_at = ? "
+                          "WHERE account_id = ? AND status = 'active'"},
+                      {now_ms, account_id});
+        !s.isOk()) {
+      return s.status();
+    }
     return true;
   });
   return r.status();
@@ -291,10 +314,11 @@ Status Store::disablePerson(const std::string& email, int64_t now_ms) {
 
 Status Store::setPassword(const std::string& person_id, const std::string& password_hash,
                           int64_t now_ms) {
-  Query q(prepare("UPDATE people SET password_hash = ?, password_changed_at = ? WHERE id = ?"));
-  q.bind(1, password_hash).bind(2, now_ms).bind(3, person_id);
-  if (q.step() != SQLITE_DONE) return error("set password");
-  if (sqlite3_changes(db_) == 0) return Status(404, "no person " + person_id);
+  auto r = exec("set password",
+                Sql{"UPDATE people SET password_hash = ?, password_changed_at = ? WHERE id = ?"},
+                {password_hash, now_ms, person_id});
+  if (!r.isOk()) return r.status();
+  if (r.value() == 0) return Status(404, "no person " + person_id);
   return Status::ok();
 }
 
@@ -303,58 +327,65 @@ Status Store::setPassword(const std::string& person_id, const std::string& passw
 Result<NewSession> Store::createSession(const std::string& person_id, int64_t now_ms) {
   NewSession s{crypto::base64url(crypto::randomBytes(32)),
                crypto::base64url(crypto::randomBytes(24))};
-  Query q(prepare(
-      "INSERT INTO portal_sessions (id_hash, person_id, csrf, created_at, last_seen_at, "
-      "expires_at) VALUES (?, ?, ?, ?, ?, ?)"));
-  q.bindBlob(1, crypto::sha256(s.session_id)).bind(2, person_id).bind(3, s.csrf);
-  q.bind(4, now_ms).bind(5, now_ms).bind(6, now_ms + kSessionMaxMs);
-  if (q.step() != SQLITE_DONE) return error("create session");
+  const std::string hash = crypto::sha256(s.session_id);
+  auto r = exec("create session",
+                Sql{"INSERT INTO portal_sessions (id_hash, person_id, csrf, created_at, "
+                    "last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)"},
+                {Blob{hash}, person_id, s.csrf, now_ms, now_ms, now_ms + kSessionMaxMs});
+  if (!r.isOk()) return r.status();
   return s;
 }
 
 Result<std::optional<PortalSession>> Store::session(const std::string& session_id,
                                                      int64_t now_ms) {
   std::string digest = crypto::sha256(session_id);
-  Query r(prepare(
-      "SELECT s.person_id, p.email, p.account_id, s.csrf, s.created_at, s.last_seen_at "
-      "FROM portal_sessions s JOIN people p ON p.id = s.person_id "
-      "JOIN accounts a ON a.id = p.account_id "
-      "WHERE s.id_hash = ? AND s.expires_at > ? AND s.last_seen_at > ? AND p.status = 'active' "
-      "AND a.disabled_at IS NULL"));
-  r.bindBlob(1, digest).bind(2, now_ms).bind(3, now_ms - kSessionIdleMs);
-  int rc = r.step();
-  if (rc == SQLITE_DONE) return std::optional<PortalSession>();
-  if (rc != SQLITE_ROW) return error("read session");
-  PortalSession s{r.text(0), r.text(1), r.text(2), r.text(3), r.int64(4)};
-  int64_t last_seen = r.int64(5);
-  r.step();
+  std::optional<PortalSession> s;
+  int64_t last_seen = 0;
+  auto r = exec("read session",
+                Sql{"SELECT s.person_id, p.email, p.account_id, s.csrf, s.created_at, "
+                    "s.last_seen_at FROM portal_sessions s JOIN people p ON p.id = s.person_id "
+                    "JOIN accounts a ON a.id = p.account_id "
+                    "WHERE s.id_hash = ? AND s.expires_at > ? AND s.last_seen_at > ? AND "
+                    "p.status = 'active' AND a.disabled_at IS NULL"},
+                {Blob{digest}, now_ms, now_ms - kSessionIdleMs}, [&](const Row& row) {
+                  s = PortalSession{std::string(row.text(0)), std::string(row.text(1)),
+                                    std::string(row.text(2)), std::string(row.text(3)),
+                                    row.int64(4)};
+                  last_seen = row.int64(5);
+                });
+  if (!r.isOk()) return r.status();
+  if (!s) return s;
   // The idle clock moves at most once a minute: a page's burst of requests
   // costs one write, not one each.
   if (now_ms - last_seen >= 60'000) {
-    Query touch(prepare("UPDATE portal_sessions SET last_seen_at = ? WHERE id_hash = ?"));
-    touch.bind(1, now_ms).bindBlob(2, digest);
-    if (touch.step() != SQLITE_DONE) return error("touch session");
+    if (auto t = exec("touch session",
+                      Sql{"UPDATE portal_sessions SET last_seen_at = ? WHERE id_hash = ?"},
+                      {now_ms, Blob{digest}});
+        !t.isOk()) {
+      return t.status();
+    }
   }
-  return std::optional<PortalSession>(std::move(s));
+  return s;
 }
 
 Status Store::endSession(const std::string& session_id) {
-  Query q(prepare("DELETE FROM portal_sessions WHERE id_hash = ?"));
-  q.bindBlob(1, crypto::sha256(session_id));
-  if (q.step() != SQLITE_DONE) return error("end session");
-  return Status::ok();
+  const std::string hash = crypto::sha256(session_id);
+  return exec("end session", Sql{"DELETE FROM portal_sessions WHERE id_hash = ?"}, {Blob{hash}})
+      .status();
 }
 
 Result<NewSession> Store::changePassword(const std::string& person_id,
                                          const std::string& password_hash, int64_t now_ms) {
-  return transact<NewSession>(*this, [&]() -> Result<NewSession> {
+  return transact<NewSession>(*db_, [&]() -> Result<NewSession> {
     Result<std::optional<Person>> p = person(person_id);
     if (!p.isOk()) return p.status();
     if (!p.value()) return Status(404, "no person " + person_id);
     if (Status s = setPassword(person_id, password_hash, now_ms); !s.isOk()) return s;
-    Query end(prepare("DELETE FROM portal_sessions WHERE person_id = ?"));
-    end.bind(1, person_id);
-    if (end.step() != SQLITE_DONE) return error("end sessions");
+    if (auto r = exec("end sessions", Sql{"DELETE FROM portal_sessions WHERE person_id = ?"},
+                      {person_id});
+        !r.isOk()) {
+      return r.status();
+    }
     if (Status s = revokePortalLinks(p.value()->email, now_ms); !s.isOk()) return s;
     return createSession(person_id, now_ms);
   });
@@ -364,31 +395,36 @@ Result<NewSession> Store::changePassword(const std::string& person_id,
 
 Result<int64_t> Store::signinFailures(const std::string& scope, int64_t now_ms,
                                       int64_t window_ms) {
-  Query q(prepare("SELECT count(*) FROM signin_failures WHERE scope = ? AND at > ?"));
-  q.bind(1, scope).bind(2, now_ms - window_ms);
-  if (q.step() != SQLITE_ROW) return error("count failures");
-  return q.int64(0);
+  int64_t n = 0;
+  auto r = exec("count failures",
+                Sql{"SELECT count(*) FROM signin_failures WHERE scope = ? AND at > ?"},
+                {scope, now_ms - window_ms}, [&](const Row& row) { n = row.int64(0); });
+  if (!r.isOk()) return r.status();
+  return n;
 }
 
 Result<int64_t> Store::signinRetryAt(const std::string& scope, int64_t now_ms, int64_t window_ms,
                                      int64_t max) {
   // The limit lifts when the oldest failure that keeps it at the maximum
   // leaves the window.
-  Query q(prepare(
-      "SELECT at FROM signin_failures WHERE scope = ? AND at > ? ORDER BY at DESC "
-      "LIMIT 1 OFFSET ?"));
-  q.bind(1, scope).bind(2, now_ms - window_ms).bind(3, max - 1);
-  int rc = q.step();
-  if (rc == SQLITE_DONE) return now_ms;
-  if (rc != SQLITE_ROW) return error("read failures");
-  return q.int64(0) + window_ms;
+  std::optional<int64_t> at;
+  auto r = exec("read failures",
+                Sql{"SELECT at FROM signin_failures WHERE scope = ? AND at > ? ORDER BY at DESC "
+                    "LIMIT 1 OFFSET ?"},
+                {scope, now_ms - window_ms, max - 1}, [&](const Row& row) { at = row.int64(0); });
+  if (!r.isOk()) return r.status();
+  if (!at) return now_ms;
+  return *at + window_ms;
 }
 
 Result<int64_t> Store::recordSigninFailure(const std::string& scope, int64_t now_ms) {
-  Query q(prepare("INSERT INTO signin_failures (scope, at) VALUES (?, ?)"));
-  q.bind(1, scope).bind(2, now_ms);
-  if (q.step() != SQLITE_DONE) return error("record failure");
-  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  std::optional<int64_t> id;
+  auto r = exec("record failure",
+                Sql{"INSERT INTO signin_failures (scope, at) VALUES (?, ?) RETURNING id"},
+                {scope, now_ms}, [&](const Row& row) { id = row.int64(0); });
+  if (!r.isOk()) return r.status();
+  if (!id) return Status(500, "record failure: no id returned");
+  return *id;
 }
 
 Result<Store::PasswordAttempt> Store::beginPasswordAttempt(const std::vector<std::string>& scopes,
@@ -420,9 +456,10 @@ Result<Store::PasswordAttempt> Store::beginLimitedAttempt(const std::vector<Atte
 
 Status Store::forgetSigninFailures(const std::vector<int64_t>& rows) {
   for (int64_t row : rows) {
-    Query q(prepare("DELETE FROM signin_failures WHERE rowid = ?"));
-    q.bind(1, row);
-    if (q.step() != SQLITE_DONE) return error("forget failure");
+    if (auto r = exec("forget failure", Sql{"DELETE FROM signin_failures WHERE id = ?"}, {row});
+        !r.isOk()) {
+      return r.status();
+    }
   }
   return Status::ok();
 }
@@ -430,27 +467,26 @@ Status Store::forgetSigninFailures(const std::vector<int64_t>& rows) {
 // ---------------------------------------------------------------- usage
 
 Result<std::vector<UsageRow>> Store::usage(const std::string& account_id, int64_t since_ms) {
-  Query q(prepare(
-      "SELECT mode, hour, calls, refunded, tokens FROM usage_hourly "
-      "WHERE account_id = ? AND hour >= ? ORDER BY hour, mode"));
-  q.bind(1, account_id).bind(2, since_ms - since_ms % 3'600'000);
   std::vector<UsageRow> out;
-  int rc;
-  while ((rc = q.step()) == SQLITE_ROW) {
-    out.push_back(UsageRow{q.text(0), q.int64(1), q.int64(2), q.int64(3), q.int64(4)});
-  }
-  if (rc != SQLITE_DONE) return error("read usage");
+  auto r = exec("read usage",
+                Sql{"SELECT mode, hour, calls, refunded, tokens FROM usage_hourly "
+                    "WHERE account_id = ? AND hour >= ? ORDER BY hour, mode"},
+                {account_id, since_ms - since_ms % 3'600'000}, [&](const Row& row) {
+                  out.push_back(UsageRow{std::string(row.text(0)), row.int64(1), row.int64(2),
+                                         row.int64(3), row.int64(4)});
+                });
+  if (!r.isOk()) return r.status();
   return out;
 }
 
 Status Store::recordTokens(const std::string& account_id, const std::string& mode,
                            int64_t tokens, int64_t now_ms) {
-  Query q(prepare(
-      "INSERT INTO usage_hourly (account_id, mode, hour, tokens) VALUES (?, ?, ?, ?) "
-      "ON CONFLICT (account_id, mode, hour) DO UPDATE SET tokens = tokens + excluded.tokens"));
-  q.bind(1, account_id).bind(2, mode).bind(3, now_ms - now_ms % 3'600'000).bind(4, tokens);
-  if (q.step() != SQLITE_DONE) return error("record tokens");
-  return Status::ok();
+  return exec("record tokens",
+              Sql{"INSERT INTO usage_hourly (account_id, mode, hour, tokens) VALUES (?, ?, ?, ?) "
+                  "ON CONFLICT (account_id, mode, hour) DO UPDATE SET "
+                  "tokens = usage_hourly.tokens + excluded.tokens"},
+              {account_id, mode, now_ms - now_ms % 3'600'000, tokens})
+      .status();
 }
 
 // ---------------------------------------------------------------- keys
@@ -459,36 +495,38 @@ Result<std::vector<AccountKey>> Store::accountKeys(const std::string& account_id
                                                    int64_t now_ms) {
   // Last used: the newest rate window the key was counted in (rate counters
   // are kept for a day by retention; older use shows as never).
-  Query q(prepare(
-      "SELECT k.id, coalesce(k.name, ''), k.env, k.display_prefix, k.status, k.created_at, "
-      "coalesce(k.expires_at, 0), "
-      "coalesce((SELECT max(window_start) FROM rate_counters r WHERE r.key_id = k.id), 0) "
-      "FROM api_keys k WHERE k.account_id = ? ORDER BY k.created_at DESC, k.id"));
-  q.bind(1, account_id);
   std::vector<AccountKey> out;
-  int rc;
-  while ((rc = q.step()) == SQLITE_ROW) {
-    AccountKey k{q.text(0), q.text(1), q.text(2), q.text(3), q.text(4), q.int64(5), q.int64(7)};
-    int64_t expires = q.int64(6);
-    if (k.status == "active" && expires != 0 && expires <= now_ms) k.status = "expired";
-    out.push_back(std::move(k));
-  }
-  if (rc != SQLITE_DONE) return error("list account keys");
+  auto r = exec(
+      "list account keys",
+      Sql{"SELECT k.id, coalesce(k.name, ''), k.env, k.display_prefix, k.status, k.created_at, "
+          "coalesce(k.expires_at, 0), "
+          "coalesce((SELECT max(window_start) FROM rate_counters r WHERE r.key_id = k.id), 0) "
+          "FROM api_keys k WHERE k.account_id = ? ORDER BY k.created_at DESC, k.id"},
+      {account_id}, [&](const Row& row) {
+        AccountKey k{std::string(row.text(0)), std::string(row.text(1)), std::string(row.text(2)),
+                     std::string(row.text(3)), std::string(row.text(4)), row.int64(5),
+                     row.int64(7)};
+        const int64_t expires = row.int64(6);
+        if (k.status == "active" && expires != 0 && expires <= now_ms) k.status = "expired";
+        out.push_back(std::move(k));
+      });
+  if (!r.isOk()) return r.status();
   return out;
 }
 
 Result<CreatedKey> Store::createAccountKey(const std::string& account_id, const std::string& name,
                                            const std::string& env, int64_t now_ms) {
-  {
-    // A bound on what one account can make: every key is a row the
-    // authentication index carries.
-    Query n(prepare("SELECT count(*) FROM api_keys WHERE account_id = ? AND status = 'active'"));
-    n.bind(1, account_id);
-    if (n.step() != SQLITE_ROW) return error("count keys");
-    if (n.int64(0) >= kMaxActiveKeys) {
-      return Status(409, "this account has " + std::to_string(kMaxActiveKeys) +
-                             " active keys: revoke one first");
-    }
+  // A bound on what one account can make: every key is a row the
+  // authentication index carries. (Two keys made at the same moment on
+  // PostgreSQL may both pass it: the bound is against growth, not exact.)
+  int64_t active = 0;
+  auto n = exec("count keys",
+                Sql{"SELECT count(*) FROM api_keys WHERE account_id = ? AND status = 'active'"},
+                {account_id}, [&](const Row& row) { active = row.int64(0); });
+  if (!n.isOk()) return n.status();
+  if (active >= kMaxActiveKeys) {
+    return Status(409, "this account has " + std::to_string(kMaxActiveKeys) +
+                           " active keys: revoke one first");
   }
   CreatedKey out;
   out.account_id = account_id;
@@ -496,33 +534,40 @@ Result<CreatedKey> Store::createAccountKey(const std::string& account_id, const 
   out.api_key = (env == "staging" ? "eq_test_" : "eq_live_") +
                 crypto::base64url(crypto::randomBytes(32));
   out.display_prefix = out.api_key.substr(0, 16);
-  Query q(prepare(
-      "INSERT INTO api_keys (id, account_id, env, display_prefix, key_hash, created_at, name) "
-      "SELECT ?, id, ?, ?, ?, ?, ? FROM accounts WHERE id = ? RETURNING (SELECT tier FROM "
-      "accounts WHERE id = account_id)"));
-  q.bind(1, out.key_id).bind(2, env).bind(3, out.display_prefix);
-  q.bindBlob(4, crypto::sha256(out.api_key)).bind(5, now_ms).bind(6, name).bind(7, account_id);
-  int rc = q.step();
-  if (rc == SQLITE_DONE) return Status(404, "no account " + account_id);
-  if (rc != SQLITE_ROW) return error("create key");
-  out.tier = q.text(0);
-  q.step();
+  const std::string hash = crypto::sha256(out.api_key);
+  std::optional<std::string> tier;
+  auto r = exec(
+      "create key",
+      Sql{"INSERT INTO api_keys (id, account_id, env, display_prefix, key_hash, created_at, name) "
+          "SELECT ?, id, ?, ?, ?, ?, ? FROM accounts WHERE id = ? RETURNING (SELECT tier FROM "
+          "accounts WHERE id = account_id)",
+          "INSERT INTO api_keys (id, account_id, env, display_prefix, key_hash, created_at, name) "
+          "SELECT ?::text, id, ?::text, ?::text, ?, ?::bigint, ?::text FROM accounts WHERE id = ? "
+          "RETURNING (SELECT tier FROM accounts a WHERE a.id = api_keys.account_id)"},
+      {out.key_id, env, out.display_prefix, Blob{hash}, now_ms, name, account_id},
+      [&](const Row& row) { tier = std::string(row.text(0)); });
+  if (!r.isOk()) return r.status();
+  if (!tier) return Status(404, "no account " + account_id);
+  out.tier = *tier;
   return out;
 }
 
 // ---------------------------------------------------------------- webhooks
 
 Result<WebhookSettings> Store::webhookSettings(const std::string& account_id, int64_t now_ms) {
-  Query q(prepare(
-      "SELECT coalesce(default_webhook_url, ''), webhook_secret, "
-      "CASE WHEN webhook_secret_prev_until > ?1 THEN webhook_secret_prev ELSE '' END, "
-      "CASE WHEN webhook_secret_prev_until > ?1 THEN webhook_secret_prev_until ELSE 0 END "
-      "FROM accounts WHERE id = ?2"));
-  q.bind(1, now_ms).bind(2, account_id);
-  int rc = q.step();
-  if (rc == SQLITE_DONE) return Status(404, "no account " + account_id);
-  if (rc != SQLITE_ROW) return error("read webhook settings");
-  return WebhookSettings{q.text(0), q.text(1), q.text(2), q.int64(3)};
+  std::optional<WebhookSettings> out;
+  auto r = exec("read webhook settings",
+                Sql{"SELECT coalesce(default_webhook_url, ''), webhook_secret, "
+                    "CASE WHEN webhook_secret_prev_until > ?1 THEN webhook_secret_prev "
+                    "ELSE '' END, CASE WHEN webhook_secret_prev_until > ?1 THEN webhook_secret_prev_until "
+                    "ELSE 0 END FROM accounts WHERE id = ?2"},
+                {now_ms, account_id}, [&](const Row& row) {
+                  out = WebhookSettings{std::string(row.text(0)), std::string(row.text(1)),
+                                        std::string(row.text(2)), row.int64(3)};
+                });
+  if (!r.isOk()) return r.status();
+  if (!out) return Status(404, "no account " + account_id);
+  return *out;
 }
 
 Result<std::pair<std::string, std::string>> Store::signingSecrets(const std::string& account_id,
@@ -533,43 +578,45 @@ Result<std::pair<std::string, std::string>> Store::signingSecrets(const std::str
 }
 
 Status Store::setDefaultWebhookUrl(const std::string& account_id, const std::string& url) {
-  Query q(prepare("UPDATE accounts SET default_webhook_url = ? WHERE id = ?"));
-  q.bindOptText(1, url).bind(2, account_id);
-  if (q.step() != SQLITE_DONE) return error("set webhook url");
-  if (sqlite3_changes(db_) == 0) return Status(404, "no account " + account_id);
+  auto r = exec("set webhook url",
+                Sql{"UPDATE accounts SET default_webhook_url = ? WHERE id = ?"},
+                {optText(url), account_id});
+  if (!r.isOk()) return r.status();
+  if (r.value() == 0) return Status(404, "no account " + account_id);
   return Status::ok();
 }
 
 Result<std::string> Store::rotateWebhookSecret(const std::string& account_id, int64_t now_ms) {
   std::string secret = "whsec_" + crypto::base64(crypto::randomBytes(32));
-  Query q(prepare(
-      "UPDATE accounts SET webhook_secret_prev = webhook_secret, "
-      "webhook_secret_prev_until = ?, webhook_secret = ? WHERE id = ?"));
-  q.bind(1, now_ms + kSecretOverlapMs).bind(2, secret).bind(3, account_id);
-  if (q.step() != SQLITE_DONE) return error("rotate secret");
-  if (sqlite3_changes(db_) == 0) return Status(404, "no account " + account_id);
+  auto r = exec("rotate secret",
+                Sql{"UPDATE accounts SET webhook_secret_prev = webhook_secret, "
+                    "webhook_secret_prev_until = ?, webhook_secret = ? WHERE id = ?"},
+                {now_ms + kSecretOverlapMs, secret, account_id});
+  if (!r.isOk()) return r.status();
+  if (r.value() == 0) return Status(404, "no account " + account_id);
   return secret;
 }
 
 Result<DeliveryRecord> Store::createTestDelivery(const std::string& account_id,
                                                  const std::string& url, int64_t now_ms) {
-  {
-    // One test event in flight per account: the button cannot be turned
-    // into a request generator against someone's server.
-    Query pending(prepare(
-        "SELECT 1 FROM deliveries WHERE account_id = ? AND task_id IS NULL AND status = 'pending' "
-        "LIMIT 1"));
-    pending.bind(1, account_id);
-    int rc = pending.step();
-    if (rc == SQLITE_ROW) return Status(409, "a test event is still on its way; wait for its answer");
-    if (rc != SQLITE_DONE) return error("read test deliveries");
-  }
+  // One test event in flight per account: the button cannot be turned
+  // into a request generator against someone's server.
+  bool pending = false;
+  auto p = exec("read test deliveries",
+                Sql{"SELECT 1 FROM deliveries WHERE account_id = ? AND task_id IS NULL AND "
+                    "status = 'pending' LIMIT 1"},
+                {account_id}, [&](const Row&) { pending = true; });
+  if (!p.isOk()) return p.status();
+  if (pending) return Status(409, "a test event is still on its way; wait for its answer");
   std::string id = ids::newDeliveryId();
-  Query q(prepare(
-      "INSERT INTO deliveries (id, task_id, account_id, url, event, status, created_at, "
-      "next_attempt_at) VALUES (?, NULL, ?, ?, 'test', 'pending', ?, ?)"));
-  q.bind(1, id).bind(2, account_id).bind(3, url).bind(4, now_ms).bind(5, now_ms);
-  if (q.step() != SQLITE_DONE) return error("create test delivery");
+  if (auto r = exec("create test delivery",
+                    Sql{"INSERT INTO deliveries (id, task_id, account_id, url, event, status, "
+                        "created_at, next_attempt_at) VALUES (?, NULL, ?, ?, 'test', 'pending', "
+                        "?, ?)"},
+                    {id, account_id, url, now_ms, now_ms});
+      !r.isOk()) {
+    return r.status();
+  }
   Result<std::optional<DeliveryRecord>> d = delivery(id);
   if (!d.isOk()) return d.status();
   if (!d.value()) return Status(500, "test delivery vanished");
@@ -581,73 +628,87 @@ Result<DeliveryRecord> Store::createTestDelivery(const std::string& account_id,
 Result<std::vector<DeliveryRecord>> Store::accountDeliveries(const std::string& account_id,
                                                              const std::string& status,
                                                              int limit) {
-  Query q(prepare("SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
-                  " FROM deliveries WHERE account_id = ?1 AND (?2 IS NULL OR status = ?2) "
-                  "ORDER BY created_at DESC, id DESC LIMIT ?3"));
-  q.bind(1, account_id).bindOptText(2, status).bind(3, int64_t{limit});
   std::vector<DeliveryRecord> out;
-  int rc;
-  while ((rc = q.step()) == SQLITE_ROW) out.push_back(store_detail::readDelivery(q, true));
-  if (rc != SQLITE_DONE) return error("list deliveries");
+  auto r = exec("list deliveries",
+                Sql{"SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
+                    " FROM deliveries WHERE account_id = ?1 AND (?2 IS NULL OR status = ?2) "
+                    "ORDER BY created_at DESC, id DESC LIMIT ?3",
+                    "SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
+                    " FROM deliveries WHERE account_id = $1 AND "
+                    "($2::text IS NULL OR status = $2::text) "
+                    "ORDER BY created_at DESC, id DESC LIMIT $3"},
+                {account_id, optText(status), int64_t{limit}},
+                [&](const Row& row) { out.push_back(store_detail::readDelivery(row, true)); });
+  if (!r.isOk()) return r.status();
   return out;
 }
 
 Result<std::vector<TaskRecord>> Store::accountTasks(const std::string& account_id,
                                                     const TaskFilter& f) {
-  Query q(prepare("SELECT " EQ_TASK_COLUMNS("''") " FROM tasks WHERE account_id = ?1 AND "
-                  "(?2 IS NULL OR status = ?2) AND (?3 IS NULL OR mode = ?3) "
-                  "ORDER BY created_at DESC, id DESC LIMIT ?4"));
-  q.bind(1, account_id).bindOptText(2, f.status).bindOptText(3, f.mode);
-  q.bind(4, int64_t{f.limit});
   std::vector<TaskRecord> out;
-  int rc;
-  while ((rc = q.step()) == SQLITE_ROW) out.push_back(store_detail::taskFromRow(q));
-  if (rc != SQLITE_DONE) return error("list tasks");
+  Status bad;
+  auto r = exec("list tasks",
+                Sql{"SELECT " EQ_TASK_COLUMNS("''") " FROM tasks WHERE account_id = ?1 AND "
+                    "(?2 IS NULL OR status = ?2) AND (?3 IS NULL OR mode = ?3) "
+                    "ORDER BY created_at DESC, id DESC LIMIT ?4",
+                    "SELECT " EQ_TASK_COLUMNS("''") " FROM tasks WHERE account_id = $1 AND "
+                    "($2::text IS NULL OR status = $2::text) AND "
+                    "($3::text IS NULL OR mode = $3::text) "
+                    "ORDER BY created_at DESC, id DESC LIMIT $4"},
+                {account_id, optText(f.status), optText(f.mode), int64_t{f.limit}},
+                store_detail::appendTask(out, bad));
+  if (!r.isOk()) return r.status();
+  if (!bad.isOk()) return bad;
   return out;
 }
 
 // ---------------------------------------------------------------- retention
 
 Result<int> Store::purgePortalBefore(int64_t cutoff_ms, int64_t now_ms, int limit) {
-  return transact<int>(*this, [&]() -> Result<int> {
-    int n = 0;
-    Query sessions(prepare(
-        "DELETE FROM portal_sessions WHERE id_hash IN (SELECT id_hash FROM portal_sessions "
-        "WHERE expires_at <= ? OR last_seen_at <= ? LIMIT ?)"));
-    sessions.bind(1, now_ms).bind(2, now_ms - kSessionIdleMs).bind(3, int64_t{limit});
-    if (sessions.step() != SQLITE_DONE) return error("purge sessions");
-    n += sqlite3_changes(db_);
-    Query links(prepare(
-        "DELETE FROM portal_links WHERE token_hash IN (SELECT token_hash FROM portal_links "
-        "WHERE expires_at <= ? LIMIT ?)"));
-    links.bind(1, cutoff_ms).bind(2, int64_t{limit});
-    if (links.step() != SQLITE_DONE) return error("purge links");
-    n += sqlite3_changes(db_);
+  return transact<int>(*db_, [&]() -> Result<int> {
+    int64_t n = 0;
+    auto sessions = exec("purge sessions",
+                         Sql{"DELETE FROM portal_sessions WHERE id_hash IN (SELECT id_hash FROM "
+                             "portal_sessions WHERE expires_at <= ? OR last_seen_at <= ? LIMIT ?)"},
+                         {now_ms, now_ms - kSessionIdleMs, int64_t{limit}});
+    if (!sessions.isOk()) return sessions.status();
+    n += sessions.value();
+    auto links = exec("purge links",
+                      Sql{"DELETE FROM portal_links WHERE token_hash IN (SELECT token_hash FROM "
+                          "portal_links WHERE expires_at <= ? LIMIT ?)"},
+                      {cutoff_ms, int64_t{limit}});
+    if (!links.isOk()) return links.status();
+    n += links.value();
     // Registration's rows count for up to a day, the others for 15 minutes.
     static_assert(kRegisterAddressWindowMs >= kRegisterAllWindowMs &&
                   kRegisterAddressWindowMs >= kSigninWindowMs);
-    Query failures(prepare(
-        "DELETE FROM signin_failures WHERE rowid IN (SELECT rowid FROM signin_failures "
-        "WHERE at <= ?1 AND (at <= ?2 OR substr(scope, 1, length(?3)) != ?3) LIMIT ?4)"));
-    failures.bind(1, now_ms - kSigninWindowMs)
-        .bind(2, now_ms - kRegisterAddressWindowMs)
-        .bind(3, std::string(kRegisterScopePrefix))
-        .bind(4, int64_t{limit});
-    if (failures.step() != SQLITE_DONE) return error("purge failures");
-    n += sqlite3_changes(db_);
+    auto failures = exec(
+        "purge failures",
+        Sql{"DELETE FROM signin_failures WHERE id IN (SELECT id FROM signin_failures "
+            "WHERE at <= ?1 AND (at <= ?2 OR substr(scope, 1, length(?3)) != ?3) LIMIT ?4)",
+            "DELETE FROM signin_failures WHERE id IN (SELECT id FROM signin_failures "
+            "WHERE at <= $1 AND (at <= $2 OR substr(scope, 1, length($3::text)) != $3::text) "
+            "LIMIT $4)"},
+        {now_ms - kSigninWindowMs, now_ms - kRegisterAddressWindowMs, kRegisterScopePrefix,
+         int64_t{limit}});
+    if (!failures.isOk()) return failures.status();
+    n += failures.value();
     // Test events: attempts first (foreign keys), then the deliveries.
-    Query attempts(prepare(
-        "DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries "
-        "WHERE task_id IS NULL AND status != 'pending' AND created_at < ? LIMIT ?)"));
-    attempts.bind(1, cutoff_ms).bind(2, int64_t{limit});
-    if (attempts.step() != SQLITE_DONE) return error("purge test attempts");
-    Query tests(prepare(
-        "DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE task_id IS NULL "
-        "AND status != 'pending' AND created_at < ? LIMIT ?)"));
-    tests.bind(1, cutoff_ms).bind(2, int64_t{limit});
-    if (tests.step() != SQLITE_DONE) return error("purge test deliveries");
-    n += sqlite3_changes(db_);
-    return n;
+    if (auto attempts = exec("purge test attempts",
+                             Sql{"DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id "
+                                 "FROM deliveries WHERE task_id IS NULL AND status != 'pending' "
+                                 "AND created_at < ? LIMIT ?)"},
+                             {cutoff_ms, int64_t{limit}});
+        !attempts.isOk()) {
+      return attempts.status();
+    }
+    auto tests = exec("purge test deliveries",
+                      Sql{"DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE "
+                          "task_id IS NULL AND status != 'pending' AND created_at < ? LIMIT ?)"},
+                      {cutoff_ms, int64_t{limit}});
+    if (!tests.isOk()) return tests.status();
+    n += tests.value();
+    return static_cast<int>(n);
   });
 }
 

@@ -2,15 +2,32 @@
 #include "store/store.h"
 
 #include "common/timefmt.h"
-#include "store/query.h"
+#include "store/rows.h"
 
 namespace eq {
 
-using store_detail::Query;
+using store::Row;
+using store::Sql;
+using store_detail::optInt;
 
 namespace {
 
 bool validMode(std::string_view mode) { return isModeName(mode); }
+
+// One statement per mode: column names cannot be bound parameters.
+const Sql kCharge[] = {
+    Sql{"UPDATE accounts SET quota_fast = quota_fast - 1 "
+        "WHERE id = ? AND quota_fast > 0 AND quota_expire_at > ?"},
+    Sql{"UPDATE accounts SET quota_standard = quota_standard - 1 "
+        "WHERE id = ? AND quota_standard > 0 AND quota_expire_at > ?"},
+    Sql{"UPDATE accounts SET quota_perfect = quota_perfect - 1 "
+        "WHERE id = ? AND quota_perfect > 0 AND quota_expire_at > ?"},
+};
+const Sql kRefund[] = {
+    Sql{"UPDATE accounts SET quota_fast = quota_fast + 1 WHERE id = ?"},
+    Sql{"UPDATE accounts SET quota_standard = quota_standard + 1 WHERE id = ?"},
+    Sql{"UPDATE accounts SET quota_perfect = quota_perfect + 1 WHERE id = ?"},
+};
 
 }  // namespace
 
@@ -19,25 +36,12 @@ bool validMode(std::string_view mode) { return isModeName(mode); }
 Result<ChargeOutcome> Store::chargeQuota(const std::string& account_id, const std::string& mode,
                                          int64_t now_ms) {
   if (!validMode(mode)) return Status(500, "charge: bad mode " + mode);
-  // One statement per mode: column names cannot be bound parameters.
-  const char* sql =
-      mode == "fast"
-          ? "UPDATE accounts SET quota_fast = quota_fast - 1 "
-            "WHERE id = ? AND quota_fast > 0 AND quota_expire_at > ?"
-      : mode == "standard"
-          ? "UPDATE accounts SET quota_standard = quota_standard - 1 "
-            "WHERE id = ? AND quota_standard > 0 AND quota_expire_at > ?"
-          : "UPDATE accounts SET quota_perfect = quota_perfect - 1 "
-            "WHERE id = ? AND quota_perfect > 0 AND quota_expire_at > ?";
-  {
-    Query q(prepare(sql));
-    if (!q.valid()) return error("prepare charge");
-    q.bind(1, account_id).bind(2, now_ms);
-    if (q.step() != SQLITE_DONE) return error("charge quota");
-    if (sqlite3_changes(db_) == 1) {
-      if (Status s = countUsage(account_id, mode, now_ms, 1, 0); !s.isOk()) return s;
-      return ChargeOutcome::kCharged;
-    }
+  // One statement: two callers (on any host) never both take the last unit.
+  auto r = exec("charge quota", kCharge[static_cast<int>(*parseMode(mode))], {account_id, now_ms});
+  if (!r.isOk()) return r.status();
+  if (r.value() == 1) {
+    if (Status s = countUsage(account_id, mode, now_ms, 1, 0); !s.isOk()) return s;
+    return ChargeOutcome::kCharged;
   }
   // Not charged: tell the caller whether it was expiry or exhaustion.
   Result<AccountQuota> q = quota(account_id);
@@ -48,76 +52,65 @@ Result<ChargeOutcome> Store::chargeQuota(const std::string& account_id, const st
 Status Store::refundQuota(const std::string& account_id, const std::string& mode,
                           int64_t now_ms) {
   if (!validMode(mode)) return Status(500, "refund: bad mode " + mode);
-  const char* sql = mode == "fast"
-                        ? "UPDATE accounts SET quota_fast = quota_fast + 1 WHERE id = ?"
-                    : mode == "standard"
-                        ? "UPDATE accounts SET quota_standard = quota_standard + 1 WHERE id = ?"
-                        : "UPDATE accounts SET quota_perfect = quota_perfect + 1 WHERE id = ?";
-  Query q(prepare(sql));
-  q.bind(1, account_id);
-  if (q.step() != SQLITE_DONE) return error("refund quota");
-  if (sqlite3_changes(db_) == 0) return Status::ok();  // the account is gone
+  auto r = exec("refund quota", kRefund[static_cast<int>(*parseMode(mode))], {account_id});
+  if (!r.isOk()) return r.status();
+  if (r.value() == 0) return Status::ok();  // the account is gone
   return countUsage(account_id, mode, now_ms, 0, 1);
 }
 
 Status Store::countUsage(const std::string& account_id, const std::string& mode, int64_t now_ms,
                          int64_t calls, int64_t refunded) {
-  Query q(prepare(
-      "INSERT INTO usage_hourly (account_id, mode, hour, calls, refunded) VALUES (?, ?, ?, ?, ?) "
-      "ON CONFLICT (account_id, mode, hour) DO UPDATE SET calls = calls + excluded.calls, "
-      "refunded = refunded + excluded.refunded"));
-  q.bind(1, account_id).bind(2, mode).bind(3, now_ms - now_ms % 3'600'000);
-  q.bind(4, calls).bind(5, refunded);
-  if (q.step() != SQLITE_DONE) return error("count usage");
-  return Status::ok();
+  auto r = exec("count usage",
+                Sql{"INSERT INTO usage_hourly (account_id, mode, hour, calls, refunded) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (account_id, mode, hour) DO UPDATE SET "
+                    "calls = usage_hourly.calls + excluded.calls, "
+                    "refunded = usage_hourly.refunded + excluded.refunded"},
+                {account_id, mode, now_ms - now_ms % 3'600'000, calls, refunded});
+  return r.status();
 }
 
 Result<AccountQuota> Store::quota(const std::string& account_id) {
-  Query q(prepare(
-      "SELECT quota_fast, quota_standard, quota_perfect, quota_expire_at, tier "
-      "FROM accounts WHERE id = ?"));
-  if (!q.valid()) return error("prepare quota");
-  q.bind(1, account_id);
-  int rc = q.step();
-  if (rc == SQLITE_DONE) return Status(404, "no account " + account_id);
-  if (rc != SQLITE_ROW) return error("read quota");
-  AccountQuota out;
-  out.remaining = QuotaUnits{q.int64(0), q.int64(1), q.int64(2)};
-  out.expire_at_ms = q.int64(3);
-  out.tier = q.text(4);
-  return out;
+  std::optional<AccountQuota> out;
+  auto r = exec("read quota",
+                Sql{"SELECT quota_fast, quota_standard, quota_perfect, quota_expire_at, tier "
+                    "FROM accounts WHERE id = ?"},
+                {account_id}, [&](const Row& row) {
+                  AccountQuota q;
+                  q.remaining = QuotaUnits{row.int64(0), row.int64(1), row.int64(2)};
+                  q.expire_at_ms = row.int64(3);
+                  q.tier = row.text(4);
+                  out = std::move(q);
+                });
+  if (!r.isOk()) return r.status();
+  if (!out) return Status(404, "no account " + account_id);
+  return *out;
 }
 
 Status Store::setQuota(const std::string& account_id, const QuotaChange& units,
                        std::optional<int64_t> expire_at_ms, std::optional<std::string> tier) {
-  Query q(prepare(
-      "UPDATE accounts SET quota_fast = coalesce(?, quota_fast), "
-      "quota_standard = coalesce(?, quota_standard), quota_perfect = coalesce(?, quota_perfect), "
-      "quota_expire_at = coalesce(?, quota_expire_at), tier = coalesce(?, tier) WHERE id = ?"));
-  int slot = 1;
-  for (const std::optional<int64_t>& v : {units.fast, units.standard, units.perfect}) {
-    if (v) q.bind(slot, *v); else q.bindNull(slot);
-    ++slot;
-  }
-  if (expire_at_ms) q.bind(4, *expire_at_ms); else q.bindNull(4);
-  if (tier) q.bind(5, *tier); else q.bindNull(5);
-  q.bind(6, account_id);
-  if (q.step() != SQLITE_DONE) return error("set quota");
-  if (sqlite3_changes(db_) == 0) return Status(404, "no account " + account_id);
+  auto r = exec(
+      "set quota",
+      Sql{"UPDATE accounts SET quota_fast = coalesce(?, quota_fast), "
+          "quota_standard = coalesce(?, quota_standard), "
+          "quota_perfect = coalesce(?, quota_perfect), "
+          "quota_expire_at = coalesce(?, quota_expire_at), tier = coalesce(?, tier) WHERE id = ?"},
+      {optInt(units.fast), optInt(units.standard), optInt(units.perfect), optInt(expire_at_ms),
+       tier ? store::Value(std::string_view(*tier)) : store::Value(nullptr), account_id});
+  if (!r.isOk()) return r.status();
+  if (r.value() == 0) return Status(404, "no account " + account_id);
   return Status::ok();
 }
 
 Status Store::grantQuota(const std::string& account_id, const QuotaUnits& add,
                          std::optional<int64_t> expire_at_ms) {
-  Query q(prepare(
-      "UPDATE accounts SET quota_fast = quota_fast + ?, quota_standard = quota_standard + ?, "
-      "quota_perfect = quota_perfect + ?, quota_expire_at = coalesce(?, quota_expire_at) "
-      "WHERE id = ?"));
-  q.bind(1, add.fast).bind(2, add.standard).bind(3, add.perfect);
-  if (expire_at_ms) q.bind(4, *expire_at_ms); else q.bindNull(4);
-  q.bind(5, account_id);
-  if (q.step() != SQLITE_DONE) return error("grant quota");
-  if (sqlite3_changes(db_) == 0) return Status(404, "no account " + account_id);
+  auto r = exec(
+      "grant quota",
+      Sql{"UPDATE accounts SET quota_fast = quota_fast + ?, quota_standard = quota_standard + ?, "
+          "quota_perfect = quota_perfect + ?, quota_expire_at = coalesce(?, quota_expire_at) "
+          "WHERE id = ?"},
+      {add.fast, add.standard, add.perfect, optInt(expire_at_ms), account_id});
+  if (!r.isOk()) return r.status();
+  if (r.value() == 0) return Status(404, "no account " + account_id);
   return Status::ok();
 }
 

@@ -2,11 +2,12 @@
 #include "store/store.h"
 
 #include "common/timefmt.h"
-#include "store/query.h"
+#include "store/rows.h"
 
 namespace eq {
 
-using store_detail::Query;
+using store::Row;
+using store::Sql;
 
 // ---------------------------------------------------------------- rate limit
 
@@ -24,29 +25,30 @@ Result<RateDecision> Store::countPlaygroundRequest(const std::string& account_id
   AuthContext playground;
   playground.key_id = "portal:" + account_id;
   playground.account_id = account_id;
-  {
-    Query q(prepare("SELECT rate_limit_per_min FROM accounts WHERE id = ?"));
-    if (!q.valid()) return error("prepare account rate");
-    q.bind(1, account_id);
-    int rc = q.step();
-    if (rc == SQLITE_DONE) return Status(404, "no account " + account_id);
-    if (rc != SQLITE_ROW) return error("read account rate");
-    playground.rate_limit_per_min = static_cast<int>(q.int64(0));
-  }
+  std::optional<int64_t> limit;
+  auto r = exec("read account rate", Sql{"SELECT rate_limit_per_min FROM accounts WHERE id = ?"},
+                {account_id}, [&](const Row& row) { limit = row.int64(0); });
+  if (!r.isOk()) return r.status();
+  if (!limit) return Status(404, "no account " + account_id);
+  playground.rate_limit_per_min = static_cast<int>(*limit);
   return countRequest(playground, now_ms);
 }
 
 Result<int64_t> Store::countRequests(const std::string& key_id, int64_t window_start, int64_t n) {
-  Query q(prepare(
-      "INSERT INTO rate_counters (key_id, window_start, count) VALUES (?1, ?2, ?3) "
-      "ON CONFLICT (key_id, window_start) DO UPDATE SET count = count + ?3 RETURNING count"));
-  if (!q.valid()) return error("prepare rate");
-  q.bind(1, key_id).bind(2, window_start).bind(3, n);
-  if (q.step() != SQLITE_ROW) return error("count request");
-  int64_t count = q.int64(0);
-  while (q.step() == SQLITE_ROW) {
-  }
-  return count;
+  // One statement on either engine: the upsert and its RETURNING read the
+  // count this increment made, whatever other hosts count meanwhile.
+  std::optional<int64_t> count;
+  auto r = exec("count request",
+                Sql{"INSERT INTO rate_counters (key_id, window_start, count) VALUES (?1, ?2, ?3) "
+                    "ON CONFLICT (key_id, window_start) DO UPDATE SET "
+                    "count = rate_counters.count + ?3 RETURNING count",
+                    "INSERT INTO rate_counters (key_id, window_start, count) "
+                    "VALUES ($1, $2, $3::bigint) ON CONFLICT (key_id, window_start) DO UPDATE SET "
+                    "count = rate_counters.count + $3::bigint RETURNING count"},
+                {key_id, window_start, n}, [&](const Row& row) { count = row.int64(0); });
+  if (!r.isOk()) return r.status();
+  if (!count) return Status(500, "count request: no count returned");
+  return *count;
 }
 
 RateDecision Store::rateDecision(int limit, int64_t count, int64_t window_start, int64_t now_ms) {

@@ -2,68 +2,82 @@
 // sweep that settles the charges of an eq-api that died
 // (schema/migrations/005_settlement.sql explains the tables).
 #include "common/json.h"
-#include "store/query.h"
+#include "store/rows.h"
 #include "store/store.h"
 
 namespace eq {
 
-using store_detail::Query;
+using store::Row;
+using store::Sql;
+using store_detail::optText;
+
+namespace {
+
+OpenCharge chargeFromRow(const Row& r, bool with_job) {
+  return OpenCharge{std::string(r.text(0)),
+                    std::string(r.text(1)),
+                    std::string(r.text(2)),
+                    std::string(r.text(3)),
+                    std::string(r.text(4)),
+                    r.int64(5),
+                    r.int64(6),
+                    with_job ? std::string(r.text(7)) : std::string(),
+                    std::string(r.text(with_job ? 8 : 9))};
+}
+
+}  // namespace
 
 Status Store::registerInstance(const std::string& instance_id, int64_t pid, int64_t now_ms) {
-  Query q(prepare(
-      "INSERT OR REPLACE INTO api_instances (id, pid, started_at, heartbeat_at) "
-      "VALUES (?, ?, ?, ?)"));
-  q.bind(1, instance_id).bind(2, pid).bind(3, now_ms).bind(4, now_ms);
-  if (q.step() != SQLITE_DONE) return error("register instance");
-  noteWritten();
-  return Status::ok();
+  // A write outside a transaction that commits: it also tells that the
+  // storage works (store::Db::storageFailing).
+  return exec("register instance",
+              Sql{"INSERT OR REPLACE INTO api_instances (id, pid, started_at, heartbeat_at) "
+                  "VALUES (?, ?, ?, ?)",
+                  "INSERT INTO api_instances (id, pid, started_at, heartbeat_at) "
+                  "VALUES (?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, "
+                  "started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at"},
+              {instance_id, pid, now_ms, now_ms})
+      .status();
 }
 
 Status Store::heartbeatInstance(const std::string& instance_id, int64_t now_ms) {
-  Query q(prepare("UPDATE api_instances SET heartbeat_at = ? WHERE id = ?"));
-  q.bind(1, now_ms).bind(2, instance_id);
-  if (q.step() != SQLITE_DONE) return error("instance heartbeat");
-  if (sqlite3_changes(db_) == 1) {
-    // An autocommit write that committed: the storage works (this is what
-    // clears a disk-full state of an eq-api that gets no other traffic).
-    noteWritten();
-    return Status::ok();
-  }
+  auto r = exec("instance heartbeat",
+                Sql{"UPDATE api_instances SET heartbeat_at = ? WHERE id = ?"},
+                {now_ms, instance_id});
+  if (!r.isOk()) return r.status();
+  // An autocommit write that committed clears a storage failure (this is
+  // what clears a disk-full state of an eq-api that gets no other traffic).
+  if (r.value() == 1) return Status::ok();
   // Swept as dead meanwhile (its heartbeat stalled past the limit): come
   // back; what was swept stays settled (closeCharge then finds nothing).
   return registerInstance(instance_id, 0, now_ms);
 }
 
 Status Store::removeInstance(const std::string& instance_id) {
-  Query q(prepare("DELETE FROM api_instances WHERE id = ?"));
-  q.bind(1, instance_id);
-  if (q.step() != SQLITE_DONE) return error("remove instance");
-  return Status::ok();
+  return exec("remove instance", Sql{"DELETE FROM api_instances WHERE id = ?"}, {instance_id})
+      .status();
 }
 
 Status Store::openCharge(const OpenCharge& c) {
-  Query q(
-      prepare("INSERT INTO open_charges (request_id, instance_id, account_id, mode, task_id, "
-              "deadline_at, created_at, job, idem_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-  q.bind(1, c.request_id).bind(2, c.instance_id).bind(3, c.account_id).bind(4, c.mode);
-  q.bindOptText(5, c.task_id).bind(6, c.deadline_at_ms).bind(7, c.created_at_ms);
-  q.bindOptText(8, c.job).bindOptText(9, c.idem_key);
-  if (q.step() != SQLITE_DONE) return error("open charge");
-  return Status::ok();
+  return exec("open charge",
+              Sql{"INSERT INTO open_charges (request_id, instance_id, account_id, mode, task_id, "
+                  "deadline_at, created_at, job, idem_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"},
+              {c.request_id, c.instance_id, c.account_id, c.mode, optText(c.task_id),
+               c.deadline_at_ms, c.created_at_ms, optText(c.job), optText(c.idem_key)})
+      .status();
 }
 
 Status Store::forgetChargeJob(const std::string& request_id) {
-  Query q(prepare("UPDATE open_charges SET job = NULL WHERE request_id = ?"));
-  q.bind(1, request_id);
-  if (q.step() != SQLITE_DONE) return error("forget charge job");
-  return Status::ok();
+  return exec("forget charge job",
+              Sql{"UPDATE open_charges SET job = NULL WHERE request_id = ?"}, {request_id})
+      .status();
 }
 
 Result<bool> Store::closeCharge(const std::string& request_id) {
-  Query q(prepare("DELETE FROM open_charges WHERE request_id = ?"));
-  q.bind(1, request_id);
-  if (q.step() != SQLITE_DONE) return error("close charge");
-  return sqlite3_changes(db_) == 1;
+  auto r = exec("close charge", Sql{"DELETE FROM open_charges WHERE request_id = ?"},
+                {request_id});
+  if (!r.isOk()) return r.status();
+  return r.value() == 1;
 }
 
 // Which open charges a sweeper may settle: those of an instance without a
@@ -75,32 +89,27 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
                                                              int64_t grace_ms) {
   std::vector<Settlement> found;
   std::vector<std::string> task_status;  // per found charge; empty: none (sync, or no row)
-  {
-    // Not the charges orphanedJobs() returns: a queued task whose job was
-    // kept is published again by the dispatcher's consumer thread.
-    Query q(prepare(
-        "SELECT c.request_id, c.instance_id, c.account_id, c.mode, c.task_id, c.deadline_at, "
-        "c.created_at, i.id IS NULL OR i.heartbeat_at < ?1, coalesce(t.status, ''), "
-        "coalesce(c.idem_key, '') "
-        "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "
-        "LEFT JOIN tasks t ON t.id = c.task_id "
-        "WHERE " EQ_ORPHANED_CHARGE
-        " AND NOT (c.job IS NOT NULL AND coalesce(t.status, '') = 'queued') "
-        "ORDER BY c.created_at LIMIT 500"));
-    if (!q.valid()) return error("prepare orphaned charges");
-    q.bind(1, now_ms - stale_ms).bind(2, now_ms - grace_ms);
-    int rc;
-    while ((rc = q.step()) == SQLITE_ROW) {
-      Settlement s;
-      s.charge = OpenCharge{q.text(0),  q.text(1),  q.text(2), q.text(3), q.text(4),
-                            q.int64(5), q.int64(6), "",        q.text(9)};
-      s.reason = q.int64(7) != 0 ? "eq-api stopped before the call ended"
-                                 : "the call outlived its deadline unsettled";
-      found.push_back(std::move(s));
-      task_status.push_back(q.text(8));
-    }
-    if (rc != SQLITE_DONE) return error("read orphaned charges");
-  }
+  // Not the charges orphanedJobs() returns: a queued task whose job was
+  // kept is published again by the dispatcher's consumer thread.
+  auto r = exec(
+      "read orphaned charges",
+      Sql{"SELECT c.request_id, c.instance_id, c.account_id, c.mode, coalesce(c.task_id, ''), "
+          "c.deadline_at, c.created_at, i.id IS NULL OR i.heartbeat_at < ?1, "
+          "coalesce(t.status, ''), coalesce(c.idem_key, '') "
+          "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "
+          "LEFT JOIN tasks t ON t.id = c.task_id "
+          "WHERE " EQ_ORPHANED_CHARGE
+          " AND NOT (c.job IS NOT NULL AND coalesce(t.status, '') = 'queued') "
+          "ORDER BY c.created_at LIMIT 500"},
+      {now_ms - stale_ms, now_ms - grace_ms}, [&](const Row& row) {
+        Settlement s;
+        s.charge = chargeFromRow(row, false);
+        s.reason = row.int64(7) != 0 ? "eq-api stopped before the call ended"
+                                     : "the call outlived its deadline unsettled";
+        found.push_back(std::move(s));
+        task_status.emplace_back(row.text(8));
+      });
+  if (!r.isOk()) return r.status();
   std::vector<Settlement> settled;
   for (size_t n = 0; n < found.size(); ++n) {
     Settlement& s = found[n];
@@ -111,7 +120,9 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
     if (!closed.value()) continue;
     if (s.charge.task_id.empty()) {
       s.action = "refunded";
-      if (Status r = refundQuota(s.charge.account_id, s.charge.mode, now_ms); !r.isOk()) return r;
+      if (Status st = refundQuota(s.charge.account_id, s.charge.mode, now_ms); !st.isOk()) {
+        return st;
+      }
     } else if (task_status[n] == "queued") {
       // Opened without its job (by an eq-api older than schema version 7):
       // whether the job reached the broker is unknown, and it cannot be
@@ -134,8 +145,8 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
                                          : "; its job reached the broker (the task is " +
                                                task_status[n] + "), whose outcome settles the unit";
     }
-    if (Status r = recordSettlement(s, now_ms); !r.isOk()) return r;
-    if (Status r = settleIdempotencyOf(s); !r.isOk()) return r;
+    if (Status st = recordSettlement(s, now_ms); !st.isOk()) return st;
+    if (Status st = settleIdempotencyOf(s); !st.isOk()) return st;
     settled.push_back(std::move(s));
   }
   return settled;
@@ -143,22 +154,17 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
 
 Result<std::vector<OpenCharge>> Store::orphanedJobs(int64_t now_ms, int64_t stale_ms,
                                                     int64_t grace_ms, int limit) {
-  Query q(
-      prepare("SELECT c.request_id, c.instance_id, c.account_id, c.mode, c.task_id, c.deadline_at, "
-              "c.created_at, c.job, coalesce(c.idem_key, '') "
-              "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "
-              "JOIN tasks t ON t.id = c.task_id "
-              "WHERE " EQ_ORPHANED_CHARGE " AND c.job IS NOT NULL AND t.status = 'queued' "
-              "ORDER BY c.created_at LIMIT ?3"));
-  if (!q.valid()) return error("prepare orphaned jobs");
-  q.bind(1, now_ms - stale_ms).bind(2, now_ms - grace_ms).bind(3, int64_t{limit});
   std::vector<OpenCharge> out;
-  int rc;
-  while ((rc = q.step()) == SQLITE_ROW) {
-    out.push_back(OpenCharge{q.text(0), q.text(1), q.text(2), q.text(3), q.text(4), q.int64(5),
-                             q.int64(6), q.text(7), q.text(8)});
-  }
-  if (rc != SQLITE_DONE) return error("read orphaned jobs");
+  auto r = exec("read orphaned jobs",
+                Sql{"SELECT c.request_id, c.instance_id, c.account_id, c.mode, c.task_id, "
+                    "c.deadline_at, c.created_at, c.job, coalesce(c.idem_key, '') "
+                    "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "
+                    "JOIN tasks t ON t.id = c.task_id "
+                    "WHERE " EQ_ORPHANED_CHARGE " AND c.job IS NOT NULL AND t.status = 'queued' "
+                    "ORDER BY c.created_at LIMIT ?3"},
+                {now_ms - stale_ms, now_ms - grace_ms, int64_t{limit}},
+                [&](const Row& row) { out.push_back(chargeFromRow(row, true)); });
+  if (!r.isOk()) return r.status();
   return out;
 }
 
@@ -209,34 +215,36 @@ Status Store::settleIdempotencyOf(const Settlement& s) {
 }
 
 Status Store::recordSettlement(const Settlement& s, int64_t now_ms) {
-  Query rec(prepare(
-      "INSERT OR REPLACE INTO settlements (request_id, instance_id, account_id, mode, task_id, "
-      "action, reason, settled_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
-  rec.bind(1, s.charge.request_id).bind(2, s.charge.instance_id).bind(3, s.charge.account_id);
-  rec.bind(4, s.charge.mode).bindOptText(5, s.charge.task_id).bind(6, s.action);
-  rec.bind(7, s.reason).bind(8, now_ms);
-  if (rec.step() != SQLITE_DONE) return error("record settlement");
-  return Status::ok();
+  return exec("record settlement",
+              Sql{"INSERT OR REPLACE INTO settlements (request_id, instance_id, account_id, mode, "
+                  "task_id, action, reason, settled_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                  "INSERT INTO settlements (request_id, instance_id, account_id, mode, task_id, "
+                  "action, reason, settled_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                  "ON CONFLICT (request_id) DO UPDATE SET instance_id = excluded.instance_id, "
+                  "account_id = excluded.account_id, mode = excluded.mode, "
+                  "task_id = excluded.task_id, action = excluded.action, "
+                  "reason = excluded.reason, settled_at = excluded.settled_at"},
+              {s.charge.request_id, s.charge.instance_id, s.charge.account_id, s.charge.mode,
+               optText(s.charge.task_id), s.action, s.reason, now_ms})
+      .status();
 }
 
 Result<int> Store::purgeSettlementsBefore(int64_t cutoff_ms, int limit) {
-  int n = 0;
-  {
-    Query q(prepare(
-        "DELETE FROM settlements WHERE request_id IN "
-        "(SELECT request_id FROM settlements WHERE settled_at < ? LIMIT ?)"));
-    q.bind(1, cutoff_ms).bind(2, int64_t{limit});
-    if (q.step() != SQLITE_DONE) return error("purge settlements");
-    n += sqlite3_changes(db_);
-  }
+  auto r = exec("purge settlements",
+                Sql{"DELETE FROM settlements WHERE request_id IN "
+                    "(SELECT request_id FROM settlements WHERE settled_at < ? LIMIT ?)"},
+                {cutoff_ms, int64_t{limit}});
+  if (!r.isOk()) return r.status();
   // An instance whose heartbeat is that old has no open charge left (the
   // sweep settled them long ago): forget it.
-  Query q(prepare(
-      "DELETE FROM api_instances WHERE heartbeat_at < ? AND NOT EXISTS "
-      "(SELECT 1 FROM open_charges c WHERE c.instance_id = api_instances.id)"));
-  q.bind(1, cutoff_ms);
-  if (q.step() != SQLITE_DONE) return error("purge instances");
-  return n;
+  if (auto i = exec("purge instances",
+                    Sql{"DELETE FROM api_instances WHERE heartbeat_at < ? AND NOT EXISTS "
+                        "(SELECT 1 FROM open_charges c WHERE c.instance_id = api_instances.id)"},
+                    {cutoff_ms});
+      !i.isOk()) {
+    return i.status();
+  }
+  return static_cast<int>(r.value());
 }
 
 }  // namespace eq

@@ -1,19 +1,21 @@
-// The SQLite store: keys, accounts and quota, rate counters, Idempotency-Key
+// The store: keys, accounts and quota, rate counters, Idempotency-Key
 // records, tasks, webhook deliveries and their retention: one class over one
-// connection, its statements in one file per concept in this folder
-// (store.cc: open, migrations, transactions; keys.cc, quota.cc, rate.cc,
-// idempotency.cc, tasks.cc, deliveries.cc, settlement.cc, retention.cc,
-// portal.cc). eqctl's report queries are in tools/reports.cc.
+// connection of the database seam (store/db.h: SQLite or PostgreSQL), its
+// statements in one file per concept in this folder (store.cc: open,
+// migrations, transactions; keys.cc, quota.cc, rate.cc, idempotency.cc,
+// tasks.cc, deliveries.cc, settlement.cc, retention.cc, portal.cc), each
+// written once, with its PostgreSQL text beside it where the dialects
+// differ. eqctl's report queries are in tools/reports.cc.
 //
-// A Store owns one sqlite3 connection and its prepared statements. It is not
-// thread-safe: each thread (in practice, each process's loop thread) opens
-// its own. Several processes may share one database file: WAL mode and a
-// busy timeout let eq-api instances, eq-dispatcher and eqctl write
-// concurrently, and every read-modify-write is one statement or one
-// IMMEDIATE transaction, so quota and rate counts stay exact across processes.
+// A Store owns one connection (a store::Db) and its prepared statements. It
+// is not thread-safe: each thread (in practice, each process's loop thread)
+// opens its own. Several processes may share one database: on SQLite, WAL
+// mode and a busy timeout let eq-api instances, eq-dispatcher and eqctl
+// write concurrently, every read-modify-write being one statement or one
+// IMMEDIATE transaction; on PostgreSQL a read-modify-write is one statement,
+// or locks the rows it reads (docs/scaling.md, "Several hosts"). Either way
+// quota and rate counts stay exact across processes.
 #pragma once
-
-#include <sqlite3.h>
 
 #include <cstdint>
 #include <functional>
@@ -26,6 +28,7 @@
 #include "common/enums.h"
 #include "common/status.h"
 #include "common/timefmt.h"
+#include "store/db.h"
 
 namespace eq {
 
@@ -157,7 +160,9 @@ struct TaskRecord {
   std::string key_id;
   std::string request_id;
   std::string mode;
-  std::string status;
+  // Typed from the store's row on (tasks.status has the same names as its
+  // CHECK constraint); createTask always makes a queued task.
+  TaskStatus status = TaskStatus::kQueued;
   std::string webhook_url;  // empty: none
   std::string result_json;  // ReplyResponse data once succeeded
   int error_code = 0;
@@ -310,6 +315,10 @@ class Store {
   // within a second, longer in background processes.
   static Result<std::unique_ptr<Store>> open(const std::string& path,
                                              int busy_timeout_ms = kDefaultBusyTimeoutMs);
+  // The same on either engine (EQ_DB_URL): a SQLite file or a PostgreSQL
+  // database. busy_timeout_ms is SQLite's (store::Db::setBusyTimeout).
+  static Result<std::unique_ptr<Store>> open(const store::DbUrl& url,
+                                             int busy_timeout_ms = kDefaultBusyTimeoutMs);
   static constexpr int kDefaultBusyTimeoutMs = 5000;
   // A stored Idempotency-Key response is replayed for 24 h (PRODUCT.md §3).
   static constexpr int64_t kIdempotencyTtlMs = 24 * 3'600'000LL;
@@ -320,31 +329,39 @@ class Store {
   // Rows purged per insert: bounded so that a backlog never makes one
   // request slow; steady traffic purges faster than rows lapse.
   static constexpr int kIdempotencyPurgeBatch = 100;
-  ~Store();
+  ~Store() = default;
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  // Transactions nest: begin() opens BEGIN IMMEDIATE at the outermost level
-  // and a SAVEPOINT inside one, so every method below that needs its own
-  // transaction also works inside a caller's (eq-api's database thread runs
-  // many requests in one batch transaction, one savepoint each). commit()
+  // Transactions nest (store::Db): begin() opens BEGIN IMMEDIATE (on
+  // PostgreSQL, BEGIN) at the outermost level and a SAVEPOINT inside one,
+  // so every method below that needs its own transaction also works inside
+  // a caller's (eq-api's database thread runs many requests in one batch
+  // transaction, one savepoint each). commit()
   // releases the innermost level (COMMIT at the outermost, rolling back if
   // COMMIT itself failed); rollback() undoes only the innermost level.
   Status begin();
   Status commit();
   Status rollback();
   bool inTransaction() const;
+  // The same for one scope: begun here, rolled back when it goes unless
+  // committed (`auto tx = store.transaction();`). Callers that write a
+  // batch use it rather than pairing begin() with rollback() on every path.
+  store::Transaction transaction() { return store::Transaction(*db_); }
   // Changes the busy timeout (the database thread of eq-api waits in short
-  // slices so that it can give up on requests whose deadline passed). The
-  // wait polls finely (see onBusy), not SQLite's default back-off.
-  void setBusyTimeout(int ms);
+  // slices so that it can give up on requests whose deadline passed). On
+  // SQLite the wait polls finely (store/db_sqlite.cc), not SQLite's default
+  // back-off.
+  void setBusyTimeout(int ms) { db_->setBusyTimeout(ms); }
+  store::DbEngine engine() const { return db_->engine(); }
 
   // WAL checkpoints. By default a connection checkpoints in the COMMIT
   // that takes the WAL past 1000 pages, inside whatever the committing
   // thread holds. The dispatcher turns that off on its connections (its
   // commits happen under its write gate) and checkpoints from the sender
   // thread's loop instead, outside the gate: PASSIVE copies what no reader
-  // needs and never waits for or blocks a writer.
+  // needs and never waits for or blocks a writer. Both do nothing on
+  // PostgreSQL, which has no WAL file of ours to checkpoint.
   Status disableAutoCheckpoint();
   Status checkpointPassive();
 
@@ -357,12 +374,13 @@ class Store {
 
   // True from a write that failed for want of space or with an I/O error
   // (SQLITE_FULL, SQLITE_IOERR_*: on the database file, its WAL or a
-  // journal) until a later write of this connection commits. While it
-  // holds, reads still work and every write fails, so a process can answer
-  // "not ready" instead of "busy"; it clears by itself once space is freed
-  // and something writes again (eq-api's instance heartbeat retries every
-  // 100 ms, api/db_thread.h). Per connection, like the rest of a Store.
-  bool storageFailing() const { return storage_failing_; }
+  // journal; PostgreSQL's disk_full and io_error) until a later write of
+  // this connection commits. While it holds, reads still work and every
+  // write fails, so a process can answer "not ready" instead of "busy"; it
+  // clears by itself once space is freed and something writes again
+  // (eq-api's instance heartbeat retries every 100 ms, api/db_thread.h).
+  // Per connection, like the rest of a Store.
+  bool storageFailing() const { return db_->storageFailing(); }
   // Status(503) naming the storage failure while storageFailing(), else ok.
   Status storageStatus() const;
 
@@ -433,7 +451,8 @@ class Store {
   Result<RateDecision> countPlaygroundRequest(const std::string& account_id, int64_t now_ms);
 
   // Idempotency-Key records. beginIdempotent inserts a pending row or reads
-  // the existing one, in one IMMEDIATE transaction, and purges a bounded
+  // the existing one, in one transaction (store/idempotency.cc says how it
+  // stays atomic across processes on each engine), and purges a bounded
   // batch of rows older than kIdempotencyTtlMs on the way. complete stores
   // the final response; abandon deletes the row so a retry runs again. Both
   // touch the row only while request_id still owns it.
@@ -687,17 +706,13 @@ class Store {
 
  private:
   // eqctl's report queries (tools/reports.h) are SQL too, but no process
-  // but eqctl needs them: they live in tools/ and use the statement cache.
+  // but eqctl needs them: they live in tools/ and run on the Store's connection.
   friend class tools::Reports;
-  explicit Store(sqlite3* db) : db_(db) {}
-  Status migrate();
-  Status exec(const char* sql);
-  // A transaction-control statement (BEGIN, COMMIT, SAVEPOINT ...), kept
-  // prepared; `sql` must be a string literal, as for prepare().
-  Status control(const char* sql);
-  // control() of prepared[depth] ("SAVEPOINT sp<depth>" and the like: one
-  // of store.cc's tables), or "<verb> sp<depth>" run as text past them.
-  Status controlAtDepth(const char* const* prepared, const char* verb, int depth);
+  explicit Store(std::unique_ptr<store::Db> db) : db_(std::move(db)) {}
+  // One statement on the connection; a failure's message names `what`.
+  Result<int64_t> exec(const char* what, const store::Sql& sql,
+                       std::initializer_list<store::Value> values = {},
+                       const store::RowFn& onRow = {});
   // An account an invitation may attach (--key): 404 unknown, 403 disabled,
   // 409 already has a person.
   Status inviteAccountFree(const std::string& account_id);
@@ -710,32 +725,11 @@ class Store {
   // one: kept or republished, the record answers with the task the client
   // was charged for; refunded or failed, it is dropped so a retry runs.
   Status settleIdempotencyOf(const Settlement& s);
-  sqlite3_stmt* prepare(const char* sql);  // cached; nullptr on error (logged)
-  Status error(const char* what) const;
-  // Every failure passes here (error(), exec(), control()): remembers a
-  // storage failure (see storageFailing()) from the connection's last error.
-  void noteFailure() const;
-  // A write committed (a transaction that changed rows, or an autocommit
-  // write): the storage works again.
-  void noteWritten() const { storage_failing_ = false; }
+  // beginIdempotent's read of an existing record, inside its transaction.
+  Result<IdempotencyBegin> readIdempotent(const IdempotencyRequest& req, int64_t now_ms,
+                                          bool* take);
 
-  // SQLite's own busy handler sleeps 1, 2, 5, 10, 15, 20, 25... ms between
-  // tries, so a write lock that another process (eq-api, the dispatcher's
-  // other thread through its connection) holds for a fraction of a
-  // millisecond can cost its waiter 10-50 ms: the tail of webhook dispatch
-  // lag and of api latency under mixed load. This one retries every 100 µs
-  // for the first 2 ms, then every 1 ms, until the timeout.
-  static int onBusy(void* self, int count);
-
-  sqlite3* db_;
-  int busy_timeout_ms_ = kDefaultBusyTimeoutMs;
-  int64_t busy_since_us_ = 0;  // when the current wait for a lock began
-  int depth_ = 0;  // open transaction levels: 0 none, 1 BEGIN, 2+ savepoints
-  int64_t changes_at_begin_ = 0;  // sqlite3_total_changes64 when the outermost BEGIN ran
-  // See storageFailing(); mutable because error() is const.
-  mutable bool storage_failing_ = false;
-  mutable std::string storage_error_;  // the failure's SQLite message
-  std::map<const char*, sqlite3_stmt*> stmts_;
+  std::unique_ptr<store::Db> db_;
 };
 
 }  // namespace eq

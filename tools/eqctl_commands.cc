@@ -860,7 +860,7 @@ std::string spanText(int64_t ms) { return ms < 0 ? "-" : std::to_string(ms); }
 
 void putTaskError(Writer& w, const TaskRecord& t) {
   w.Key("error");
-  if (t.status != "failed") {
+  if (t.status != TaskStatus::kFailed) {
     w.Null();
     return;
   }
@@ -899,7 +899,7 @@ int taskShow(Store& store, const std::string& id, const Args& a, std::ostream& o
     putString(w, "key_id", task.key_id);
     putString(w, "request_id", task.request_id);
     putString(w, "mode", task.mode);
-    putString(w, "status", task.status);
+    putString(w, "status", taskStatusName(task.status));
     putString(w, "created_at", iso8601(task.created_at));
     putOptString(w, "started_at", task.started_at == 0 ? "" : iso8601(task.started_at));
     putOptString(w, "finished_at", task.finished_at == 0 ? "" : iso8601(task.finished_at));
@@ -908,7 +908,7 @@ int taskShow(Store& store, const std::string& id, const Args& a, std::ostream& o
     putSpan(w, "total_ms", total_ms);
     w.Key("result");
     rapidjson::Document result;
-    if (task.status == "succeeded" &&
+    if (task.status == TaskStatus::kSucceeded &&
         json::parse(task.result_json, &result, defaults::kMaxJsonDepth).isOk()) {
       result.Accept(w);
     } else {
@@ -929,7 +929,7 @@ int taskShow(Store& store, const std::string& id, const Args& a, std::ostream& o
     return kExitOk;
   }
   out << "task_id:     " << task.task_id << "\n"
-      << "status:      " << task.status << "\n"
+      << "status:      " << taskStatusName(task.status) << "\n"
       << "mode:        " << task.mode << "\n"
       << "key_id:      " << task.key_id << "\n"
       << "account_id:  " << task.account_id << "\n"
@@ -949,11 +949,11 @@ int taskShow(Store& store, const std::string& id, const Args& a, std::ostream& o
   } else {
     out << "delivery:    -\n";
   }
-  if (task.status == "failed") {
+  if (task.status == TaskStatus::kFailed) {
     out << "error:       " << task.error_code << " " << task.error_msg << "\n";
   }
   rapidjson::Document result;
-  if (task.status == "succeeded" &&
+  if (task.status == TaskStatus::kSucceeded &&
       json::parse(task.result_json, &result, defaults::kMaxJsonDepth).isOk() && result.IsObject()) {
     if (result.HasMember("tokens_used") && result["tokens_used"].IsInt64()) {
       out << "tokens_used: " << result["tokens_used"].GetInt64() << "\n";
@@ -1014,7 +1014,7 @@ int taskList(Store& store, const Args& a, std::ostream& out, std::ostream& err) 
       putString(w, "task_id", t.task_id);
       putString(w, "key_id", t.key_id);
       putString(w, "mode", t.mode);
-      putString(w, "status", t.status);
+      putString(w, "status", taskStatusName(t.status));
       putString(w, "created_at", iso8601(t.created_at));
       putOptString(w, "finished_at", t.finished_at == 0 ? "" : iso8601(t.finished_at));
       putSpan(w, "total_ms", span(t.created_at, t.finished_at));
@@ -1028,9 +1028,10 @@ int taskList(Store& store, const Args& a, std::ostream& out, std::ostream& err) 
   }
   Table table({"TASK_ID", "MODE", "STATUS", "CREATED_AT", "TOTAL_MS", "KEY_ID", "ERROR"});
   for (const TaskRecord& t : list.value()) {
-    table.add({t.task_id, t.mode, t.status, iso8601(t.created_at),
-               spanText(span(t.created_at, t.finished_at)), t.key_id,
-               t.status == "failed" ? std::to_string(t.error_code) + " " + t.error_msg : "-"});
+    table.add(
+        {t.task_id, t.mode, taskStatusName(t.status), iso8601(t.created_at),
+         spanText(span(t.created_at, t.finished_at)), t.key_id,
+         t.status == TaskStatus::kFailed ? std::to_string(t.error_code) + " " + t.error_msg : "-"});
   }
   table.print(out);
   return kExitOk;

@@ -1,5 +1,6 @@
 // The database thread of eq-api (api/db_thread.h) and the key cache in front
-// of it (api/auth_cache.h), on a real SQLite file and a real libuv loop.
+// of it (api/auth_cache.h), on a real database (both engines, but for the
+// held SQLite write lock) and a real libuv loop.
 #include "api/db_thread.h"
 
 #include <sqlite3.h>
@@ -64,23 +65,14 @@ struct DbFixture : test::TempDb {
   void run(int n) {
     while (answered < n) uv_run(&loop, UV_RUN_ONCE);
   }
-  int64_t scalar(const std::string& sql) {
-    sqlite3* raw = nullptr;
-    sqlite3_open(path.c_str(), &raw);
-    sqlite3_stmt* st = nullptr;
-    sqlite3_prepare_v2(raw, sql.c_str(), -1, &st, nullptr);
-    int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-    sqlite3_finalize(st);
-    sqlite3_close(raw);
-    return v;
-  }
+  int64_t number(const std::string& sql) { return std::stoll(scalar(sql)); }
 };
 
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(db_thread_tests)
 
-BOOST_FIXTURE_TEST_CASE(rate_counts_are_exact_when_batched, DbFixture) {
+EQ_STORE_FIXTURE_TEST_CASE(rate_counts_are_exact_when_batched, DbFixture) {
   // 50 requests of one key submitted at once land in few batches; each must
   // own one count of the window, and exactly the limit (10) is allowed.
   std::vector<DbRequest*> seen;
@@ -103,10 +95,10 @@ BOOST_FIXTURE_TEST_CASE(rate_counts_are_exact_when_batched, DbFixture) {
   BOOST_TEST(allowed == 10);
   BOOST_TEST(remaining.size() == 10u);
   for (int i = 0; i < 10; ++i) BOOST_TEST(remaining.count(i) == 1u, "remaining " << i);
-  BOOST_TEST(scalar("SELECT sum(count) FROM rate_counters") == 50);
+  BOOST_TEST(number("SELECT sum(count) FROM rate_counters") == 50);
 }
 
-BOOST_FIXTURE_TEST_CASE(a_failing_request_rolls_back_only_its_own_writes, DbFixture) {
+EQ_STORE_FIXTURE_TEST_CASE(a_failing_request_rolls_back_only_its_own_writes, DbFixture) {
   std::vector<Status> out(3);
   for (int i = 0; i < 3; ++i) {
     auto r = request();
@@ -125,10 +117,10 @@ BOOST_FIXTURE_TEST_CASE(a_failing_request_rolls_back_only_its_own_writes, DbFixt
   BOOST_TEST(out[0].isOk());
   BOOST_TEST(out[1].code() == 503);
   BOOST_TEST(out[2].isOk());
-  BOOST_TEST(scalar("SELECT quota_fast FROM accounts") == 98, "two charges kept, one undone");
+  BOOST_TEST(number("SELECT quota_fast FROM accounts") == 98, "two charges kept, one undone");
 }
 
-BOOST_FIXTURE_TEST_CASE(a_cached_key_is_refused_once_revoked, DbFixture) {
+EQ_STORE_FIXTURE_TEST_CASE(a_cached_key_is_refused_once_revoked, DbFixture) {
   int64_t epoch = -1;
   std::optional<AuthContext> who;
   auto first = authed();
@@ -156,9 +148,8 @@ BOOST_FIXTURE_TEST_CASE(a_cached_key_is_refused_once_revoked, DbFixture) {
   run(2);
 
   // ...and not after a revocation by another process (eqctl).
-  auto other = Store::open(path);
-  BOOST_REQUIRE(other.isOk());
-  BOOST_REQUIRE(other.value()->revokeKey(key.key_id).isOk());
+  std::unique_ptr<Store> other = openAnother();
+  BOOST_REQUIRE(other->revokeKey(key.key_id).isOk());
   auto stale = authed();
   stale->auth = who;
   stale->auth_epoch = epoch;
@@ -206,7 +197,7 @@ BOOST_FIXTURE_TEST_CASE(a_held_write_lock_delays_then_expires_only_db_requests, 
   sqlite3_close(lock);
   run(2);
   BOOST_TEST(long_done);
-  BOOST_TEST(scalar("SELECT quota_fast FROM accounts") == 99, "charged once, by the patient one");
+  BOOST_TEST(number("SELECT quota_fast FROM accounts") == 99, "charged once, by the patient one");
 }
 
 BOOST_AUTO_TEST_CASE(auth_cache_drops_old_epochs_and_old_entries) {

@@ -23,8 +23,9 @@ struct Fixture : test::TempDb {
       std::make_unique<Dispatcher>(*store, "amqp://unused", "", stop, [this] { ++wakeups; });
   Fixture() : TempDb("dispatch") {}
   void task(const std::string& id, const std::string& webhook_url) {
-    TaskRecord t{id, key.account_id, key.key_id, "req", "fast", "", webhook_url, "", 0,
-                 "", nowMs(),        0,          0};
+    TaskRecord t{
+        id, key.account_id, key.key_id, "req", "fast", TaskStatus::kQueued, webhook_url, "", 0,
+        "", nowMs(),        0,          0};
     BOOST_REQUIRE(store->createTask(t).isOk());
   }
   msg::TaskEvent event(const std::string& name, const std::string& id) {
@@ -41,7 +42,7 @@ struct Fixture : test::TempDb {
 
 BOOST_AUTO_TEST_SUITE(dispatcher_consumer)
 
-BOOST_AUTO_TEST_CASE(final_event_creates_one_pending_delivery_and_wakes_the_sender) {
+EQ_STORE_TEST_CASE(final_event_creates_one_pending_delivery_and_wakes_the_sender) {
   Fixture f;
   f.task("tsk_1", "http://hook.example/1");
   BOOST_REQUIRE(f.dispatcher->apply(f.event("task.running", "tsk_1")).isOk());
@@ -66,7 +67,7 @@ BOOST_AUTO_TEST_CASE(final_event_creates_one_pending_delivery_and_wakes_the_send
   BOOST_TEST(f.store->listDeliveries(DeliveryFilter{}).value().size() == 1u);
 }
 
-BOOST_AUTO_TEST_CASE(failed_task_gets_a_task_failed_delivery_and_none_without_url) {
+EQ_STORE_TEST_CASE(failed_task_gets_a_task_failed_delivery_and_none_without_url) {
   Fixture f;
   f.task("tsk_f", "http://hook.example/f");
   msg::TaskEvent e = f.event("task.failed", "tsk_f");
@@ -85,7 +86,7 @@ BOOST_AUTO_TEST_CASE(failed_task_gets_a_task_failed_delivery_and_none_without_ur
 // Issue 13, finding 1: a job whose text no worker can decode is
 // dead-lettered at once; its task must still end (failed, refunded, with
 // its webhook) instead of staying queued forever.
-BOOST_AUTO_TEST_CASE(undecodable_dead_letter_still_fails_its_task) {
+EQ_STORE_TEST_CASE(undecodable_dead_letter_still_fails_its_task) {
   Fixture f;
   const std::string id = "tsk_01JD2Q3R4S5T6V7W8X9Y0Z1A2B";
   f.task(id, "http://hook.example/u");
@@ -97,7 +98,7 @@ BOOST_AUTO_TEST_CASE(undecodable_dead_letter_still_fails_its_task) {
   BOOST_REQUIRE(f.dispatcher->applyDeadLetter(d).isOk());
   auto t = f.store->task(id);
   BOOST_REQUIRE(t.isOk() && t.value().has_value());
-  BOOST_TEST(t.value()->status == "failed");
+  BOOST_TEST(t.value()->status == TaskStatus::kFailed);
   BOOST_TEST(t.value()->error_msg == "task failed: the job could not be read");
   BOOST_TEST(f.store->deliveryForTask(id).value()->event == "task.failed");
   BOOST_TEST(f.wakeups == 1);
@@ -106,7 +107,7 @@ BOOST_AUTO_TEST_CASE(undecodable_dead_letter_still_fails_its_task) {
 // A read batch is applied in one transaction: transitions, deliveries and a
 // failed task's refund (its own nested transaction) land together, and the
 // sender is woken once, after the commit.
-BOOST_AUTO_TEST_CASE(a_batch_applies_together_and_wakes_the_sender_once) {
+EQ_STORE_TEST_CASE(a_batch_applies_together_and_wakes_the_sender_once) {
   Fixture f;
   f.task("tsk_a", "http://hook.example/a");
   f.task("tsk_b", "http://hook.example/b");
@@ -129,9 +130,9 @@ BOOST_AUTO_TEST_CASE(a_batch_applies_together_and_wakes_the_sender_once) {
   BOOST_REQUIRE(f.dispatcher->applyTogether(items).isOk());
   BOOST_TEST(!f.store->inTransaction());
   BOOST_TEST(f.wakeups == 1);
-  BOOST_TEST(f.store->task("tsk_a").value()->status == "succeeded");
-  BOOST_TEST(f.store->task("tsk_b").value()->status == "failed");
-  BOOST_TEST(f.store->task(dead_id).value()->status == "failed");
+  BOOST_TEST(f.store->task("tsk_a").value()->status == TaskStatus::kSucceeded);
+  BOOST_TEST(f.store->task("tsk_b").value()->status == TaskStatus::kFailed);
+  BOOST_TEST(f.store->task(dead_id).value()->status == TaskStatus::kFailed);
   BOOST_TEST(f.store->deliveryForTask("tsk_a").value()->event == "task.succeeded");
   BOOST_TEST(f.store->deliveryForTask("tsk_b").value()->event == "task.failed");
   BOOST_TEST(f.store->deliveryForTask(dead_id).value()->event == "task.failed");

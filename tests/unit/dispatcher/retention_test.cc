@@ -2,7 +2,6 @@
 // per interval.
 #include "dispatcher/retention.h"
 
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -19,21 +18,12 @@ struct Db : test::TempDb {
   CreatedKey key = newKey(10);
   Db() : TempDb("retention") {}
   void task(const std::string& id, int64_t created_at) {
-    TaskRecord t{id, key.account_id, key.key_id, "req", "fast", "", "", "", 0,
+    TaskRecord t{id, key.account_id, key.key_id, "req", "fast", TaskStatus::kQueued, "", "", 0,
                  "", created_at,     0,          0};
     BOOST_REQUIRE(store->createTask(t).isOk());
   }
   int64_t count(const char* table) {
-    sqlite3* db = nullptr;
-    sqlite3_open(path.c_str(), &db);
-    sqlite3_stmt* st = nullptr;
-    sqlite3_prepare_v2(db, (std::string("SELECT count(*) FROM ") + table).c_str(), -1, &st,
-                       nullptr);
-    sqlite3_step(st);
-    int64_t n = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return n;
+    return std::stoll(scalar(std::string("SELECT count(*) FROM ") + table));
   }
 };
 
@@ -41,7 +31,7 @@ struct Db : test::TempDb {
 
 BOOST_AUTO_TEST_SUITE(retention)
 
-BOOST_AUTO_TEST_CASE(purges_at_start_in_batches_then_once_per_interval) {
+EQ_STORE_TEST_CASE(purges_at_start_in_batches_then_once_per_interval) {
   Db db;
   const int64_t day = 86'400'000;
   const int64_t now = 1'800'000'000'000;

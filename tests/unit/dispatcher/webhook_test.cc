@@ -32,7 +32,7 @@ BOOST_AUTO_TEST_CASE(body_has_every_field_of_product_6) {
   t.task_id = "tsk_1";
   t.request_id = "req_1";
   t.mode = "fast";
-  t.status = "succeeded";
+  t.status = TaskStatus::kSucceeded;
   t.result_json = R"({"replies":[{"text":"hi","score":0.9,"eq_analysis":"x"}],"tokens_used":7})";
   t.created_at = 1000;
   t.finished_at = 2000;
@@ -104,7 +104,7 @@ BOOST_AUTO_TEST_CASE(a_stored_result_with_a_hostile_number_is_not_read) {
     TaskRecord t;
     t.task_id = "tsk_1";
     t.mode = "fast";
-    t.status = "succeeded";
+    t.status = TaskStatus::kSucceeded;
     t.result_json = R"({"replies":[{"text":"hi","score":)" + n.text + R"(,"eq_analysis":"x"}]})";
     std::string body = webhookBody(t, "task.succeeded", 42);
     BOOST_TEST((body.find(R"("text":"hi")") != std::string::npos) == n.parses, n.text.substr(0, 40));

@@ -118,6 +118,8 @@ BOOST_AUTO_TEST_CASE(placeholders_are_numbered_outside_quotes_and_comments) {
              "SELECT $1 + $2, '?', \"a?\" FROM t WHERE x = $3");
   BOOST_TEST(eq::store::numberPlaceholders("SELECT ? -- why?\n, /* or? */ ?") ==
              "SELECT $1 -- why?\n, /* or? */ $2");
+  // SQLite's numbered form is PostgreSQL's.
+  BOOST_TEST(eq::store::numberPlaceholders("SELECT ?1 + ?2, ?1, ?12") == "SELECT $1 + $2, $1, $12");
 }
 
 BOOST_AUTO_TEST_CASE(values_round_trip_and_rows_are_read_by_column) {
@@ -144,6 +146,18 @@ BOOST_AUTO_TEST_CASE(values_round_trip_and_rows_are_read_by_column) {
     BOOST_TEST(upd.value() == 1);
     BOOST_TEST(db.exec(Sql{"UPDATE t SET score = score + ? WHERE id = ?"}, {int64_t{1}, int64_t{7}})
                    .value() == 0);
+    // Bytes that are not text (a digest) go in and come back as they were.
+    const std::string bytes("\x00\xff\x10'\\x", 6);
+    std::string back;
+    auto blob = db.exec(Sql{"SELECT ?"}, {eq::store::Blob{bytes}},
+                        [&](const Row& row) { back = row.blob(0); });
+    BOOST_TEST_REQUIRE(blob.isOk(), blob.status().msg());
+    BOOST_TEST((back == bytes));
+    // A boolean reads as 0 or 1 on both engines.
+    int64_t truth = -1;
+    BOOST_TEST(db.exec(Sql{"SELECT 1 < 2"}, {}, [&](const Row& row) { truth = row.int64(0); })
+                   .isOk());
+    BOOST_TEST(truth == 1);
   });
 }
 
@@ -197,10 +211,37 @@ BOOST_AUTO_TEST_CASE(a_transaction_rolls_back_unless_committed) {
       BOOST_TEST(tx.commit().isOk());
       BOOST_TEST(count(*other) == 1);
     }
-    // One transaction at a time on a connection.
-    Transaction outer(db);
-    Transaction inner(db);
-    BOOST_TEST(inner.status().code() == 500);
+    // Inside a transaction another is a savepoint: a statement that fails
+    // in it spoils it alone, and the outer one goes on to commit.
+    {
+      Transaction outer(db);
+      BOOST_TEST_REQUIRE(outer.status().isOk());
+      BOOST_TEST(db.exec(kInsert, {int64_t{3}, std::string_view("c"), 1.0, nullptr}).isOk());
+      {
+        Transaction inner(db);
+        BOOST_TEST_REQUIRE(inner.status().isOk(), inner.status().msg());
+        BOOST_TEST(db.exec(kInsert, {int64_t{4}, std::string_view("d"), 1.0, nullptr}).isOk());
+        BOOST_TEST(db.exec(kInsert, {int64_t{5}, std::string_view("c"), 1.0, nullptr})
+                       .status()
+                       .code() == 409);
+        const Status c = inner.commit();
+        BOOST_TEST(c.code() == 503, c.msg());
+      }
+      {
+        Transaction inner(db);
+        BOOST_TEST(db.exec(kInsert, {int64_t{6}, std::string_view("f"), 1.0, nullptr}).isOk());
+      }  // no commit: this savepoint alone rolls back
+      {
+        Transaction inner(db);
+        BOOST_TEST(db.exec(kInsert, {int64_t{7}, std::string_view("g"), 1.0, nullptr}).isOk());
+        BOOST_TEST(inner.commit().isOk());
+      }
+      BOOST_TEST(db.inTransaction());
+      const Status c = outer.commit();
+      BOOST_TEST(c.isOk(), c.msg());
+    }
+    BOOST_TEST(!db.inTransaction());
+    BOOST_TEST(count(db) == 3);  // b, c and g
   });
 }
 

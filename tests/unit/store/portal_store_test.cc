@@ -1,7 +1,5 @@
 // The developer center's records (store/portal.cc) and password
-// hashing (common/password.h), on a real SQLite file.
-#include <sqlite3.h>
-
+// hashing (common/password.h), on each engine (tests/unit/temp_db.h).
 #include <boost/test/unit_test.hpp>
 #include <optional>
 
@@ -76,7 +74,7 @@ BOOST_AUTO_TEST_CASE(an_unknown_email_costs_the_same_scrypt_work_as_a_wrong_pass
   }
 }
 
-BOOST_AUTO_TEST_CASE(an_invitation_is_used_once_and_makes_the_account) {
+EQ_STORE_TEST_CASE(an_invitation_is_used_once_and_makes_the_account) {
   test::TempDb db("portal");
   int64_t now = nowMs();
   Result<std::string> token = db.store->createPortalLink("invite", "Ann@Example.com", "pro", "", now);
@@ -101,7 +99,7 @@ BOOST_AUTO_TEST_CASE(an_invitation_is_used_once_and_makes_the_account) {
              404);
 }
 
-BOOST_AUTO_TEST_CASE(an_invitation_can_attach_an_existing_account) {
+EQ_STORE_TEST_CASE(an_invitation_can_attach_an_existing_account) {
   test::TempDb db("portal");
   CreatedKey k = db.newKey();
   int64_t now = nowMs();
@@ -115,7 +113,7 @@ BOOST_AUTO_TEST_CASE(an_invitation_can_attach_an_existing_account) {
   BOOST_TEST(keys.value()[0].name == "test");
 }
 
-BOOST_AUTO_TEST_CASE(sessions_end_on_idleness_age_signout_and_password_reset) {
+EQ_STORE_TEST_CASE(sessions_end_on_idleness_age_signout_and_password_reset) {
   test::TempDb db("portal");
   int64_t now = nowMs();
   Result<Person> p = db.store->registerPerson("c@example.com", "h", now);
@@ -153,7 +151,7 @@ BOOST_AUTO_TEST_CASE(sessions_end_on_idleness_age_signout_and_password_reset) {
                  .code() == 404);
 }
 
-BOOST_AUTO_TEST_CASE(disabling_a_person_ends_sessions_and_revokes_keys) {
+EQ_STORE_TEST_CASE(disabling_a_person_ends_sessions_and_revokes_keys) {
   test::TempDb db("portal");
   CreatedKey k = db.newKey();
   int64_t now = nowMs();
@@ -168,7 +166,7 @@ BOOST_AUTO_TEST_CASE(disabling_a_person_ends_sessions_and_revokes_keys) {
 // Issue 25 (4): a password change gives the session that asked a new id and
 // CSRF token (a copied cookie or token does not outlive it), ends every
 // other session and revokes the person's outstanding links.
-BOOST_AUTO_TEST_CASE(a_password_change_renews_the_session_and_revokes_sessions_and_links) {
+EQ_STORE_TEST_CASE(a_password_change_renews_the_session_and_revokes_sessions_and_links) {
   test::TempDb db("portal");
   int64_t now = nowMs();
   Result<Person> p = db.store->registerPerson("f@example.com", "h1", now);
@@ -196,7 +194,7 @@ BOOST_AUTO_TEST_CASE(a_password_change_renews_the_session_and_revokes_sessions_a
 
 // Issue 25 (4): using one link revokes the person's other links, resets
 // and invitations alike.
-BOOST_AUTO_TEST_CASE(using_one_link_revokes_the_others) {
+EQ_STORE_TEST_CASE(using_one_link_revokes_the_others) {
   test::TempDb db("portal");
   int64_t now = nowMs();
   auto first = db.store->createPortalLink("invite", "g@example.com", "free", "", now);
@@ -216,7 +214,7 @@ BOOST_AUTO_TEST_CASE(using_one_link_revokes_the_others) {
 // Issue 25 (4): an invitation is for someone new. For an email (or an
 // account) that has a person it is refused when made, and when used if the
 // person came after it; a reset link sets the password and nothing else.
-BOOST_AUTO_TEST_CASE(
+EQ_STORE_TEST_CASE(
     an_invitation_to_someone_with_an_account_is_refused_and_a_reset_changes_only_the_password) {
   test::TempDb db("portal");
   CreatedKey k = db.newKey();
@@ -261,7 +259,7 @@ BOOST_AUTO_TEST_CASE(
 // does: sessions (and with them the playground), sign-in (the person reads
 // as disabled), and links. Set here on its own, as a later writer or an
 // operator's SQL might, to show it is read.
-BOOST_AUTO_TEST_CASE(a_disabled_account_is_refused_wherever_a_disabled_person_is) {
+EQ_STORE_TEST_CASE(a_disabled_account_is_refused_wherever_a_disabled_person_is) {
   test::TempDb db("portal");
   CreatedKey k = db.newKey();
   int64_t now = nowMs();
@@ -271,15 +269,9 @@ BOOST_AUTO_TEST_CASE(a_disabled_account_is_refused_wherever_a_disabled_person_is
   auto s = db.store->createSession(p.value().person_id, now).value();
   auto reset = db.store->createPortalLink("reset", "j@example.com", "free", "", now);
   BOOST_REQUIRE(reset.isOk());
-  {
-    sqlite3* raw = nullptr;
-    BOOST_REQUIRE(sqlite3_open(db.path.c_str(), &raw) == SQLITE_OK);
-    sqlite3_busy_timeout(raw, 5000);
-    std::string sql = "UPDATE accounts SET disabled_at = " + std::to_string(now) + " WHERE id = '" +
-                      k.account_id + "'";
-    BOOST_REQUIRE(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
-    sqlite3_close(raw);
-  }
+  BOOST_REQUIRE(db.script("UPDATE accounts SET disabled_at = " + std::to_string(now) +
+                          " WHERE id = '" + k.account_id + "'")
+                    .isOk());
   BOOST_TEST(!db.store->session(s.session_id, now).value().has_value());
   BOOST_TEST(db.store->personByEmail("j@example.com").value()->status == "disabled");
   BOOST_TEST(db.store->person(p.value().person_id).value()->status == "disabled");
@@ -293,7 +285,7 @@ BOOST_AUTO_TEST_CASE(a_disabled_account_is_refused_wherever_a_disabled_person_is
                  .code() == 403);
 }
 
-BOOST_AUTO_TEST_CASE(signin_failures_limit_per_scope_within_the_window) {
+EQ_STORE_TEST_CASE(signin_failures_limit_per_scope_within_the_window) {
   test::TempDb db("portal");
   int64_t now = nowMs();
   for (int i = 0; i < Store::kSigninMaxFailures; ++i) {
@@ -313,7 +305,7 @@ BOOST_AUTO_TEST_CASE(signin_failures_limit_per_scope_within_the_window) {
 // once cannot all pass a limit of ten (the attack on the developer center
 // sent 50 concurrent sign-ins through it), and a right password takes its
 // count back.
-BOOST_AUTO_TEST_CASE(password_attempts_are_counted_before_the_check) {
+EQ_STORE_TEST_CASE(password_attempts_are_counted_before_the_check) {
   test::TempDb db("portal");
   int64_t now = nowMs();
   const std::vector<std::string> scopes = {"email:a@example.com", "addr:7f000001"};
@@ -343,7 +335,7 @@ BOOST_AUTO_TEST_CASE(password_attempts_are_counted_before_the_check) {
                  .retry_at_ms > 0);
 }
 
-BOOST_AUTO_TEST_CASE(usage_agrees_with_the_quota_through_charges_and_refunds) {
+EQ_STORE_TEST_CASE(usage_agrees_with_the_quota_through_charges_and_refunds) {
   test::TempDb db("portal");
   CreatedKey k = db.newKey(50);
   int64_t now = nowMs();
@@ -371,7 +363,7 @@ BOOST_AUTO_TEST_CASE(usage_agrees_with_the_quota_through_charges_and_refunds) {
   BOOST_TEST(db.store->usage(empty.account_id, 0).value().empty());
 }
 
-BOOST_AUTO_TEST_CASE(a_failed_task_refunds_into_the_usage_record_and_a_success_adds_tokens) {
+EQ_STORE_TEST_CASE(a_failed_task_refunds_into_the_usage_record_and_a_success_adds_tokens) {
   test::TempDb db("portal");
   CreatedKey k = db.newKey();
   int64_t now = nowMs();
@@ -398,7 +390,7 @@ BOOST_AUTO_TEST_CASE(a_failed_task_refunds_into_the_usage_record_and_a_success_a
   BOOST_TEST(db.store->quota(k.account_id).value().remaining.standard == 99);
 }
 
-BOOST_AUTO_TEST_CASE(a_rotated_secret_keeps_signing_for_its_overlap) {
+EQ_STORE_TEST_CASE(a_rotated_secret_keeps_signing_for_its_overlap) {
   test::TempDb db("portal");
   CreatedKey k = db.newKey();
   int64_t now = nowMs();
@@ -415,7 +407,7 @@ BOOST_AUTO_TEST_CASE(a_rotated_secret_keeps_signing_for_its_overlap) {
   BOOST_TEST(after.second.empty());
 }
 
-BOOST_AUTO_TEST_CASE(test_deliveries_belong_to_the_account_and_are_purged_when_old) {
+EQ_STORE_TEST_CASE(test_deliveries_belong_to_the_account_and_are_purged_when_old) {
   test::TempDb db("portal");
   CreatedKey k = db.newKey();
   CreatedKey other = db.newKey();
@@ -435,7 +427,7 @@ BOOST_AUTO_TEST_CASE(test_deliveries_belong_to_the_account_and_are_purged_when_o
   BOOST_TEST(db.store->accountDeliveries(k.account_id, "", 10).value().empty());
 }
 
-BOOST_AUTO_TEST_CASE(one_test_event_at_a_time_and_a_bound_on_keys) {
+EQ_STORE_TEST_CASE(one_test_event_at_a_time_and_a_bound_on_keys) {
   test::TempDb db("portal");
   CreatedKey k = db.newKey();
   int64_t now = nowMs();

@@ -10,7 +10,7 @@ using namespace eq;
 
 BOOST_AUTO_TEST_SUITE(registration_limit)
 
-BOOST_AUTO_TEST_CASE(each_scope_has_its_own_maximum_and_window) {
+EQ_STORE_TEST_CASE(each_scope_has_its_own_maximum_and_window) {
   test::TempDb db("portal");
   int64_t now = 1'800'000'000'000;
   const int64_t day = Store::kRegisterAddressWindowMs, hour = Store::kRegisterAllWindowMs;
@@ -35,7 +35,7 @@ BOOST_AUTO_TEST_CASE(each_scope_has_its_own_maximum_and_window) {
              now + day);
 }
 
-BOOST_AUTO_TEST_CASE(retention_keeps_registration_rows_for_their_day) {
+EQ_STORE_TEST_CASE(retention_keeps_registration_rows_for_their_day) {
   test::TempDb db("portal");
   int64_t now = 1'800'000'000'000;
   std::vector<Store::AttemptLimit> reg = {{"register:addr:a", 1, Store::kRegisterAddressWindowMs}};

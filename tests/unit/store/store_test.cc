@@ -1,6 +1,5 @@
 #include "store/store.h"
 
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -12,37 +11,20 @@
 #include "common/crypto.h"
 #include "common/json.h"
 #include "common/timefmt.h"
+#include "store/migrations.h"
 #include "tests/unit/temp_db.h"
 
 using namespace eq;
 
 namespace {
 
-// The shared temporary database, plus a raw reader for what the Store
-// hides.
-struct TempDb : test::TempDb {
-  // Reads one text cell straight from SQLite, bypassing the Store.
-  std::string scalar(const std::string& sql) {
-    sqlite3* db = nullptr;
-    sqlite3_open(path.c_str(), &db);
-    sqlite3_stmt* st = nullptr;
-    sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr);
-    std::string out;
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_blob(st, 0) != nullptr) {
-      out.assign(static_cast<const char*>(sqlite3_column_blob(st, 0)),
-                 static_cast<size_t>(sqlite3_column_bytes(st, 0)));
-    }
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return out;
-  }
-};
+using test::TempDb;
 
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(store_tests)
 
-BOOST_AUTO_TEST_CASE(keys_are_stored_only_as_sha256) {
+EQ_STORE_TEST_CASE(keys_are_stored_only_as_sha256) {
   TempDb db;
   CreatedKey k = db.newKey();
   BOOST_TEST(k.api_key.rfind("eq_live_", 0) == 0);
@@ -51,12 +33,12 @@ BOOST_AUTO_TEST_CASE(keys_are_stored_only_as_sha256) {
   std::string stored = db.scalar("SELECT key_hash FROM api_keys");
   BOOST_TEST(stored == crypto::sha256(k.api_key));
   // Nothing in the file holds the key itself.
-  BOOST_TEST(db.scalar("SELECT count(*) FROM api_keys WHERE instr(key_hash, '" + k.api_key +
-                       "') > 0 OR instr(display_prefix, '" + k.api_key + "') > 0") == "0");
+  BOOST_TEST(db.scalar("SELECT count(*) FROM api_keys WHERE key_hash LIKE '%" + k.api_key +
+                       "%' OR display_prefix LIKE '%" + k.api_key + "%'") == "0");
   BOOST_TEST(db.scalar("SELECT display_prefix FROM api_keys") == k.api_key.substr(0, 16));
 }
 
-BOOST_AUTO_TEST_CASE(authenticate_checks_hash_env_and_revocation) {
+EQ_STORE_TEST_CASE(authenticate_checks_hash_env_and_revocation) {
   TempDb db;
   CreatedKey k = db.newKey();
   auto ok = db.store->authenticate(k.api_key, "production", nowMs());
@@ -72,7 +54,7 @@ BOOST_AUTO_TEST_CASE(authenticate_checks_hash_env_and_revocation) {
   BOOST_TEST(db.store->revokeKey(k.key_id).code() == 404);
 }
 
-BOOST_AUTO_TEST_CASE(quota_charges_down_to_zero_then_refuses) {
+EQ_STORE_TEST_CASE(quota_charges_down_to_zero_then_refuses) {
   TempDb db;
   CreatedKey k = db.newKey(2);
   int64_t now = nowMs();
@@ -88,7 +70,7 @@ BOOST_AUTO_TEST_CASE(quota_charges_down_to_zero_then_refuses) {
               ChargeOutcome::kExpired));
 }
 
-BOOST_AUTO_TEST_CASE(rate_counter_allows_the_limit_per_window) {
+EQ_STORE_TEST_CASE(rate_counter_allows_the_limit_per_window) {
   TempDb db;
   CreatedKey k = db.newKey();
   AuthContext who = db.store->authenticate(k.api_key, "production", nowMs()).value().value();
@@ -104,7 +86,7 @@ BOOST_AUTO_TEST_CASE(rate_counter_allows_the_limit_per_window) {
   BOOST_TEST(db.store->countRequest(who, t + 60'000).value().allowed);  // next window
 }
 
-BOOST_AUTO_TEST_CASE(task_transitions_are_guarded_and_failure_refunds) {
+EQ_STORE_TEST_CASE(task_transitions_are_guarded_and_failure_refunds) {
   TempDb db;
   CreatedKey k = db.newKey(5);
   TaskRecord t;
@@ -124,30 +106,29 @@ BOOST_AUTO_TEST_CASE(task_transitions_are_guarded_and_failure_refunds) {
   BOOST_TEST(!db.store->markTaskFailed("tsk_a", 500, "boom", 4).value());   // once only
   BOOST_TEST(db.store->quota(k.account_id).value().remaining.perfect == 5);
   BOOST_TEST(!db.store->markTaskSucceeded("tsk_a", "{}", 5).value());  // final stays final
-  BOOST_TEST(db.store->task("tsk_a").value()->status == "failed");
+  BOOST_TEST(db.store->task("tsk_a").value()->status == TaskStatus::kFailed);
 }
 
-BOOST_AUTO_TEST_CASE(status_check_constraint_rejects_unknown_states) {
+EQ_STORE_TEST_CASE(status_check_constraint_rejects_unknown_states) {
   TempDb db;
   CreatedKey k = db.newKey();
-  TaskRecord t{"tsk_b", k.account_id, k.key_id, "req_b", "fast", "", "", "", 0, "", 1, 0, 0};
+  TaskRecord t{"tsk_b", k.account_id, k.key_id, "req_b", "fast", TaskStatus::kQueued, "", "",
+               0,       "",           1,        0,       0};
   BOOST_TEST(db.store->createTask(t).isOk());
-  sqlite3* raw = nullptr;
-  sqlite3_open(db.path.c_str(), &raw);
-  int rc = sqlite3_exec(raw, "UPDATE tasks SET status = 'lost'", nullptr, nullptr, nullptr);
-  sqlite3_close(raw);
-  BOOST_TEST(rc == SQLITE_CONSTRAINT);
+  auto r = db.raw()->exec(store::Sql{"UPDATE tasks SET status = 'lost'"});
+  BOOST_TEST(r.status().code() == 409, r.status().msg());
 }
 
-BOOST_AUTO_TEST_CASE(migrations_apply_once) {
+EQ_STORE_TEST_CASE(migrations_apply_once) {
   TempDb db;
   db.store.reset();
-  auto again = Store::open(db.path);  // a second process starting on the same file
+  auto again = Store::open(db.url);  // a second process starting on the same database
   BOOST_REQUIRE(again.isOk());
-  BOOST_TEST(db.scalar("SELECT count(*) FROM schema_migrations") == "7");
+  BOOST_TEST(db.scalar("SELECT count(*) FROM schema_migrations") ==
+             std::to_string(store::migrations().size()));
 }
 
-BOOST_AUTO_TEST_CASE(expired_key_is_not_authenticated) {
+EQ_STORE_TEST_CASE(expired_key_is_not_authenticated) {
   TempDb db;
   CreatedKey k = db.newKey();
   int64_t t = nowMs() + 3'600'000;
@@ -164,7 +145,7 @@ BOOST_AUTO_TEST_CASE(expired_key_is_not_authenticated) {
   BOOST_TEST(db.store->updateKey("key_missing", u).code() == 404);
 }
 
-BOOST_AUTO_TEST_CASE(rotation_keeps_account_quota_and_settings_and_stops_the_old_key) {
+EQ_STORE_TEST_CASE(rotation_keeps_account_quota_and_settings_and_stops_the_old_key) {
   TempDb db;
   CreatedKey old = db.newKey(5);
   KeyUpdate u;
@@ -207,7 +188,7 @@ BOOST_AUTO_TEST_CASE(rotation_keeps_account_quota_and_settings_and_stops_the_old
   BOOST_TEST(db.store->keyDetails(again.value().key_id).value().key.expires_at == 0);
 }
 
-BOOST_AUTO_TEST_CASE(grant_adds_units_and_set_writes_only_named_modes) {
+EQ_STORE_TEST_CASE(grant_adds_units_and_set_writes_only_named_modes) {
   TempDb db;
   CreatedKey k = db.newKey(3);
   BOOST_TEST((db.store->chargeQuota(k.account_id, "perfect", nowMs()).value() ==
@@ -241,7 +222,7 @@ IdempotencyRequest idem(const CreatedKey& k, const std::string& key, const std::
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(idempotency_first_use_runs_then_replays_or_conflicts) {
+EQ_STORE_TEST_CASE(idempotency_first_use_runs_then_replays_or_conflicts) {
   TempDb db;
   CreatedKey k = db.newKey();
   int64_t t = 1'800'000'000'000;
@@ -276,7 +257,7 @@ BOOST_AUTO_TEST_CASE(idempotency_first_use_runs_then_replays_or_conflicts) {
                   .state == IdempotencyState::kStarted));
 }
 
-BOOST_AUTO_TEST_CASE(idempotency_abandon_frees_the_key_and_only_the_owner_settles) {
+EQ_STORE_TEST_CASE(idempotency_abandon_frees_the_key_and_only_the_owner_settles) {
   TempDb db;
   CreatedKey k = db.newKey();
   int64_t t = 1'800'000'000'000;
@@ -296,7 +277,7 @@ BOOST_AUTO_TEST_CASE(idempotency_abandon_frees_the_key_and_only_the_owner_settle
               IdempotencyState::kStarted));
 }
 
-BOOST_AUTO_TEST_CASE(idempotency_records_lapse_after_24h_and_are_purged_in_batches) {
+EQ_STORE_TEST_CASE(idempotency_records_lapse_after_24h_and_are_purged_in_batches) {
   TempDb db;
   CreatedKey k = db.newKey();
   const int64_t t = 1'800'000'000'000;
@@ -325,7 +306,7 @@ BOOST_AUTO_TEST_CASE(idempotency_records_lapse_after_24h_and_are_purged_in_batch
   BOOST_TEST(db.scalar("SELECT count(*) FROM idempotency_keys") == "3");  // k, fresh-1, fresh-2
 }
 
-BOOST_AUTO_TEST_CASE(idempotency_pending_row_of_a_dead_request_is_taken_over_after_the_lease) {
+EQ_STORE_TEST_CASE(idempotency_pending_row_of_a_dead_request_is_taken_over_after_the_lease) {
   TempDb db;
   CreatedKey k = db.newKey();
   const int64_t t = 1'800'000'000'000;
@@ -350,8 +331,19 @@ namespace {
 // A finished task of the key's account, created at created_at.
 std::string finishedTask(TempDb& db, const CreatedKey& k, const std::string& id,
                          int64_t created_at) {
-  TaskRecord t{id, k.account_id, k.key_id, "req_" + id, "fast", "", "http://hook.example/x",
-               "", 0, "", created_at, 0, 0};
+  TaskRecord t{id,
+               k.account_id,
+               k.key_id,
+               "req_" + id,
+               "fast",
+               TaskStatus::kQueued,
+               "http://hook.example/x",
+               "",
+               0,
+               "",
+               created_at,
+               0,
+               0};
   BOOST_REQUIRE(db.store->createTask(t).isOk());
   BOOST_REQUIRE(db.store->markTaskSucceeded(id, R"({"replies":[]})", created_at + 1).value());
   return id;
@@ -363,7 +355,7 @@ DeliveryAttempt attemptAt(int64_t at, int status, const std::string& error = "")
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(delivery_is_one_per_task_and_claimed_only_when_due) {
+EQ_STORE_TEST_CASE(delivery_is_one_per_task_and_claimed_only_when_due) {
   TempDb db;
   CreatedKey k = db.newKey();
   finishedTask(db, k, "tsk_d1", 1000);
@@ -391,7 +383,7 @@ BOOST_AUTO_TEST_CASE(delivery_is_one_per_task_and_claimed_only_when_due) {
   BOOST_TEST(db.store->claimDueDeliveries(5001, 9000, 10).value().size() == 1u);
 }
 
-BOOST_AUTO_TEST_CASE(claims_take_the_oldest_due_first_up_to_the_limit) {
+EQ_STORE_TEST_CASE(claims_take_the_oldest_due_first_up_to_the_limit) {
   TempDb db;
   CreatedKey k = db.newKey();
   for (int i = 0; i < 5; ++i) {
@@ -406,7 +398,7 @@ BOOST_AUTO_TEST_CASE(claims_take_the_oldest_due_first_up_to_the_limit) {
   BOOST_TEST(db.store->claimDueDeliveries(2000, 9000, 10).value().size() == 3u);
 }
 
-BOOST_AUTO_TEST_CASE(a_claim_passes_over_the_accounts_it_is_told_to_and_leaves_them_due) {
+EQ_STORE_TEST_CASE(a_claim_passes_over_the_accounts_it_is_told_to_and_leaves_them_due) {
   TempDb db;
   CreatedKey busy = db.newKey();
   CreatedKey other = db.newKey();
@@ -455,7 +447,7 @@ BOOST_AUTO_TEST_CASE(a_claim_passes_over_the_accounts_it_is_told_to_and_leaves_t
   BOOST_TEST(db.store->claimDueDeliveries(20000, 29000, 10).value().size() == 6u);
 }
 
-BOOST_AUTO_TEST_CASE(attempts_are_logged_and_final_states_stay_final) {
+EQ_STORE_TEST_CASE(attempts_are_logged_and_final_states_stay_final) {
   TempDb db;
   CreatedKey k = db.newKey();
   finishedTask(db, k, "tsk_a1", 1000);
@@ -497,7 +489,7 @@ BOOST_AUTO_TEST_CASE(attempts_are_logged_and_final_states_stay_final) {
   BOOST_TEST(log[2].at == 7000);
 }
 
-BOOST_AUTO_TEST_CASE(replay_keeps_the_id_and_count_and_restarts_the_schedule) {
+EQ_STORE_TEST_CASE(replay_keeps_the_id_and_count_and_restarts_the_schedule) {
   TempDb db;
   CreatedKey k = db.newKey();
   finishedTask(db, k, "tsk_r1", 1000);
@@ -524,7 +516,7 @@ BOOST_AUTO_TEST_CASE(replay_keeps_the_id_and_count_and_restarts_the_schedule) {
   BOOST_TEST(db.store->replayDelivery(id, 4000).value().schedule_offset == 3);
 }
 
-BOOST_AUTO_TEST_CASE(deliveries_list_filters_by_status_and_task_newest_first) {
+EQ_STORE_TEST_CASE(deliveries_list_filters_by_status_and_task_newest_first) {
   TempDb db;
   CreatedKey k = db.newKey();
   for (int i = 0; i < 4; ++i) {
@@ -551,7 +543,7 @@ BOOST_AUTO_TEST_CASE(deliveries_list_filters_by_status_and_task_newest_first) {
 
 // ---------------------------------------------------------------- retention
 
-BOOST_AUTO_TEST_CASE(retention_purges_old_tasks_with_their_deliveries_in_batches) {
+EQ_STORE_TEST_CASE(retention_purges_old_tasks_with_their_deliveries_in_batches) {
   TempDb db;
   CreatedKey k = db.newKey();
   const int64_t day = 86'400'000;
@@ -576,18 +568,18 @@ BOOST_AUTO_TEST_CASE(retention_purges_old_tasks_with_their_deliveries_in_batches
   BOOST_TEST(db.store->purgeTasksBefore(cutoff, 2).value() == 2);
   BOOST_TEST(db.store->purgeTasksBefore(cutoff, 2).value() == 1);
   BOOST_TEST(db.store->purgeTasksBefore(cutoff, 2).value() == 0);
-  BOOST_TEST(db.scalar("SELECT group_concat(id) FROM (SELECT id FROM tasks ORDER BY id)") ==
+  BOOST_TEST(db.column("SELECT id FROM tasks ORDER BY id") ==
              "tsk_new,tsk_oldpending");
   BOOST_TEST(db.scalar("SELECT count(*) FROM deliveries") == "1");
   BOOST_TEST(db.scalar("SELECT count(*) FROM delivery_attempts") == "0");
 
   BOOST_REQUIRE(db.store->finishAttempt(pending, attemptAt(now, 410), "failed", 0).value());
   BOOST_TEST(db.store->purgeTasksBefore(cutoff, 2).value() == 1);
-  BOOST_TEST(db.scalar("SELECT group_concat(id) FROM tasks") == "tsk_new");
+  BOOST_TEST(db.column("SELECT id FROM tasks") == "tsk_new");
   BOOST_TEST(db.scalar("SELECT count(*) FROM deliveries") == "0");
 }
 
-BOOST_AUTO_TEST_CASE(retention_purges_idempotency_keys_and_rate_windows_by_age) {
+EQ_STORE_TEST_CASE(retention_purges_idempotency_keys_and_rate_windows_by_age) {
   TempDb db;
   CreatedKey k = db.newKey();
   const int64_t now = 1'800'000'000'000;
@@ -612,7 +604,7 @@ BOOST_AUTO_TEST_CASE(retention_purges_idempotency_keys_and_rate_windows_by_age) 
   BOOST_TEST(db.scalar("SELECT idem_key FROM idempotency_keys") == "fresh");
 }
 
-BOOST_AUTO_TEST_CASE(transactions_nest_as_savepoints) {
+EQ_STORE_TEST_CASE(transactions_nest_as_savepoints) {
   TempDb db;
   CreatedKey k = db.newKey();
   BOOST_REQUIRE(db.store->begin().isOk());
@@ -629,7 +621,7 @@ BOOST_AUTO_TEST_CASE(transactions_nest_as_savepoints) {
   BOOST_TEST(db.scalar("SELECT status FROM api_keys") == "revoked");
 }
 
-BOOST_AUTO_TEST_CASE(key_epoch_moves_with_key_and_rate_changes_only) {
+EQ_STORE_TEST_CASE(key_epoch_moves_with_key_and_rate_changes_only) {
   TempDb db;
   CreatedKey k = db.newKey();
   int64_t e0 = db.store->keyEpoch().value();
@@ -645,7 +637,7 @@ BOOST_AUTO_TEST_CASE(key_epoch_moves_with_key_and_rate_changes_only) {
   BOOST_TEST(db.store->keyEpoch().value() > e1, "a revocation moves it");
 }
 
-BOOST_AUTO_TEST_CASE(batched_rate_counts_add_up) {
+EQ_STORE_TEST_CASE(batched_rate_counts_add_up) {
   TempDb db;
   CreatedKey k = db.newKey();
   int64_t w = Store::rateWindowStart(nowMs());
@@ -694,7 +686,8 @@ struct OrphanedCalls {
 // Crash-safe accounting (issue 13): only a dead instance's charges, or a
 // charge far past its deadline, are settled by the sweep; each exactly
 // once, whoever gets there first (eq-api's own settle or the sweep).
-BOOST_FIXTURE_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orphaned, OrphanedCalls) {
+EQ_STORE_FIXTURE_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orphaned,
+                           OrphanedCalls) {
   auto charge = [&](const std::string& req, const std::string& instance, const std::string& task,
                     int64_t deadline) {
     admit(s, k, OpenCharge{req, instance, k.account_id, "fast", task, deadline, t0, "", ""});
@@ -722,7 +715,7 @@ BOOST_FIXTURE_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orphaned
   BOOST_TEST(by_request["req_overdue"] == "refunded");  // past deadline + grace, though live
   BOOST_TEST(!by_request.contains("req_live"));
   BOOST_TEST(fast() == 9, "four units back, the live call's still charged");
-  BOOST_TEST(s.task("tsk_dead").value()->status == "failed");
+  BOOST_TEST(s.task("tsk_dead").value()->status == TaskStatus::kFailed);
 
   // The live eq-api settles its own call later: only that one closes it.
   BOOST_TEST(s.closeCharge("req_live").value());
@@ -754,7 +747,7 @@ BOOST_FIXTURE_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orphaned
 // queued one is handed out to be published again, its job as eq-api kept
 // it, then closed as republished, once. The unit stays charged once
 // whatever the job's copies do.
-BOOST_FIXTURE_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_never_failed,
+EQ_STORE_FIXTURE_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_never_failed,
                         OrphanedCalls) {
   auto charge = [&](const std::string& req, const std::string& instance, const std::string& task,
                     const std::string& job) {
@@ -789,7 +782,8 @@ BOOST_FIXTURE_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_never
                by_request[req].reason);
   }
   BOOST_TEST(by_request["req_running"].reason.find("running") != std::string::npos);
-  BOOST_TEST(s.task("tsk_running").value()->status == "running", "not failed under its worker");
+  BOOST_TEST(s.task("tsk_running").value()->status == TaskStatus::kRunning,
+             "not failed under its worker");
   BOOST_TEST(fast() == 6, "nothing refunded by the sweep");
 
   // The queued one: published again with the job eq-api kept.
@@ -806,7 +800,7 @@ BOOST_FIXTURE_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_never
   BOOST_TEST(!s.settleRepublished(j, t1).value(), "closed once");
   BOOST_REQUIRE(s.commit().isOk());
   BOOST_TEST(s.orphanedJobs(t1, 10'000, 15'000, 100).value().empty());
-  BOOST_TEST(s.task("tsk_queued").value()->status == "queued");
+  BOOST_TEST(s.task("tsk_queued").value()->status == TaskStatus::kQueued);
   BOOST_TEST(fast() == 6, "still charged: its job is in the queue again");
   // Both copies of the job report: the task ends once, charged once.
   BOOST_TEST(s.markTaskSucceeded("tsk_queued", R"({"replies":[]})", t1 + 5).value());
@@ -819,19 +813,15 @@ BOOST_FIXTURE_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_never
   BOOST_TEST(s.settleOrphanedCharges(t1 + 1, 10'000, 15'000).value().empty());
   BOOST_REQUIRE(s.commit().isOk());
   BOOST_TEST(s.closeCharge("req_live").value());
-  sqlite3* raw = nullptr;
-  BOOST_REQUIRE(sqlite3_open(db.path.c_str(), &raw) == SQLITE_OK);
-  sqlite3_stmt* q = nullptr;
-  BOOST_REQUIRE(sqlite3_prepare_v2(raw,
-                                   "SELECT action, count(*) FROM settlements GROUP BY action "
-                                   "ORDER BY action",
-                                   -1, &q, nullptr) == SQLITE_OK);
-  std::map<std::string, int> actions;
-  while (sqlite3_step(q) == SQLITE_ROW) {
-    actions[reinterpret_cast<const char*>(sqlite3_column_text(q, 0))] = sqlite3_column_int(q, 1);
-  }
-  sqlite3_finalize(q);
-  sqlite3_close(raw);
+  std::map<std::string, int64_t> actions;
+  BOOST_REQUIRE(db.raw()
+                    ->exec(store::Sql{"SELECT action, count(*) FROM settlements GROUP BY action "
+                                      "ORDER BY action"},
+                           {},
+                           [&](const store::Row& row) {
+                             actions[std::string(row.text(0))] = row.int64(1);
+                           })
+                    .isOk());
   BOOST_TEST(actions.size() == 2u);
   BOOST_TEST(actions["kept"] == 3);
   BOOST_TEST(actions["republished"] == 1);
@@ -842,7 +832,7 @@ BOOST_FIXTURE_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_never
 // charged for (kept, republished), or runs afresh when the call was refunded
 // (a sync call, a job the broker kept refusing), instead of 409 "in
 // progress" and then, once the record's lease ran out, a second charge.
-BOOST_FIXTURE_TEST_CASE(an_orphaned_calls_idempotency_key_is_settled_with_its_charge,
+EQ_STORE_FIXTURE_TEST_CASE(an_orphaned_calls_idempotency_key_is_settled_with_its_charge,
                         OrphanedCalls) {
   auto call = [&](const std::string& req, const std::string& idem, const std::string& task,
                   const std::string& job) {
@@ -877,7 +867,7 @@ BOOST_FIXTURE_TEST_CASE(an_orphaned_calls_idempotency_key_is_settled_with_its_ch
   }
   BOOST_REQUIRE(s.commit().isOk());
   BOOST_TEST(fast() == 8, "the sync call and the refused job refunded, the other two kept");
-  BOOST_TEST(s.task("tsk_refused").value()->status == "failed");
+  BOOST_TEST(s.task("tsk_refused").value()->status == TaskStatus::kFailed);
 
   // Kept and republished: the retry is the answer eq-api would have sent.
   for (const auto& [r, task] : {std::pair{running, "tsk_running"}, {queued, "tsk_queued"}}) {

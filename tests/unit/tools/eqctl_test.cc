@@ -225,8 +225,19 @@ namespace {
 std::string failedDelivery(Fixture& f, const std::string& key_id, const std::string& task_id,
                            int attempts) {
   std::string account = f.store->accountOfKey(key_id).value();
-  TaskRecord t{task_id, account, key_id, "req_" + task_id, "fast", "", "http://hook.example/x",
-               "",      0,       "",     nowMs(),          0,      0};
+  TaskRecord t{task_id,
+               account,
+               key_id,
+               "req_" + task_id,
+               "fast",
+               TaskStatus::kQueued,
+               "http://hook.example/x",
+               "",
+               0,
+               "",
+               nowMs(),
+               0,
+               0};
   BOOST_REQUIRE(f.store->createTask(t).isOk());
   BOOST_REQUIRE(f.store->markTaskSucceeded(task_id, R"({"replies":[]})", nowMs()).value());
   std::string id = f.store->createDelivery(task_id, t.webhook_url, "task.succeeded", nowMs())
@@ -248,7 +259,7 @@ BOOST_AUTO_TEST_CASE(delivery_list_show_and_replay) {
   std::string key_id = f.createKey();
   std::string failed = failedDelivery(f, key_id, "tsk_dl1", 3);
   std::string account = f.store->accountOfKey(key_id).value();
-  TaskRecord ok{"tsk_dl2", account, key_id, "req_2", "fast", "", "http://h/ok",
+  TaskRecord ok{"tsk_dl2", account, key_id, "req_2", "fast", TaskStatus::kQueued, "http://h/ok",
                 "",        0,       "",     nowMs(), 0,      0};
   BOOST_REQUIRE(f.store->createTask(ok).isOk());
   BOOST_REQUIRE(f.store->markTaskSucceeded("tsk_dl2", "{}", nowMs()).value());
@@ -330,7 +341,7 @@ void addTask(Fixture& f, const std::string& key_id, const std::string& task_id,
              const std::string& mode, int64_t created_at, int64_t started_at, int64_t finished_at,
              bool failed = false, const std::string& webhook = "") {
   std::string account = f.store->accountOfKey(key_id).value();
-  TaskRecord t{task_id, account, key_id, "req_" + task_id, mode, "", webhook,
+  TaskRecord t{task_id, account, key_id, "req_" + task_id, mode, TaskStatus::kQueued, webhook,
                "",      0,       "",     created_at,       0,    0};
   BOOST_REQUIRE(f.store->createTask(t).isOk());
   if (started_at != 0) BOOST_REQUIRE(f.store->markTaskRunning(task_id, started_at).value());
@@ -814,8 +825,9 @@ BOOST_AUTO_TEST_CASE(task_show_survives_a_stored_hostile_number) {
     BOOST_TEST_CONTEXT(n.text.substr(0, 40)) {
       std::string task_id = "tsk_h" + std::to_string(i++);
       std::string account = f.store->accountOfKey(key_id).value();
-      TaskRecord t{task_id, account, key_id, "req_" + task_id, "fast", "", "", "", 0, "", 1000, 0,
-                   0};
+      TaskRecord t{
+          task_id, account, key_id, "req_" + task_id, "fast", TaskStatus::kQueued, "", "", 0, "",
+          1000,    0,       0};
       BOOST_REQUIRE(f.store->createTask(t).isOk());
       std::string result = R"({"replies":[{"text":"hi","score":)" + n.text +
                            R"(,"eq_analysis":"x"}],"tokens_used":1})";
@@ -843,15 +855,15 @@ BOOST_AUTO_TEST_CASE(migrate_status_changes_nothing_and_migrate_applies_what_is_
   std::string out, err;
   BOOST_TEST(run({"migrate", "--status"}, &out, &err) == eq::tools::kExitOk);
   BOOST_TEST(out.find("001_init  pending") != std::string::npos, out);
-  BOOST_TEST(out.find("0 of 7 applied") != std::string::npos, out);
+  BOOST_TEST(out.find("0 of 8 applied") != std::string::npos, out);
   BOOST_TEST(run({"migrate", "--status"}, &out, &err) == eq::tools::kExitOk);
-  BOOST_TEST(out.find("0 of 7 applied") != std::string::npos, out);  // still nothing
+  BOOST_TEST(out.find("0 of 8 applied") != std::string::npos, out);  // still nothing
   BOOST_TEST(run({"migrate"}, &out, &err) == eq::tools::kExitOk);
-  BOOST_TEST(out.find("applied 007_republish") != std::string::npos, out);
+  BOOST_TEST(out.find("applied 008_signin_ids") != std::string::npos, out);
   BOOST_TEST(run({"migrate"}, &out, &err) == eq::tools::kExitOk);
-  BOOST_TEST(out == "up to date (7 migrations)\n");
+  BOOST_TEST(out == "up to date (8 migrations)\n");
   BOOST_TEST(run({"migrate", "--status"}, &out, &err) == eq::tools::kExitOk);
-  BOOST_TEST(out.find("7 of 7 applied") != std::string::npos, out);
+  BOOST_TEST(out.find("8 of 8 applied") != std::string::npos, out);
   BOOST_TEST(out.find("001_init  applied 20") != std::string::npos, out);
   // The store opens the migrated file as it is.
   BOOST_TEST(eq::Store::open(path).isOk());
