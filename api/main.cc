@@ -18,9 +18,25 @@
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/timefmt.h"
+#include "common/usage.h"
 #include "store/store.h"
 
 namespace {
+
+constexpr char kUsage[] =
+    "usage: eq-api [-h | --help]\n"
+    "\n"
+    "EQ Reply's HTTP API and developer center: validates and authenticates\n"
+    "requests, charges quota, publishes jobs to RabbitMQ and answers sync calls\n"
+    "with a worker's result; async tasks are answered once the broker has them.\n"
+    "Runs until SIGTERM or SIGINT, then finishes in-flight requests and exits.\n"
+    "\n"
+    "It takes no other arguments. Its configuration is the environment\n"
+    "(EQ_HTTP_HOST, EQ_HTTP_PORT, EQ_DB_PATH, EQ_AMQP_URL, EQ_INTERNAL_KEY,\n"
+    "EQ_PORTAL_URL, ...): the table under \"Configuration\" in README.md lists\n"
+    "every variable and its default. A bad configuration exits 2.\n"
+    "\n"
+    "  -h, --help   print this and exit\n";
 
 struct Process {
   uv_loop_t* loop;
@@ -70,7 +86,9 @@ void onSignal(uv_signal_t* handle, int signum) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (eq::cli::wantsHelp(argc, argv)) return eq::cli::usage(kUsage);
+  if (argc > 1) return eq::cli::usage(kUsage, std::string("unknown argument: ") + argv[1]);
   eq::restrictNewFiles();  // before any file is created: common/file_modes.h
   eq::log::setComponent("api");
   eq::tuneAllocator();

@@ -15,6 +15,7 @@
 #include "common/file_modes.h"
 #include "common/log.h"
 #include "common/metrics_server.h"
+#include "common/usage.h"
 #include "dispatcher/dispatcher.h"
 #include "dispatcher/metrics.h"
 #include "dispatcher/sender.h"
@@ -22,13 +23,32 @@
 
 namespace {
 
+constexpr char kUsage[] =
+    "usage: eq-dispatcher [-h | --help]\n"
+    "\n"
+    "EQ Reply's event consumer and webhook sender: records the task events the\n"
+    "workers publish (running, succeeded, failed; a failure refunds its unit),\n"
+    "settles the charges of an eq-api that died, and delivers signed webhooks\n"
+    "with retries kept in the database. Serves GET /metrics and /healthz on\n"
+    "EQ_METRICS_PORT (default 9102). Runs until SIGTERM or SIGINT.\n"
+    "\n"
+    "It takes no other arguments. Its configuration is the environment\n"
+    "(EQ_DB_PATH, EQ_AMQP_URL, EQ_INTERNAL_KEY, EQ_WEBHOOK_ALLOW_CIDRS,\n"
+    "EQ_WEBHOOK_RETRY_SCHEDULE, ...): the table under \"Configuration\" in\n"
+    "README.md lists every variable and its default. A bad configuration\n"
+    "exits 2.\n"
+    "\n"
+    "  -h, --help   print this and exit\n";
+
 std::atomic<bool> g_stop{false};  // written by the signal handler only
 
 void onSignal(int) { g_stop.store(true); }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (eq::cli::wantsHelp(argc, argv)) return eq::cli::usage(kUsage);
+  if (argc > 1) return eq::cli::usage(kUsage, std::string("unknown argument: ") + argv[1]);
   eq::restrictNewFiles();  // before any file is created: common/file_modes.h
   eq::log::setComponent("dispatcher");
   eq::tuneAllocator();

@@ -15,19 +15,29 @@ delivery id (deliveries are at-least-once), and answers before doing any
 work, because the service counts an attempt as failed if no 2xx arrives
 within 10 s.
 
+Two kinds of event arrive, both signed the same way:
+  task.succeeded, task.failed  a task's result (X-Service-Event names it)
+  test                         the developer center's "Send test event":
+                               {"event": "test", "delivery_id", "created_at",
+                               "timestamp"}, no task; verified, answered 204
+                               and logged as a test, nothing else
+
     EQ_WEBHOOK_SECRET=whsec_... python3 webhook_receiver.py --port 9000
 
 Answers:
   204  verified (or a duplicate of a delivery already accepted)
   400  webhook-id or webhook-timestamp is missing or malformed, the body is not the JSON
-       the service sends, or the timestamp is more than --tolerance seconds
-       away from now (a replayed or delayed request)
+       the service sends (a task event or a test event), or the timestamp is
+       more than --tolerance seconds away from now (a replayed or delayed
+       request)
   401  a signature is missing or does not match
   404  another path than --path
 
 Every request prints one JSON line on stdout, for example
   {"verdict": "accepted", "delivery_id": "dlv_...", "task_id": "tsk_...",
    "event": "task.succeeded", "verified": ["x-service-signature", "standard-webhooks"]}
+  {"verdict": "accepted", "delivery_id": "dlv_...", "event": "test",
+   "verified": ["x-service-signature", "standard-webhooks"]}
   {"verdict": "rejected", "status": 401, "reason": "webhook-signature does not match"}
 """
 
@@ -131,8 +141,15 @@ class Receiver:
             event = json.loads(body)
         except ValueError:
             raise Rejected(400, "body is not JSON")
-        if not isinstance(event, dict) or "task_id" not in event:
-            raise Rejected(400, "body is not a task event")
+        # The event is read from the signed body, not from X-Service-Event,
+        # which no signature covers.
+        if not isinstance(event, dict):
+            raise Rejected(400, "body is not a JSON object")
+        if event.get("event") == "test":
+            if event.get("delivery_id") != msg_id:
+                raise Rejected(400, "test event: delivery_id and webhook-id differ")
+        elif "task_id" not in event:
+            raise Rejected(400, "body is neither a task event nor a test event")
         # X-Service-Signature covers the body only; the body's own timestamp
         # is what protects that scheme against replays.
         check_timestamp(event.get("timestamp"), "body timestamp", self.tolerance_s, now)
@@ -190,7 +207,12 @@ def make_handler(receiver, path):
             fresh = receiver.first_time(delivery_id)
             # Answer first, work later: the service waits at most 10 s.
             self.answer(204)
-            if fresh:
+            if event.get("event") == "test":
+                # The developer center shows this answer; there is no work.
+                log({"verdict": "accepted" if fresh else "duplicate",
+                     "delivery_id": delivery_id, "event": "test",
+                     "verified": ["x-service-signature", "standard-webhooks"]})
+            elif fresh:
                 receiver.events.put((delivery_id, event))
             else:
                 log({"verdict": "duplicate", "delivery_id": delivery_id,

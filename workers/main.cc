@@ -1,4 +1,4 @@
-// eq-worker --mode fast|standard|perfect [--analyze] | --analyze-only
+// eq-worker --mode fast|standard|perfect [--analyze] | --analyze-only | --help
 // Consumes one mode's queue (and the analyze queue with --analyze) until
 // SIGTERM/SIGINT, then finishes the jobs in hand (up to
 // EQ_WORKER_STOP_GRACE_MS) and exits.
@@ -16,6 +16,7 @@
 #include "common/file_modes.h"
 #include "common/log.h"
 #include "common/metrics_server.h"
+#include "common/usage.h"
 #include "workers/engine/factory.h"
 #include "workers/worker.h"
 
@@ -25,15 +26,35 @@ std::atomic<bool> g_stop{false};  // written by the signal handler only
 
 void onSignal(int) { g_stop.store(true); }
 
-int usage() {
-  std::fputs("usage: eq-worker --mode fast|standard|perfect [--analyze]\n"
-             "       eq-worker --analyze-only\n", stderr);
-  return 2;
-}
+constexpr char kUsage[] =
+    "usage: eq-worker --mode fast|standard|perfect [--analyze]\n"
+    "       eq-worker --analyze-only\n"
+    "       eq-worker -h | --help\n"
+    "\n"
+    "EQ Reply's worker: consumes one mode's jobs from RabbitMQ (its classic\n"
+    "queue for sync calls, its quorum queue for async tasks), runs the engine,\n"
+    "publishes each result or task event and acks the job once the broker has\n"
+    "confirmed it. Never opens the database. Serves GET /metrics and /healthz on\n"
+    "EQ_METRICS_PORT (default 9101). On SIGTERM or SIGINT, returns the jobs it\n"
+    "has not started and gives running ones EQ_WORKER_STOP_GRACE_MS to finish.\n"
+    "\n"
+    "  --mode M         consume mode M's queues: fast, standard or perfect\n"
+    "  --analyze        also consume the analyze queues (POST /api/v1/analyze)\n"
+    "  --analyze-only   consume only the analyze queues (no --mode)\n"
+    "  -h, --help       print this and exit\n"
+    "\n"
+    "The engine is EQ_ENGINE: builtin (the default; no language model, replies\n"
+    "written for the situation a message is in) or llm (an OpenAI-compatible\n"
+    "server, EQ_LLM_BASE_URL and EQ_LLM_MODEL; docs/engine.md). The rest of its\n"
+    "configuration is the environment too (EQ_AMQP_URL, EQ_INTERNAL_KEY,\n"
+    "EQ_WORKER_CONCURRENCY, EQ_WORKER_PREFETCH, ...): the table under\n"
+    "\"Configuration\" in README.md lists every variable and its default.\n"
+    "A bad configuration or usage exits 2.\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (eq::cli::wantsHelp(argc, argv)) return eq::cli::usage(kUsage);
   eq::restrictNewFiles();  // before any file is created: common/file_modes.h
   eq::log::setComponent("worker");
   eq::tuneAllocator();
@@ -44,11 +65,13 @@ int main(int argc, char** argv) {
     if (a == "--mode" && i + 1 < argc) opts.mode = argv[++i];
     else if (a == "--analyze") opts.analyze = true;
     else if (a == "--analyze-only") analyze_only = opts.analyze = true;
-    else return usage();
+    else return eq::cli::usage(kUsage, "unknown argument: " + a);
   }
-  if (analyze_only ? !opts.mode.empty()
-                   : (opts.mode != "fast" && opts.mode != "standard" && opts.mode != "perfect")) {
-    return usage();
+  if (analyze_only && !opts.mode.empty()) {
+    return eq::cli::usage(kUsage, "--analyze-only takes no --mode");
+  }
+  if (!analyze_only && opts.mode != "fast" && opts.mode != "standard" && opts.mode != "perfect") {
+    return eq::cli::usage(kUsage, "--mode fast, standard or perfect is required");
   }
 
   eq::Result<eq::Config> cfg = eq::Config::fromEnv();

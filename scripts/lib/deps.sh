@@ -26,9 +26,11 @@ EQ_DEPS_BENCH_ONLY=(python3-fastapi uvicorn python3-uvloop python3-httptools pyt
 # clang with libFuzzer and the sanitizer runtimes: scripts/fuzz and the
 # sanitizer builds of scripts/test (issue 13).
 EQ_DEPS_FUZZ=(clang libclang-rt-14-dev)
-# The shared libraries the binaries link, for the container's runtime stage,
-# which needs neither compilers nor a broker.
-EQ_DEPS_LIBS=(libstdc++6 libuv1 librabbitmq4 libsqlite3-0 libpq5 libcurl4 libssl3 libhttp-parser2.9 ca-certificates)
+# The container's runtime stage, which needs neither compilers nor a broker:
+# the shared libraries the binaries link, and sqlite3 for online backups of
+# /data/eq.db (docs/operations.md, "Backing up the SQLite file").
+EQ_DEPS_LIBS=(libstdc++6 libuv1 librabbitmq4 libsqlite3-0 libpq5 libcurl4 libssl3 libhttp-parser2.9 ca-certificates
+    sqlite3)
 
 # "apt-get update at most once": remembered for the whole process, so several
 # eq_install_deps calls in one script do not refresh the lists repeatedly

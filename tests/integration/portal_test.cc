@@ -149,6 +149,22 @@ std::string spawnApi(Stack& stack, const std::string& name,
   return base;
 }
 
+// Presses "Send test event" and waits (up to 20 s) until the delivery is no
+// longer pending; returns GET /portal/api/deliveries/{id}.
+rapidjson::Document sentTestEvent(const Client& c) {
+  HttpResult sent = c.post("/portal/api/webhooks/test", "{}");
+  BOOST_REQUIRE_MESSAGE(sent.status == 200, sent.body);
+  std::string id = parse(sent)["data"]["delivery_id"].GetString();
+  int64_t started = nowMs();
+  rapidjson::Document d;
+  do {
+    sleepMs(100);
+    d = parse(c.get("/portal/api/deliveries/" + id));
+  } while (std::string(d["data"]["delivery"]["status"].GetString()) == "pending" &&
+           nowMs() - started < 20000);
+  return d;
+}
+
 // A free loopback port for a process to listen on (closed again at once).
 int freePort() {
   int fd = -1;
@@ -587,17 +603,9 @@ BOOST_AUTO_TEST_CASE(the_webhook_url_needs_the_password_and_a_test_event_cannot_
         ann.post("/portal/api/webhooks/url", jsonBody({{"url", url}, {"password", kPassword}}));
     BOOST_REQUIRE_MESSAGE(set.status == 200, set.body);
     BOOST_TEST(defaultUrl() == url);
-    HttpResult sent = ann.post("/portal/api/webhooks/test", "{}");
-    BOOST_REQUIRE_MESSAGE(sent.status == 200, sent.body);
-    std::string id = parse(sent)["data"]["delivery_id"].GetString();
     int64_t started = nowMs();
-    std::string status = "pending";
-    rapidjson::Document d;
-    while (status == "pending" && nowMs() - started < 20000) {
-      sleepMs(100);
-      d = parse(ann.get("/portal/api/deliveries/" + id));
-      status = d["data"]["delivery"]["status"].GetString();
-    }
+    rapidjson::Document d = sentTestEvent(ann);
+    std::string status = d["data"]["delivery"]["status"].GetString();
     int64_t waited = nowMs() - started;
     BOOST_REQUIRE_MESSAGE(status == "failed", url << ": " << status);
     const rapidjson::Value& a = d["data"]["attempts"][0];
@@ -612,6 +620,62 @@ BOOST_AUTO_TEST_CASE(the_webhook_url_needs_the_password_and_a_test_event_cannot_
   ::close(closed_fd);
   BOOST_TEST(errors[0] == "could not connect");
   BOOST_TEST(errors[1] == "could not connect");
+}
+
+// Issue 28 (3): the test event the dispatcher sends for "Send test event"
+// ({event: "test", delivery_id, created_at, timestamp}, README "Webhooks")
+// passes both off-the-shelf verifiers and matches the OpenAPI callback
+// (WebhookTestEvent), and examples/webhook_receiver.py verifies it, answers 204 and
+// logs it as a test, so the page shows the project's own receiver working.
+BOOST_AUTO_TEST_CASE(a_test_event_is_signed_documented_and_accepted_by_the_example_receiver) {
+  StackOptions o = portalOnly({{"EQ_WEBHOOK_ALLOW_CIDRS", "127.0.0.1/32"}});
+  o.dispatcher = true;
+  Stack stack(o);
+  Client ann = invitedAndSignedIn(stack, "ann@example.com");
+  HttpResult revealed =
+      ann.post("/portal/api/webhooks/secret", jsonBody({{"password", kPassword}}));
+  BOOST_REQUIRE_MESSAGE(revealed.status == 200, revealed.body);
+  const std::string secret = parse(revealed)["data"]["secret"].GetString();
+  auto pointAt = [&](const std::string& url) {
+    HttpResult set =
+        ann.post("/portal/api/webhooks/url", jsonBody({{"url", url}, {"password", kPassword}}));
+    BOOST_REQUIRE_MESSAGE(set.status == 200, set.body);
+  };
+
+  eq::it::HookServer capture;
+  pointAt(capture.url());
+  rapidjson::Document d = sentTestEvent(ann);
+  BOOST_TEST(std::string(d["data"]["delivery"]["status"].GetString()) == "delivered");
+  BOOST_REQUIRE(capture.waitFor(1, 5000));
+  const ReceivedWebhook genuine = capture.received().at(0).webhook;
+  BOOST_TEST(genuine.headers.at("x-service-event") == "test");
+  rapidjson::Document body;
+  body.Parse(genuine.body.c_str());
+  BOOST_REQUIRE(body.IsObject());
+  BOOST_TEST(std::string(body["event"].GetString()) == "test");
+  BOOST_TEST(std::string(body["delivery_id"].GetString()) == genuine.headers.at("webhook-id"));
+  BOOST_TEST(body["created_at"].IsString());
+  BOOST_TEST(std::to_string(body["timestamp"].GetInt64()) ==
+             genuine.headers.at("webhook-timestamp"));
+  std::string verdict;
+  BOOST_TEST(eq::it::verifyWithNpm(secret, genuine, &verdict, /*against_openapi=*/true), verdict);
+
+  Process receiver(
+      "receiver",
+      {"/usr/bin/python3",
+       std::string(std::getenv("EQ_SOURCE_DIR")) + "/examples/webhook_receiver.py", "--port", "0"},
+      {{"EQ_WEBHOOK_SECRET", secret}}, stack.dir() + "/receiver.log");
+  std::string listening = receiver.waitForLog("\"listening\"", 10000);
+  size_t at = listening.find("http://");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, listening);
+  pointAt(listening.substr(at, listening.find('"', at) - at));
+  d = sentTestEvent(ann);
+  BOOST_TEST(std::string(d["data"]["delivery"]["status"].GetString()) == "delivered");
+  BOOST_TEST(d["data"]["attempts"][0]["http_status"].GetInt() == 204);
+  std::string id = d["data"]["delivery"]["delivery_id"].GetString();
+  std::string line = receiver.waitForLog(id, 5000);
+  BOOST_TEST(contains(line, "\"verdict\": \"accepted\""), line);
+  BOOST_TEST(contains(line, "\"event\": \"test\""), line);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

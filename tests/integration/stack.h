@@ -306,9 +306,11 @@ class HookServer {
 // Runs tests/webhook-verify/verify.js (node with @octokit/webhooks-methods
 // and standardwebhooks, installed by scripts/test) on a received webhook.
 // True only when both off-the-shelf verifiers accept it with `secret`;
-// *output gets what the script printed.
+// *output gets what the script printed. With `against_openapi` (always under
+// EQ_TEST_PRISM=1) the webhook must also match the taskFinished callback of
+// schema/openapi.yaml (tests/openapi/check-webhook.js).
 bool verifyWithNpm(const std::string& secret, const ReceivedWebhook& w,
-                   std::string* output = nullptr);
+                   std::string* output = nullptr, bool against_openapi = false);
 
 }  // namespace eq::it
 

@@ -15,12 +15,36 @@
 #include "common/defaults.h"
 #include "common/file_modes.h"
 #include "common/log.h"
+#include "common/usage.h"
 #include "tools/mcp/api_client.h"
 #include "tools/mcp/config.h"
 #include "tools/mcp/server.h"
 #include "tools/mcp/stdio.h"
 
-int main() {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: eq-mcp [-h | --help]\n"
+    "\n"
+    "A Model Context Protocol server for EQ Reply: an MCP client (a desktop\n"
+    "assistant, an agent) starts it and speaks newline-delimited JSON-RPC on its\n"
+    "stdin and stdout; its tools (generate_reply, generate_reply_async,\n"
+    "get_task, analyze_message, get_quota) call the EQ Reply HTTP API. Logs go\n"
+    "to stderr. Exits 0 at the end of stdin or on SIGTERM/SIGINT.\n"
+    "\n"
+    "It takes no other arguments. Its configuration is the environment:\n"
+    "EQ_API_KEY (required), EQ_API_URL (default http://127.0.0.1:8080),\n"
+    "EQ_MCP_TIMEOUT_MS, EQ_LOG_LEVEL; README.md (\"MCP server\" and\n"
+    "\"Configuration\") has the client configuration and every default.\n"
+    "A missing EQ_API_KEY or a bad variable exits 2.\n"
+    "\n"
+    "  -h, --help   print this and exit\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (eq::cli::wantsHelp(argc, argv)) return eq::cli::usage(kUsage);
+  if (argc > 1) return eq::cli::usage(kUsage, std::string("unknown argument: ") + argv[1]);
   eq::restrictNewFiles();  // before any file is created: common/file_modes.h
   eq::log::setComponent("mcp");
   eq::Result<eq::mcp::McpConfig> cfg =

@@ -13,9 +13,10 @@ namespace {
 // a unit test parses every one of them. Nullable fields use JSON Schema's
 // type arrays, which is what MCP clients validate with (not OpenAPI's
 // `nullable`).
-#define EQ_MODE_SCHEMA                                                                        \
-  R"({"type":"string","enum":["fast","standard","perfect"],"description":"fast: about 3 s; )" \
-  R"(standard: deep reasoning; perfect: compares several strategies (slowest; prefer )"       \
+#define EQ_MODE_SCHEMA                                                                       \
+  R"({"type":"string","enum":["fast","standard","perfect"],"description":"fast: one )"       \
+  R"(strategy; standard: the two or three best strategies ranked together; perfect: every )" \
+  R"(strategy that applies, compared (with a language model the slowest; prefer )"           \
   R"(generate_reply_async for it). Each call uses one unit of this mode's quota."})"
 
 #define EQ_REPLY_REQUEST_PROPERTIES                                                           \

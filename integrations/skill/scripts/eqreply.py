@@ -9,8 +9,9 @@ folder is copied. Every command prints exactly one JSON object on stdout:
      "msg": "...", "request_id": "...",              what to do about it
      "retryable": false, "retry_after": null, "hint": "..."}
 
-Exit status: 0 success, 1 the API answered with an error, 2 bad usage,
-3 the API could not be reached.
+Exit status: 0 success, 1 the API answered with an error, 2 bad usage
+(the same object with "status": null, the problem in "msg" and the
+command's "usage"), 3 the API could not be reached.
 
 Configuration: EQ_API_KEY (required, never printed), EQ_API_URL (default
 http://127.0.0.1:8080).
@@ -226,8 +227,35 @@ def cmd_task(client, args):
     return client.call("GET", f"/api/v1/task/{args.task_id}")
 
 
+class UsageError(Exception):
+    def __init__(self, msg, usage):
+        super().__init__(msg)
+        self.msg = msg
+        self.usage = usage
+
+
+class JsonErrorParser(argparse.ArgumentParser):
+    """argparse prints its errors as text and exits 2; an agent reads one
+    JSON object on stdout whatever happens (SKILL.md), so a bad argument
+    becomes the same error object as an API error, with status null, and
+    exit status 2. Subcommand parsers are of this class too (argparse makes
+    them with the parent's class). --help still prints text and exits 0."""
+
+    def error(self, message):
+        raise UsageError(message, self.format_usage().strip())
+
+
+def usage_error(e):
+    print(json.dumps({
+        "ok": False, "status": None, "code": None, "msg": e.msg, "request_id": None,
+        "retryable": False, "retry_after": None, "usage": e.usage,
+        "hint": "fix the arguments; `eqreply.py COMMAND --help` lists them",
+    }, ensure_ascii=False))
+    return 2
+
+
 def build_parser():
-    p = argparse.ArgumentParser(prog="eqreply", description=__doc__.split("\n\n")[0])
+    p = JsonErrorParser(prog="eqreply", description=__doc__.split("\n\n")[0])
     p.add_argument("--retries", type=int, default=3,
                    help="retries of a 429, 503, 504 or lost connection (default 3)")
     p.add_argument("--max-wait", type=int, default=60,
@@ -267,16 +295,24 @@ def build_parser():
     return p
 
 
-def main(argv=None):
+def parse_arguments(argv):
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "wait", False) and args.command == "reply" and not args.use_async:
         parser.error("--wait needs --async")
     if getattr(args, "webhook_url", None) and not args.use_async:
         parser.error("--webhook-url needs --async")
-    api_key = os.environ.get("EQ_API_KEY", "").strip()
-    if not api_key:
+    if not os.environ.get("EQ_API_KEY", "").strip():
         parser.error("set EQ_API_KEY to your API key (eq_live_... or eq_test_...)")
+    return args
+
+
+def main(argv=None):
+    try:
+        args = parse_arguments(argv)
+    except UsageError as e:
+        return usage_error(e)
+    api_key = os.environ["EQ_API_KEY"].strip()
     client = Client(os.environ.get("EQ_API_URL", "http://127.0.0.1:8080"), api_key,
                     max(args.retries, 0), max(args.max_wait, 0))
     try:
