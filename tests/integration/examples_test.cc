@@ -255,6 +255,8 @@ BOOST_AUTO_TEST_CASE(python_receiver_accepts_a_signed_test_event_and_refuses_for
   const std::string stale_id = "dlv_01JTEST0000000000000000003";
   const std::string stale = testEvent(stale_id, now_s - 600);
   BOOST_TEST(deliver(hook_url, signHeaders(secret, stale_id, now_s - 600, stale), stale) == 400);
+  // The receiver answers before it logs: wait for the last rejection's line.
+  receiver.waitForLog("webhook-timestamp is 6", 5000);  // 600 s away
 
   std::string log = readFile(dir + "/receiver.log");
   BOOST_TEST(log.find("X-Service-Signature does not match") != std::string::npos, log);
