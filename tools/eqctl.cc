@@ -1,5 +1,5 @@
-// eqctl: the operator's CLI (keys, quota, tasks, webhook deliveries, stats). Opens EQ_DB_PATH and
-// runs one command; see tools/eqctl_commands.h.
+// eqctl: the operator's CLI (keys, quota, tasks, webhook deliveries, stats). Opens EQ_DB_URL (or
+// EQ_DB_PATH) and runs one command; see tools/eqctl_commands.h.
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -22,11 +22,11 @@ int main(int argc, char** argv) {
   if (!args.empty() && args[0] == "migrate" && !eq::tools::isHelpRequest(args)) {
     const char* url = std::getenv("EQ_DB_URL");
     const char* path = std::getenv("EQ_DB_PATH");
-    const std::string dbUrl = (url != nullptr && *url != '\0')
-                                  ? std::string(url)
-                                  : "sqlite:" + std::string((path != nullptr && *path != '\0')
-                                                                ? path
-                                                                : eq::defaults::kDbPath);
+    const std::string dbUrl =
+        (url != nullptr && *url != '\0')
+            ? std::string(url)
+            : "sqlite:" +
+                  std::string((path != nullptr && *path != '\0') ? path : eq::defaults::kDbPath);
     return eq::tools::runMigrate(dbUrl, args, std::cout, std::cerr);
   }
   eq::Result<eq::Config> cfg = eq::Config::fromEnv();
@@ -36,10 +36,11 @@ int main(int argc, char** argv) {
   }
   // Help never reads the database; an in-memory one spares `eqctl --help`
   // from creating EQ_DB_PATH where it is run.
-  auto store = eq::Store::open(eq::tools::isHelpRequest(args) ? ":memory:" : cfg.value().db_path);
+  auto store =
+      eq::Store::openUrl(eq::tools::isHelpRequest(args) ? "sqlite::memory:" : cfg.value().db_url);
   if (!store.isOk()) {
     std::cerr << "eqctl: " << store.status().msg() << "\n";
-    return 1;
+    return store.status().code() == 503 ? 1 : 2;
   }
   eq::tools::EqctlOptions options;
   options.env = cfg.value().env;
