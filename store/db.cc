@@ -83,6 +83,10 @@ std::string numberPlaceholders(std::string_view sql) {
 }
 
 Result<int64_t> Db::exec(const Sql& sql, std::initializer_list<Value> values, const RowFn& onRow) {
+  return execValues(sql, std::span<const Value>(values.begin(), values.size()), onRow);
+}
+
+Result<int64_t> Db::execValues(const Sql& sql, std::span<const Value> values, const RowFn& onRow) {
   Result<int64_t> out = run(sql, values, onRow);
   noteResult(out.isOk(), out.isOk() ? out.value() : 0);
   return out;

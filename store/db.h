@@ -27,6 +27,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -119,6 +120,10 @@ class Db {
   // every row. The number of rows the statement changed (0 for a SELECT).
   Result<int64_t> exec(const Sql& sql, std::initializer_list<Value> values = {},
                        const RowFn& onRow = {});
+  // The same with as many values as the caller has at run time (a row of
+  // a table read from its catalog).
+  Result<int64_t> execValues(const Sql& sql, std::span<const Value> values,
+                             const RowFn& onRow = {});
   // Runs statements without values, separated by ';' (a schema, a
   // migration), in the engine's own text.
   Status script(std::string_view sql);
@@ -155,7 +160,7 @@ class Db {
   Db() = default;
 
   enum class Control { kBegin, kCommit, kRollback, kSavepoint, kRelease, kRollbackTo };
-  virtual Result<int64_t> run(const Sql& sql, std::initializer_list<Value> values,
+  virtual Result<int64_t> run(const Sql& sql, std::span<const Value> values,
                               const RowFn& onRow) = 0;
   virtual Status runScript(std::string_view sql) = 0;
   // One transaction-control statement; depth names the savepoint.

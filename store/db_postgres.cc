@@ -176,7 +176,7 @@ class PostgresDb final : public Db {
 
   // A lost connection is reopened here, by the next statement; its prepared
   // statements went with it.
-  Result<int64_t> run(const Sql& sql, std::initializer_list<Value> values,
+  Result<int64_t> run(const Sql& sql, std::span<const Value> values,
                       const RowFn& onRow) override {
     if (Status st = ready(); !st.isOk()) return st;
     // Keyed by the text written (PostgreSQL's where it has one), numbered
@@ -256,7 +256,7 @@ class PostgresDb final : public Db {
   // stands, so a statement where it cannot (`SELECT ?` inserted into a
   // bigint column) casts it in its PostgreSQL text. Declaring numbers as
   // bigint would break calls of functions that take an integer.
-  Result<Prepared> prepare(std::string_view source, std::initializer_list<Value> values) {
+  Result<Prepared> prepare(std::string_view source, std::span<const Value> values) {
     const std::string text = numberPlaceholders(source);
     std::vector<Oid> types;
     for (const Value& v : values) {

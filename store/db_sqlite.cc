@@ -84,7 +84,7 @@ class SqliteDb final : public Db {
   }
 
  protected:
-  Result<int64_t> run(const Sql& sql, std::initializer_list<Value> values,
+  Result<int64_t> run(const Sql& sql, std::span<const Value> values,
                       const RowFn& onRow) override {
     Result<sqlite3_stmt*> prepared = statement(sql.sqlite);
     if (!prepared.isOk()) return prepared.status();

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "store/store.h"
 #include "tools/eqctl_commands.h"
+#include "tools/store_copy.h"
 
 int main(int argc, char** argv) {
   eq::restrictNewFiles();  // before any file is created: common/file_modes.h
@@ -33,6 +34,10 @@ int main(int argc, char** argv) {
   if (!cfg.isOk()) {
     std::cerr << "eqctl: " << cfg.status().msg() << "\n";
     return 2;
+  }
+  // store copy opens both stores itself: the source is the one configured.
+  if (!args.empty() && args[0] == "store" && !eq::tools::isHelpRequest(args)) {
+    return eq::tools::runStoreCopy(cfg.value().db_url, args, std::cout, std::cerr);
   }
   // Help never reads the database; an in-memory one spares `eqctl --help`
   // from creating EQ_DB_PATH where it is run.

@@ -606,7 +606,7 @@ Process* Stack::process(const std::string& name) {
 Stack::~Stack() {
   stopAll();
   httpRequest("DELETE", mgmt_ + "/api/vhosts/" + vhost_, {env_["EQ_MGMT_AUTH"]});
-  if (onPostgres() && std::getenv("EQ_TEST_KEEP") == nullptr) {
+  if (!pg_schema_.empty() && std::getenv("EQ_TEST_KEEP") == nullptr) {
     db_.reset();
     if (auto admin = store::Db::open(store::DbUrl::parse(requireEnv("EQ_TEST_PG_URL")).value());
         admin.isOk()) {

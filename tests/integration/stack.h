@@ -180,7 +180,7 @@ class Stack {
   const std::string& dbUrl() const { return env_.at("EQ_DB_URL"); }
   std::unique_ptr<store::Db> openDb() const;
   store::Db& db() const;
-  bool onPostgres() const { return !pg_schema_.empty(); }
+  bool onPostgres() const { return dbUrl().starts_with("postgres"); }
   // The SQLite file, for the suites that are about the file itself (disk
   // full, backups); fails the test on PostgreSQL.
   const std::string& dbPath() const;

@@ -19,10 +19,14 @@
 //     meanwhile, the same processes serve again after, and every call
 //     answered 200 has its task, which succeeds.
 // Runs only on PostgreSQL (ctest two_hosts sets EQ_TEST_STORE=postgres).
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 #include <signal.h>
 
 #include <atomic>
 #include <boost/test/unit_test.hpp>
+#include <cctype>
+#include <cstdlib>
 #include <ctime>
 #include <functional>
 #include <map>
@@ -364,6 +368,110 @@ BOOST_AUTO_TEST_CASE(postgresql_restarted_under_load_answers_503_meanwhile_and_l
   BOOST_TEST(queryInt(stack, "SELECT count(*) FROM tasks WHERE status = 'succeeded'") ==
              static_cast<int64_t>(accepted.size()));
   BOOST_TEST(eq::it::quotaOf(stack, key, "fast") == 100000 - static_cast<int64_t>(accepted.size()));
+}
+
+// `eqctl store copy` (issue 23, item 6): a SQLite deployment with keys,
+// quota spent, tasks, deliveries and a developer-center invitation, stopped
+// and copied into a new PostgreSQL schema, reads back the same through the
+// API and eqctl once the stack runs on the copy.
+BOOST_AUTO_TEST_CASE(store_copy_moves_a_stopped_sqlite_deployment_onto_postgresql) {
+  char tmpl[] = "/tmp/eq-copy-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string server = std::getenv("EQ_TEST_PG_URL");
+  const std::string schema = "copy_" + dir.substr(dir.size() - 6);
+  std::string lowered;
+  for (char c : schema) lowered += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto admin = eq::store::Db::open(eq::store::DbUrl::parse(server).value());
+  BOOST_REQUIRE(admin.isOk());
+  BOOST_REQUIRE(admin.value()->script("CREATE SCHEMA " + lowered).isOk());
+  const std::string copy_url = server + "?options=-csearch_path%3D" + lowered;
+
+  eq::it::TaskWebhookReceiver receiver;
+  std::vector<Key> keys;
+  std::vector<std::string> tasks;
+  std::map<std::string, std::string> quota_before, task_before;
+  std::vector<std::string> listings = {"key list", "task list", "delivery list", "account list"};
+  std::map<std::string, std::string> eqctl_before;
+  const auto split = [](const std::string& words) {
+    std::vector<std::string> out;
+    size_t at = 0;
+    for (size_t sp; (sp = words.find(' ', at)) != std::string::npos; at = sp + 1) {
+      out.push_back(words.substr(at, sp - at));
+    }
+    out.push_back(words.substr(at));
+    return out;
+  };
+  const auto dataOf = [](const HttpResult& r) {
+    rapidjson::Document d = eq::it::parse(r);
+    rapidjson::StringBuffer b;
+    rapidjson::Writer<rapidjson::StringBuffer> w(b);
+    d["data"].Accept(w);
+    return std::string(b.GetString());
+  };
+  {
+    StackOptions o;
+    o.worker_modes = {"fast"};
+    o.env["EQ_DB_URL"] = "sqlite:" + dir + "/eq.db";
+    Stack sqlite(o);
+    BOOST_REQUIRE(!sqlite.onPostgres());
+    for (int k = 0; k < 2; ++k) {
+      keys.push_back(eq::it::createKey(sqlite, "copy-" + std::to_string(k),
+                                       {"--quota-fast", "50", "--rate", "100000"}));
+      for (int i = 0; i < 3; ++i) {
+        BOOST_REQUIRE(
+            eq::it::post(sqlite, "/api/v1/reply",
+                         R"({"mode":"fast","message":"搬家 )" + std::to_string(i) + R"("})",
+                         keys.back())
+                .status == 200);
+        HttpResult r = eq::it::post(sqlite, "/api/v1/reply/async",
+                                    asyncBody(receiver.url(), k * 10 + i), keys.back());
+        BOOST_REQUIRE_MESSAGE(r.status == 200, r.body);
+        tasks.push_back(taskIdOf(r));
+      }
+    }
+    BOOST_REQUIRE(receiver.waitForAll(tasks, 30000));
+    int rc = -1;
+    std::string invite = sqlite.eqctl({"account", "invite", "mover@example.com"}, &rc);
+    BOOST_REQUIRE_MESSAGE(rc == 0, invite);
+    for (const Key& k : keys) quota_before[k.id] = dataOf(eq::it::get(sqlite, "/api/v1/quota", &k));
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      task_before[tasks[i]] = dataOf(eq::it::get(sqlite, "/api/v1/task/" + tasks[i], &keys[i / 3]));
+    }
+    BOOST_REQUIRE(sqlite.stopAll());
+    for (const std::string& l : listings) eqctl_before[l] = sqlite.eqctl(split(l));
+    // Into a database that is not empty: refused, nothing changed.
+    std::string out = sqlite.eqctl({"store", "copy", "--to", copy_url}, &rc);
+    BOOST_REQUIRE_MESSAGE(rc == 0, out);
+    BOOST_TEST(out.find("copied ") != std::string::npos, out);
+    BOOST_TEST(out.find(lowered) != std::string::npos);
+    out = sqlite.eqctl({"store", "copy", "--to", copy_url}, &rc);
+    BOOST_TEST(rc == 2, out);
+    BOOST_TEST(out.find("already holds data") != std::string::npos, out);
+  }
+  {
+    StackOptions o;
+    o.worker_modes = {"fast"};
+    o.env["EQ_DB_URL"] = copy_url;
+    Stack copied(o);
+    for (const Key& k : keys) {
+      BOOST_TEST(dataOf(eq::it::get(copied, "/api/v1/quota", &k)) == quota_before[k.id]);
+    }
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      BOOST_TEST(dataOf(eq::it::get(copied, "/api/v1/task/" + tasks[i], &keys[i / 3])) ==
+                 task_before[tasks[i]]);
+    }
+    for (const std::string& l : listings) {
+      BOOST_TEST(copied.eqctl(split(l)) == eqctl_before[l], "eqctl " << l);
+    }
+    // The copy takes new writes: another call is charged there.
+    BOOST_TEST(eq::it::post(copied, "/api/v1/reply", R"({"mode":"fast","message":"新家"})", keys[0])
+                   .status == 200);
+    BOOST_TEST(copied.eqctl({"account", "invite", "second@example.com"}).find("rror") ==
+               std::string::npos);
+  }
+  (void)admin.value()->script("DROP SCHEMA " + lowered + " CASCADE");
+  int ignored = std::system(("rm -rf '" + dir + "'").c_str());
+  (void)ignored;
 }
 
 BOOST_AUTO_TEST_SUITE_END()
