@@ -30,12 +30,12 @@ Result<DbUrl> DbUrl::parse(std::string_view url) {
 std::string DbUrl::redacted() const {
   if (engine == DbEngine::kSqlite) return "sqlite:" + target;
   std::string out = target;
-  // scheme://user:password@host...: the password between the first ':'
-  // after the scheme and the last '@' of the authority (a password may
-  // hold an unencoded '/' or '@').
+  // scheme://user:password@host...: the password from the first ':' after
+  // the scheme to the last '@' of the whole URL. A password may hold '?',
+  // '@' or '/' unencoded; taking too much (an '@' in a query value) hides
+  // some of the host, which is harmless, never some of the password.
   const size_t start = out.find("://") + 3;
-  const size_t query = out.find('?', start);
-  const size_t at = out.rfind('@', query == std::string::npos ? std::string::npos : query);
+  const size_t at = out.rfind('@');
   if (at != std::string::npos && at > start) {
     const size_t colon = out.find(':', start);
     if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");

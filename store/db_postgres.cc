@@ -34,19 +34,23 @@ constexpr int kDefaultLockTimeoutMs = 5000;
 // a server that cannot be reached answers 503 rather than hanging.
 constexpr const char* kConnectTimeoutS = "3";
 
-// A connection the server refused for a reason that lasts (a wrong password,
-// a role or database that does not exist, no permission): the operator's to
-// fix, not worth trying again. libpq reports it only as text; the server's
-// FATAL messages of a moment that passes (starting up, shutting down, too
-// many clients) are told apart by their words, which servers send in
-// English unless lc_messages says otherwise.
-bool refusedForGood(std::string_view msg) {
-  if (msg.find("FATAL:") == std::string_view::npos) return false;
-  for (std::string_view passing : {"starting up", "shutting down", "too many clients",
-                                   "reserved for", "recovery mode", "not yet accepting"}) {
-    if (msg.find(passing) != std::string_view::npos) return false;
+// A connection that can never work as configured: a value libpq refuses
+// before it reaches any server (a port that is no number, an sslmode it
+// does not know), or a server that answered and refused for good (a wrong
+// password, no pg_hba.conf entry, a role or database that does not exist,
+// no permission). The operator's to fix, not worth trying again; anything
+// else (a server down, starting, shutting down, full, a timeout) passes.
+// libpq reports these only as text, in English unless the server's
+// lc_messages says otherwise: an unknown text is taken for one that passes.
+bool refusedForGood(PGconn* conn, std::string_view msg) {
+  if (PQconnectionNeedsPassword(conn) != 0) return true;
+  for (std::string_view lasting :
+       {"for connection option", "invalid sslmode", "invalid connection option",
+        "password authentication failed", "no pg_hba.conf entry", "does not exist",
+        "permission denied", "authentication method"}) {
+    if (msg.find(lasting) != std::string_view::npos) return true;
   }
-  return true;
+  return false;
 }
 
 // The Status of a failed statement from its SQLSTATE: integrity (class 23)
@@ -131,13 +135,16 @@ class PostgresDb final : public Db {
   // is gone) is the next statement's to report.
   void setLockTimeout(int ms) override {
     lock_timeout_ms_ = ms;
-    if (PQstatus(conn_) == CONNECTION_OK) (void)setUp();
+    needs_setup_ = true;  // applied by the next statement outside a transaction
   }
 
-  // The session settings every connection (and every reconnection) needs.
+  // The session settings every connection (and every reconnection) needs;
+  // until they took, every statement outside a transaction tries again.
   Status setUp() {
-    return runScript(std::string(kSessionSettings) +
-                     "; SET lock_timeout = " + std::to_string(lock_timeout_ms_));
+    Status st = runScript(std::string(kSessionSettings) +
+                          "; SET lock_timeout = " + std::to_string(lock_timeout_ms_));
+    needs_setup_ = !st.isOk();
+    return st;
   }
 
  protected:
@@ -176,8 +183,7 @@ class PostgresDb final : public Db {
 
   // A lost connection is reopened here, by the next statement; its prepared
   // statements went with it.
-  Result<int64_t> run(const Sql& sql, std::span<const Value> values,
-                      const RowFn& onRow) override {
+  Result<int64_t> run(const Sql& sql, std::span<const Value> values, const RowFn& onRow) override {
     if (Status st = ready(); !st.isOk()) return st;
     // Keyed by the text written (PostgreSQL's where it has one), numbered
     // only when prepared: two statements that differ only in their
@@ -285,7 +291,10 @@ class PostgresDb final : public Db {
   // Never inside a transaction: a new connection would run the rest of it
   // in autocommit; the caller rolls back (503) and starts again.
   Status ready() {
-    if (PQstatus(conn_) == CONNECTION_OK) return Status::ok();
+    if (PQstatus(conn_) == CONNECTION_OK) {
+      if (!needs_setup_ || depth() > 0 || in_setup_) return Status::ok();
+      return applySettings();
+    }
     if (depth() > 0) {
       return Status(503, "postgres: the connection was lost during the transaction");
     }
@@ -295,7 +304,15 @@ class PostgresDb final : public Db {
       return Status(503,
                     trimmed(std::string("postgres: connection lost: ") + PQerrorMessage(conn_)));
     }
-    return setUp();
+    return applySettings();
+  }
+
+  // setUp from ready(): its own statement must not come back here.
+  Status applySettings() {
+    in_setup_ = true;
+    Status st = setUp();
+    in_setup_ = false;
+    return st;
   }
 
   // Statements by their text, found by a string_view without building a
@@ -306,6 +323,8 @@ class PostgresDb final : public Db {
   };
   PGconn* conn_;
   int lock_timeout_ms_ = kDefaultLockTimeoutMs;
+  bool needs_setup_ = false;  // the session settings have not taken yet
+  bool in_setup_ = false;     // setUp's own statement is running
   std::unordered_map<std::string, Prepared, TextHash, std::equal_to<>> prepared_;
   uint64_t next_name_ = 0;
 };
@@ -315,25 +334,34 @@ class PostgresDb final : public Db {
 Result<std::unique_ptr<Db>> openPostgres(const std::string& uri) {
   // A URI libpq cannot read is the operator's to fix (400), not a server
   // that is down (503).
+  // libpq's words about a URL it cannot read may quote the password
+  // ("invalid percent-encoded token: ..."): never passed on.
   char* parseError = nullptr;
   PQconninfoOption* options = PQconninfoParse(uri.c_str(), &parseError);
   if (options == nullptr) {
-    Status st(400, trimmed(std::string("bad PostgreSQL URL: ") +
-                           (parseError != nullptr ? parseError : "cannot be read")));
     PQfreemem(parseError);
-    return st;
+    return Status(400,
+                  "the PostgreSQL URL cannot be read (postgresql://USER:PASSWORD@HOST:PORT/DB; "
+                  "percent-encode any of :/?#[]@% in the password)");
   }
   PQconninfoFree(options);
   // Keywords in order, the later winning: the URL's own connect_timeout,
   // if it has one, over ours.
-  const char* const keys[] = {"connect_timeout", "dbname", nullptr};
-  const char* const values[] = {kConnectTimeoutS, uri.c_str(), nullptr};
+  // Keepalives and tcp_user_timeout make a server that vanished (a host
+  // down, a network cut) an error within seconds, not after TCP's quarter
+  // of an hour of retransmissions; statement_timeout, on the server, cannot.
+  const char* const keys[] = {
+      "connect_timeout",  "keepalives",       "keepalives_idle", "keepalives_interval",
+      "keepalives_count", "tcp_user_timeout", "dbname",          nullptr};
+  const char* const values[] = {kConnectTimeoutS, "1",         "10",   "5", "3",
+                                "15000",          uri.c_str(), nullptr};
   PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
   if (conn == nullptr) return Status(503, "postgres: out of memory");
   if (PQstatus(conn) != CONNECTION_OK) {
     const std::string why = trimmed(PQerrorMessage(conn));
+    const bool lasting = refusedForGood(conn, why);
     PQfinish(conn);
-    return Status(refusedForGood(why) ? 400 : 503, "cannot connect to PostgreSQL: " + why);
+    return Status(lasting ? 400 : 503, "cannot connect to PostgreSQL: " + why);
   }
   // Notices (a DROP ... CASCADE listing what went with it) are the server
   // talking to a person at a prompt: libpq would print them on stderr,

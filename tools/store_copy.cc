@@ -1,5 +1,7 @@
 #include "tools/store_copy.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <map>
 #include <memory>
@@ -207,31 +209,25 @@ int runStoreCopy(const std::string& from_url, const std::vector<std::string>& ar
         << kUsage;
     return kExitUsage;
   }
+  // The source must exist: opening a SQLite path that is not there would
+  // create an empty store and "copy" it.
+  if (auto parsed = DbUrl::parse(from_url); parsed.isOk() &&
+                                            parsed.value().engine == DbEngine::kSqlite &&
+                                            ::access(parsed.value().target.c_str(), F_OK) != 0) {
+    err << "eqctl: store copy: no database at " << parsed.value().target
+        << " (EQ_DB_URL or EQ_DB_PATH names the deployment's store)\n";
+    return kExitUsage;
+  }
   auto from = openUrl(from_url, "source");
   if (!from.isOk()) {
     err << "eqctl: store copy: " << from.status().msg() << "\n";
     return exitFor(from.status());
   }
-  auto to = openUrl(to_url, "destination");
-  if (!to.isOk()) {
-    err << "eqctl: store copy: " << to.status().msg() << "\n";
-    return exitFor(to.status());
-  }
   Db& src = *from.value();
-  Db& dst = *to.value();
-  if (src.engine() != DbEngine::kSqlite || dst.engine() != DbEngine::kPostgres) {
+  if (src.engine() != DbEngine::kSqlite) {
     err << "eqctl: store copy: copies a SQLite store (EQ_DB_URL or EQ_DB_PATH) to PostgreSQL "
            "(--to postgresql://...)\n";
     return kExitUsage;
-  }
-  // Both at the newest schema: the source's migrations are applied too, so
-  // that the two have the same tables and columns.
-  for (Db* db : {&src, &dst}) {
-    if (Status st = store::migrate(*db); !st.isOk()) {
-      err << "eqctl: store copy: migrate " << (db == &src ? "source" : "destination") << ": "
-          << st.msg() << "\n";
-      return kExitError;
-    }
   }
   src.setBusyTimeout(10'000);
   store::Transaction read(src);  // on SQLite, also keeps writers out until the copy is done
@@ -239,6 +235,9 @@ int runStoreCopy(const std::string& from_url, const std::vector<std::string>& ar
     err << "eqctl: store copy: the source is busy: " << read.status().msg() << "\n";
     return kExitError;
   }
+  // Stopped, before anything else: a running eq-api (or eq-dispatcher,
+  // which leaves no heartbeat: the operator stops the whole stack) would
+  // write on after the copy, and that would be lost.
   int64_t last_beat = 0;
   if (auto r = src.exec(Sql{"SELECT coalesce(max(heartbeat_at), 0) FROM api_instances"}, {},
                         [&](const Row& row) { last_beat = row.int64(0); });
@@ -248,9 +247,47 @@ int runStoreCopy(const std::string& from_url, const std::vector<std::string>& ar
   }
   if (!force && last_beat > nowMs() - kRunningWithinMs) {
     err << "eqctl: store copy: an eq-api of this deployment beat " << (nowMs() - last_beat) / 1000
-        << " s ago: stop the stack first (what it writes after the copy would be lost), or "
-           "--force if it is gone\n";
+        << " s ago: stop the stack first (eq-api and eq-dispatcher; what they write after the "
+           "copy would be lost), or --force if it is gone\n";
     return kExitUsage;
+  }
+  // The source is read as it is, never migrated here: at exactly the
+  // schema this eqctl knows (tables and columns the destination will have).
+  auto states = store::migrationStatus(src);
+  int64_t recorded = 0;
+  if (auto r = src.exec(Sql{"SELECT count(*) FROM schema_migrations"}, {},
+                        [&](const Row& row) { recorded = row.int64(0); });
+      !states.isOk() || !r.isOk()) {
+    err << "eqctl: store copy: the source's migrations cannot be read: "
+        << (!states.isOk() ? states.status().msg() : r.status().msg()) << "\n";
+    return kExitError;
+  }
+  for (const store::MigrationState& m : states.value()) {
+    if (!m.applied_at_ms) {
+      err << "eqctl: store copy: the source lacks migration " << m.version
+          << ": run `eqctl migrate` on it first (with the stack stopped)\n";
+      return kExitUsage;
+    }
+  }
+  if (recorded > static_cast<int64_t>(states.value().size())) {
+    err << "eqctl: store copy: the source was migrated by a newer EQ Reply (" << recorded
+        << " migrations, this eqctl knows " << states.value().size()
+        << "): copy with that version\n";
+    return kExitUsage;
+  }
+  auto to = openUrl(to_url, "destination");
+  if (!to.isOk()) {
+    err << "eqctl: store copy: " << to.status().msg() << "\n";
+    return exitFor(to.status());
+  }
+  Db& dst = *to.value();
+  if (dst.engine() != DbEngine::kPostgres) {
+    err << "eqctl: store copy: the destination must be PostgreSQL (--to postgresql://...)\n";
+    return kExitUsage;
+  }
+  if (Status st = store::migrate(dst); !st.isOk()) {
+    err << "eqctl: store copy: migrate the destination: " << st.msg() << "\n";
+    return exitFor(st);
   }
   store::Transaction write(dst);
   if (!write.status().isOk()) {
