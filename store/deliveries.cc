@@ -1,6 +1,9 @@
 // Webhook deliveries and their attempts (PRODUCT.md §6).
 #include "store/store.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "common/ids.h"
 #include "common/timefmt.h"
 #include "store/rows.h"
@@ -14,6 +17,9 @@ using store_detail::optText;
 using store_detail::readDelivery;
 
 namespace {
+
+// The longest page of the claim's walk (see claimDueDeliveries).
+constexpr int64_t kMaxClaimPage = 1000;
 
 const Sql kAnyDue{
     "SELECT 1 FROM deliveries WHERE status = 'pending' AND next_attempt_at <= ? LIMIT 1"};
@@ -118,29 +124,52 @@ Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(
   // row, so one account's backlog does not keep later rows of other
   // accounts back. The walk ends at `limit` rows or at the end of the due
   // rows; refused rows are the only ones read without being claimed.
+  //
+  // It reads in pages (LIMIT, then on after the last row read): PostgreSQL
+  // sends a whole result at once, so without a LIMIT a walk that needs 10
+  // rows would read every due row. A page is as long as the claims still
+  // wanted and doubles while refused rows fill them. On PostgreSQL each page
+  // is read FOR UPDATE SKIP LOCKED: the rows another dispatcher is claiming
+  // at that moment are passed over rather than waited for, and the rows
+  // read are locked until this transaction ends, so two dispatchers on
+  // several hosts never take the same row and never queue on each other. A
+  // refused row stays locked (not claimed) until the commit, a few
+  // milliseconds: another dispatcher finds it at its next scan. On SQLite
+  // the transaction holds the write lock: one claimer at a time.
   // INDEXED BY: without statistics SQLite's planner prefers the (status,
   // created_at) index, which reads every pending row, due or not, and sorts
   // them; deliveries_due yields the due rows in order, so the walk reads
-  // only as far as it claims. On PostgreSQL a row another dispatcher claims
-  // meanwhile fails the claim's own conditions, re-read under its row lock.
-  // TODO(issue 23): claim with FOR UPDATE SKIP LOCKED on PostgreSQL, so
-  // that dispatchers on several hosts do not queue on each other's rows.
+  // only as far as it claims.
   Transaction tx(*db_);
   if (!tx.status().isOk()) return tx.status();
   std::vector<std::string> ids;
-  auto walk = exec("read due deliveries",
-                   Sql{"SELECT id, account_id FROM deliveries INDEXED BY deliveries_due "
-                       "WHERE status = 'pending' AND next_attempt_at <= ? "
-                       "ORDER BY next_attempt_at",
-                       "SELECT id, account_id FROM deliveries "
-                       "WHERE status = 'pending' AND next_attempt_at <= ? "
-                       "ORDER BY next_attempt_at"},
-                   {now_ms}, [&](const Row& row) {
-                     if (static_cast<int>(ids.size()) >= limit) return row.stop();
-                     if (!admit || admit(std::string(row.text(1)))) ids.emplace_back(row.text(0));
-                     if (static_cast<int>(ids.size()) >= limit) row.stop();
-                   });
-  if (!walk.isOk()) return walk.status();
+  // Where the last page ended: the walk goes on after (at, id).
+  int64_t after_at = std::numeric_limits<int64_t>::min();
+  std::string after_id;
+  for (int64_t page = limit; static_cast<int>(ids.size()) < limit;
+       page = std::min<int64_t>(page * 2, kMaxClaimPage)) {
+    int64_t read = 0;
+    auto walk = exec(
+        "read due deliveries",
+        Sql{"SELECT id, account_id, next_attempt_at FROM deliveries INDEXED BY deliveries_due "
+            "WHERE status = 'pending' AND next_attempt_at <= ?1 AND "
+            "(next_attempt_at > ?2 OR (next_attempt_at = ?2 AND id > ?3)) "
+            "ORDER BY next_attempt_at, id LIMIT ?4",
+            "SELECT id, account_id, next_attempt_at FROM deliveries "
+            "WHERE status = 'pending' AND next_attempt_at <= $1 AND "
+            "(next_attempt_at > $2 OR (next_attempt_at = $2 AND id > $3::text)) "
+            "ORDER BY next_attempt_at, id LIMIT $4 FOR UPDATE SKIP LOCKED"},
+        {now_ms, after_at, after_id, page}, [&](const Row& row) {
+          ++read;
+          after_at = row.int64(2);
+          after_id = row.text(0);
+          if (static_cast<int>(ids.size()) >= limit) return row.stop();
+          if (!admit || admit(std::string(row.text(1)))) ids.emplace_back(row.text(0));
+          if (static_cast<int>(ids.size()) >= limit) row.stop();
+        });
+    if (!walk.isOk()) return walk.status();
+    if (read < page) break;  // the end of the due rows
+  }
   std::vector<DeliveryRecord> out;
   for (const std::string& id : ids) {
     // The row was due a moment ago in this same transaction; the conditions
