@@ -210,4 +210,39 @@ EQ_STORE_FIXTURE_TEST_CASE(a_claim_passes_over_the_rows_another_dispatcher_is_cl
   BOOST_TEST(!store->anyDeliveryDue(now).value());
 }
 
+EQ_STORE_FIXTURE_TEST_CASE(two_sweepers_settle_each_charge_of_a_dead_eq_api_once, TwoHosts) {
+  constexpr int kCharges = 120;
+  CreatedKey k = newKey(kCharges);
+  const int64_t t0 = nowMs();
+  BOOST_REQUIRE(store->registerInstance("api_dead", 1, t0).isOk());
+  for (int i = 0; i < kCharges; ++i) {
+    BOOST_REQUIRE(store->chargeQuota(k.account_id, "fast", t0).value() == ChargeOutcome::kCharged);
+    BOOST_REQUIRE(store->openCharge(OpenCharge{"req_o" + std::to_string(i), "api_dead",
+                                               k.account_id, "fast", "", t0 + 30'000, t0, "", ""})
+                      .isOk());
+  }
+  BOOST_REQUIRE(store->quota(k.account_id).value().remaining.fast == 0);
+  // 20 s on, the instance has missed its heartbeats: every thread sweeps.
+  const int64_t t1 = t0 + 20'000;
+  std::atomic<int> failed{0};
+  std::mutex seen_mu;
+  std::map<std::string, int> settled;  // request id -> times settled
+  race(3, [&](Store& s, int) {
+    Result<std::vector<Settlement>> r = s.settleOrphanedCharges(t1, 10'000, 15'000);
+    if (!r.isOk()) {
+      ++failed;
+      return;
+    }
+    std::lock_guard<std::mutex> lock(seen_mu);
+    for (const Settlement& st : r.value()) ++settled[st.charge.request_id];
+  });
+  BOOST_TEST(failed.load() == 0);
+  BOOST_TEST(settled.size() == static_cast<size_t>(kCharges));
+  for (const auto& [id, n] : settled) BOOST_TEST(n == 1, id << " settled " << n << " times");
+  // Each unit refunded once, each settlement recorded once.
+  BOOST_TEST(store->quota(k.account_id).value().remaining.fast == kCharges);
+  BOOST_TEST(scalar("SELECT count(*) FROM settlements") == std::to_string(kCharges));
+  BOOST_TEST(scalar("SELECT count(*) FROM open_charges") == "0");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
