@@ -245,4 +245,26 @@ EQ_STORE_FIXTURE_TEST_CASE(two_sweepers_settle_each_charge_of_a_dead_eq_api_once
   BOOST_TEST(scalar("SELECT count(*) FROM open_charges") == "0");
 }
 
+EQ_STORE_FIXTURE_TEST_CASE(two_purgers_delete_each_expired_task_once, TwoHosts) {
+  constexpr int kTasks = 150;
+  const int64_t now = nowMs();
+  const int64_t old = now - 30 * 86'400'000LL;
+  dueDeliveries(kTasks, old, old);
+  // The deliveries are done (a pending one keeps its task).
+  BOOST_REQUIRE(script("UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL").isOk());
+  std::atomic<int> failed{0}, purged{0};
+  race(10, [&](Store& s, int) {
+    Result<int> n = s.purgeTasksBefore(now - 86'400'000, 7);
+    if (!n.isOk()) {
+      ++failed;
+      return;
+    }
+    purged += n.value();
+  });
+  BOOST_TEST(failed.load() == 0);
+  BOOST_TEST(purged.load() == kTasks);  // counted once each: no batch read another's rows
+  BOOST_TEST(scalar("SELECT count(*) FROM tasks") == "0");
+  BOOST_TEST(scalar("SELECT count(*) FROM deliveries") == "0");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
