@@ -217,8 +217,9 @@ EQ_STORE_FIXTURE_TEST_CASE(two_sweepers_settle_each_charge_of_a_dead_eq_api_once
   BOOST_REQUIRE(store->registerInstance("api_dead", 1, t0).isOk());
   for (int i = 0; i < kCharges; ++i) {
     BOOST_REQUIRE(store->chargeQuota(k.account_id, "fast", t0).value() == ChargeOutcome::kCharged);
-    BOOST_REQUIRE(store->openCharge(OpenCharge{"req_o" + std::to_string(i), "api_dead",
-                                               k.account_id, "fast", "", t0 + 30'000, t0, "", ""})
+    BOOST_REQUIRE(store
+                      ->openCharge(OpenCharge{"req_o" + std::to_string(i), "api_dead", k.account_id,
+                                              "fast", "", t0 + 30'000, t0, "", ""})
                       .isOk());
   }
   BOOST_REQUIRE(store->quota(k.account_id).value().remaining.fast == 0);
@@ -251,7 +252,8 @@ EQ_STORE_FIXTURE_TEST_CASE(two_purgers_delete_each_expired_task_once, TwoHosts) 
   const int64_t old = now - 30 * 86'400'000LL;
   dueDeliveries(kTasks, old, old);
   // The deliveries are done (a pending one keeps its task).
-  BOOST_REQUIRE(script("UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL").isOk());
+  BOOST_REQUIRE(
+      script("UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL").isOk());
   std::atomic<int> failed{0}, purged{0};
   race(10, [&](Store& s, int) {
     Result<int> n = s.purgeTasksBefore(now - 86'400'000, 7);
