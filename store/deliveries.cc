@@ -136,6 +136,26 @@ Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(
   // refused row stays locked (not claimed) until the commit, a few
   // milliseconds: another dispatcher finds it at its next scan. On SQLite
   // the transaction holds the write lock: one claimer at a time.
+  //
+  // A page goes on after the last row read in the order the index yields
+  // rows, (next_attempt_at, then a tie-breaker), and the tie-breaker is
+  // the one thing that differs per engine, beside the statement:
+  // - SQLite: rowid. An index entry of deliveries_due is (next_attempt_at,
+  //   rowid), so the rows come in that order straight off the index, as
+  //   the single walk before the pages read them. Ordered by id instead,
+  //   SQLite passes every row through a temporary B-tree to sort each run
+  //   of equal next_attempt_at (EXPLAIN QUERY PLAN: "USE TEMP B-TREE FOR
+  //   RIGHT PART OF ORDER BY"), about 2.5 times the cost of each row read.
+  //   That cost is paid often: with an account at its share of the slots
+  //   a scan reads every due row after its claims (refused), and each
+  //   attempt that ends brings a scan; it cut webhook deliveries/s on
+  //   SQLite to 0.42x (docs/benchmarks.md).
+  // - PostgreSQL: id (nothing there is like a rowid that an UPDATE keeps).
+  //   TODO(issue 23): its plan has the same flaw, an incremental sort that
+  //   reads a whole run of equal next_attempt_at for each page; an index on
+  //   (next_attempt_at, id) WHERE status = 'pending' would let a page stop
+  //   at its LIMIT. To be measured once eq-dispatcher runs on PostgreSQL.
+  // The tie-breaker is read and bound back as text (CAST on SQLite).
   // INDEXED BY: without statistics SQLite's planner prefers the (status,
   // created_at) index, which reads every pending row, due or not, and sorts
   // them; deliveries_due yields the due rows in order, so the walk reads
@@ -143,30 +163,30 @@ Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(
   Transaction tx(*db_);
   if (!tx.status().isOk()) return tx.status();
   std::vector<std::string> ids;
-  // Where the last page ended: the walk goes on after (at, id).
+  // Where the last page ended: the walk goes on after (at, tie).
   int64_t after_at = std::numeric_limits<int64_t>::min();
-  std::string after_id;
+  std::string after_tie;
   for (int64_t page = limit; static_cast<int>(ids.size()) < limit;
        page = std::min<int64_t>(page * 2, kMaxClaimPage)) {
     int64_t read = 0;
-    auto walk = exec(
-        "read due deliveries",
-        Sql{"SELECT id, account_id, next_attempt_at FROM deliveries INDEXED BY deliveries_due "
-            "WHERE status = 'pending' AND next_attempt_at <= ?1 AND "
-            "(next_attempt_at > ?2 OR (next_attempt_at = ?2 AND id > ?3)) "
-            "ORDER BY next_attempt_at, id LIMIT ?4",
-            "SELECT id, account_id, next_attempt_at FROM deliveries "
-            "WHERE status = 'pending' AND next_attempt_at <= $1 AND "
-            "(next_attempt_at > $2 OR (next_attempt_at = $2 AND id > $3::text)) "
-            "ORDER BY next_attempt_at, id LIMIT $4 FOR UPDATE SKIP LOCKED"},
-        {now_ms, after_at, after_id, page}, [&](const Row& row) {
-          ++read;
-          after_at = row.int64(2);
-          after_id = row.text(0);
-          if (static_cast<int>(ids.size()) >= limit) return row.stop();
-          if (!admit || admit(std::string(row.text(1)))) ids.emplace_back(row.text(0));
-          if (static_cast<int>(ids.size()) >= limit) row.stop();
-        });
+    auto walk =
+        exec("read due deliveries",
+             Sql{"SELECT id, account_id, next_attempt_at, rowid FROM deliveries "
+                 "INDEXED BY deliveries_due WHERE status = 'pending' AND next_attempt_at <= ?1 AND "
+                 "(next_attempt_at > ?2 OR (next_attempt_at = ?2 AND rowid > CAST(?3 AS INTEGER))) "
+                 "ORDER BY next_attempt_at, rowid LIMIT ?4",
+                 "SELECT id, account_id, next_attempt_at, id FROM deliveries "
+                 "WHERE status = 'pending' AND next_attempt_at <= $1 AND "
+                 "(next_attempt_at > $2 OR (next_attempt_at = $2 AND id > $3::text)) "
+                 "ORDER BY next_attempt_at, id LIMIT $4 FOR UPDATE SKIP LOCKED"},
+             {now_ms, after_at, after_tie, page}, [&](const Row& row) {
+               ++read;
+               after_at = row.int64(2);
+               after_tie = row.text(3);
+               if (static_cast<int>(ids.size()) >= limit) return row.stop();
+               if (!admit || admit(std::string(row.text(1)))) ids.emplace_back(row.text(0));
+               if (static_cast<int>(ids.size()) >= limit) row.stop();
+             });
     if (!walk.isOk()) return walk.status();
     if (read < page) break;  // the end of the due rows
   }
