@@ -180,9 +180,12 @@ Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(
                  "(next_attempt_at > $2 OR (next_attempt_at = $2 AND id > $3::text)) "
                  "ORDER BY next_attempt_at, id LIMIT $4 FOR UPDATE SKIP LOCKED"},
              {now_ms, after_at, after_tie, page}, [&](const Row& row) {
-               ++read;
-               after_at = row.int64(2);
-               after_tie = row.text(3);
+               // Only a full page's last row is where the next one starts
+               // (a short page is the end), so no other row's place is kept.
+               if (++read == page) {
+                 after_at = row.int64(2);
+                 after_tie = row.text(3);
+               }
                if (static_cast<int>(ids.size()) >= limit) return row.stop();
                if (!admit || admit(std::string(row.text(1)))) ids.emplace_back(row.text(0));
                if (static_cast<int>(ids.size()) >= limit) row.stop();
