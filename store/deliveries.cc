@@ -18,7 +18,22 @@ using store_detail::readDelivery;
 
 namespace {
 
-// The longest page of the claim's walk (see claimDueDeliveries).
+// The walk of due deliveries, oldest due first (see claimDueDeliveries).
+// SQLite's in one statement. INDEXED BY: without statistics SQLite's
+// planner prefers the (status, created_at) index, which reads every
+// pending row, due or not, and sorts them; deliveries_due yields the due
+// rows in order, so the walk reads only as far as it claims.
+const Sql kDueWalk{
+    "SELECT id, account_id FROM deliveries INDEXED BY deliveries_due "
+    "WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at"};
+// PostgreSQL's in pages (only PostgreSQL runs it: the SQLite text is
+// empty): at most $4 rows after ($2, $3), locked as they are read.
+const Sql kDuePage{"",
+                   "SELECT id, account_id, next_attempt_at FROM deliveries "
+                   "WHERE status = 'pending' AND next_attempt_at <= $1 AND "
+                   "(next_attempt_at > $2 OR (next_attempt_at = $2 AND id > $3::text)) "
+                   "ORDER BY next_attempt_at, id LIMIT $4 FOR UPDATE SKIP LOCKED"};
+// The longest page of PostgreSQL's walk.
 constexpr int64_t kMaxClaimPage = 1000;
 
 const Sql kAnyDue{
@@ -125,73 +140,65 @@ Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(
   // accounts back. The walk ends at `limit` rows or at the end of the due
   // rows; refused rows are the only ones read without being claimed.
   //
-  // It reads in pages (LIMIT, then on after the last row read): PostgreSQL
-  // sends a whole result at once, so without a LIMIT a walk that needs 10
-  // rows would read every due row. A page is as long as the claims still
-  // wanted and doubles while refused rows fill them. On PostgreSQL each page
-  // is read FOR UPDATE SKIP LOCKED: the rows another dispatcher is claiming
-  // at that moment are passed over rather than waited for, and the rows
-  // read are locked until this transaction ends, so two dispatchers on
-  // several hosts never take the same row and never queue on each other. A
-  // refused row stays locked (not claimed) until the commit, a few
-  // milliseconds: another dispatcher finds it at its next scan. On SQLite
-  // the transaction holds the write lock: one claimer at a time.
-  //
-  // A page goes on after the last row read in the order the index yields
-  // rows, (next_attempt_at, then a tie-breaker), and the tie-breaker is
-  // the one thing that differs per engine, beside the statement:
-  // - SQLite: rowid. An index entry of deliveries_due is (next_attempt_at,
-  //   rowid), so the rows come in that order straight off the index, as
-  //   the single walk before the pages read them. Ordered by id instead,
-  //   SQLite passes every row through a temporary B-tree to sort each run
-  //   of equal next_attempt_at (EXPLAIN QUERY PLAN: "USE TEMP B-TREE FOR
-  //   RIGHT PART OF ORDER BY"), about 2.5 times the cost of each row read.
-  //   That cost is paid often: with an account at its share of the slots
+  // How the walk reads is the one thing that differs per engine, and it
+  // has to (the claims below are the same):
+  // - SQLite steps through one statement and stops when told (Row::stop),
+  //   so one statement reads exactly as far as the walk goes. Its
+  //   transaction holds the write lock: one claimer at a time. The walk
+  //   is the sender's hot path: with an account at its share of the slots
   //   a scan reads every due row after its claims (refused), and each
-  //   attempt that ends brings a scan; it cut webhook deliveries/s on
-  //   SQLite to 0.42x (docs/benchmarks.md).
-  // - PostgreSQL: id (nothing there is like a rowid that an UPDATE keeps).
-  //   TODO(issue 23): its plan has the same flaw, an incremental sort that
-  //   reads a whole run of equal next_attempt_at for each page; an index on
+  //   attempt that ends brings a scan. Read in pages instead, as below,
+  //   each row cost more: ordered by (next_attempt_at, id) SQLite sorted
+  //   them in a temporary B-tree (EXPLAIN QUERY PLAN: "USE TEMP B-TREE FOR
+  //   RIGHT PART OF ORDER BY"), webhooks at 0.42x; by (next_attempt_at,
+  //   rowid), the index's own order, the condition that resumes a page
+  //   and the columns that mark its end still cost about 20% a row.
+  // - PostgreSQL sends a whole result at once, so without a LIMIT a walk
+  //   that needs 10 rows would read (and lock) every due row. It reads in
+  //   pages: as long as the claims still wanted, doubling while refused
+  //   rows fill them, each going on after the last row of the one before
+  //   in (next_attempt_at, id) order, each FOR UPDATE SKIP LOCKED: the rows
+  //   another dispatcher is claiming at that moment are passed over rather
+  //   than waited for, and the rows read stay locked until this
+  //   transaction ends, so dispatchers on several hosts never take the same
+  //   row and never queue on each other. A refused row stays locked (not
+  //   claimed) until the commit, a few milliseconds: another dispatcher
+  //   finds it at its next scan.
+  //   TODO(issue 23): its plan sorts too, an incremental sort that reads a
+  //   whole run of equal next_attempt_at for each page; an index on
   //   (next_attempt_at, id) WHERE status = 'pending' would let a page stop
   //   at its LIMIT. To be measured once eq-dispatcher runs on PostgreSQL.
-  // The tie-breaker is read and bound back as text (CAST on SQLite).
-  // INDEXED BY: without statistics SQLite's planner prefers the (status,
-  // created_at) index, which reads every pending row, due or not, and sorts
-  // them; deliveries_due yields the due rows in order, so the walk reads
-  // only as far as it claims.
   Transaction tx(*db_);
   if (!tx.status().isOk()) return tx.status();
   std::vector<std::string> ids;
-  // Where the last page ended: the walk goes on after (at, tie).
-  int64_t after_at = std::numeric_limits<int64_t>::min();
-  std::string after_tie;
-  for (int64_t page = limit; static_cast<int>(ids.size()) < limit;
-       page = std::min<int64_t>(page * 2, kMaxClaimPage)) {
-    int64_t read = 0;
-    auto walk =
-        exec("read due deliveries",
-             Sql{"SELECT id, account_id, next_attempt_at, rowid FROM deliveries "
-                 "INDEXED BY deliveries_due WHERE status = 'pending' AND next_attempt_at <= ?1 AND "
-                 "(next_attempt_at > ?2 OR (next_attempt_at = ?2 AND rowid > CAST(?3 AS INTEGER))) "
-                 "ORDER BY next_attempt_at, rowid LIMIT ?4",
-                 "SELECT id, account_id, next_attempt_at, id FROM deliveries "
-                 "WHERE status = 'pending' AND next_attempt_at <= $1 AND "
-                 "(next_attempt_at > $2 OR (next_attempt_at = $2 AND id > $3::text)) "
-                 "ORDER BY next_attempt_at, id LIMIT $4 FOR UPDATE SKIP LOCKED"},
-             {now_ms, after_at, after_tie, page}, [&](const Row& row) {
-               // Only a full page's last row is where the next one starts
-               // (a short page is the end), so no other row's place is kept.
-               if (++read == page) {
-                 after_at = row.int64(2);
-                 after_tie = row.text(3);
-               }
-               if (static_cast<int>(ids.size()) >= limit) return row.stop();
-               if (!admit || admit(std::string(row.text(1)))) ids.emplace_back(row.text(0));
-               if (static_cast<int>(ids.size()) >= limit) row.stop();
-             });
+  auto visit = [&](const Row& row) {
+    if (static_cast<int>(ids.size()) >= limit) return row.stop();
+    if (!admit || admit(std::string(row.text(1)))) ids.emplace_back(row.text(0));
+    if (static_cast<int>(ids.size()) >= limit) row.stop();
+  };
+  if (db_->engine() == store::DbEngine::kSqlite) {
+    auto walk = exec("read due deliveries", kDueWalk, {now_ms}, visit);
     if (!walk.isOk()) return walk.status();
-    if (read < page) break;  // the end of the due rows
+  } else {
+    // Where the last page ended: the next goes on after (at, id).
+    int64_t after_at = std::numeric_limits<int64_t>::min();
+    std::string after_id;
+    for (int64_t page = limit; static_cast<int>(ids.size()) < limit;
+         page = std::min<int64_t>(page * 2, kMaxClaimPage)) {
+      int64_t read = 0;
+      auto walk = exec("read due deliveries", kDuePage, {now_ms, after_at, after_id, page},
+                       [&](const Row& row) {
+                         // Only a full page's last row is where the next one starts
+                         // (a short page is the end of the due rows).
+                         if (++read == page) {
+                           after_at = row.int64(2);
+                           after_id = row.text(0);
+                         }
+                         visit(row);
+                       });
+      if (!walk.isOk()) return walk.status();
+      if (read < page) break;
+    }
   }
   std::vector<DeliveryRecord> out;
   for (const std::string& id : ids) {

@@ -448,9 +448,10 @@ EQ_STORE_TEST_CASE(a_claim_passes_over_the_accounts_it_is_told_to_and_leaves_the
 }
 
 EQ_STORE_TEST_CASE(a_claim_walks_on_through_rows_due_at_the_same_moment) {
-  // The walk reads in pages and goes on after the last row read: a run of
-  // rows with one next_attempt_at (a backlog recorded in one batch) spans
-  // pages, and each row of it is read once, neither skipped nor twice.
+  // On PostgreSQL the walk reads in pages and goes on after the last row
+  // read: a run of rows with one next_attempt_at spans pages, and each row
+  // of it is read once, neither skipped nor twice. (SQLite reads in one
+  // statement: the same claims.)
   TempDb db;
   CreatedKey busy = db.newKey();
   CreatedKey other = db.newKey();
