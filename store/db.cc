@@ -14,6 +14,7 @@ Result<DbUrl> DbUrl::parse(std::string_view url) {
   }
   if (url.starts_with("sqlite:")) url.remove_prefix(7);
   if (url.starts_with("//")) url.remove_prefix(2);  // sqlite:///var/eq.db
+  if (url == ":memory:") return DbUrl{DbEngine::kSqlite, std::string(url)};
   const size_t colon = url.find(':');
   const size_t slash = url.find('/');
   if (colon != std::string_view::npos && (slash == std::string_view::npos || colon < slash)) {
@@ -81,8 +82,11 @@ std::string numberPlaceholders(std::string_view sql) {
   return out;
 }
 
-Result<int64_t> Db::exec(const Sql& sql, std::initializer_list<Value> values,
-                         const RowFn& onRow) {
+Result<int64_t> Db::exec(const Sql& sql, std::initializer_list<Value> values, const RowFn& onRow) {
+  return execValues(sql, std::span<const Value>(values.begin(), values.size()), onRow);
+}
+
+Result<int64_t> Db::execValues(const Sql& sql, std::span<const Value> values, const RowFn& onRow) {
   Result<int64_t> out = run(sql, values, onRow);
   noteResult(out.isOk(), out.isOk() ? out.value() : 0);
   return out;

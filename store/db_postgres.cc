@@ -25,15 +25,35 @@ std::string trimmed(std::string msg) {
 // before the server cancels it (a 503: longer than any statement of ours,
 // short enough that a stuck lock is answered), and bytea written in hex,
 // which PgRow::blob reads, whatever the server's default.
-constexpr const char* kSessionSettings =
-    "SET statement_timeout = '10s'; SET bytea_output = 'hex'";
+constexpr const char* kSessionSettings = "SET statement_timeout = '10s'; SET bytea_output = 'hex'";
+// A row lock held longer than this by another connection fails the
+// statement waiting for it (a 503) unless setLockTimeout says otherwise.
+constexpr int kDefaultLockTimeoutMs = 5000;
+// How long opening (or reopening) a connection may take when the URL does
+// not say (libpq's connect_timeout; its own default is to wait for ever):
+// a server that cannot be reached answers 503 rather than hanging.
+constexpr const char* kConnectTimeoutS = "3";
+
+// A connection the server refused for a reason that lasts (a wrong password,
+// a role or database that does not exist, no permission): the operator's to
+// fix, not worth trying again. libpq reports it only as text; the server's
+// FATAL messages of a moment that passes (starting up, shutting down, too
+// many clients) are told apart by their words, which servers send in
+// English unless lc_messages says otherwise.
+bool refusedForGood(std::string_view msg) {
+  if (msg.find("FATAL:") == std::string_view::npos) return false;
+  for (std::string_view passing : {"starting up", "shutting down", "too many clients",
+                                   "reserved for", "recovery mode", "not yet accepting"}) {
+    if (msg.find(passing) != std::string_view::npos) return false;
+  }
+  return true;
+}
 
 // The Status of a failed statement from its SQLSTATE: integrity (class 23)
 // is 409; what may pass (connection, resources, operator intervention,
 // serialization and deadlock, lock not available, a cancelled statement)
 // 503; the rest 500.
-Status statusOf(const PGresult* res, PGconn* conn, std::string_view what,
-                bool* storage = nullptr) {
+Status statusOf(const PGresult* res, PGconn* conn, std::string_view what, bool* storage = nullptr) {
   const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
   std::string msg = std::string(what) + ": ";
   const char* text = res != nullptr ? PQresultErrorMessage(res) : PQerrorMessage(conn);
@@ -80,9 +100,7 @@ class PgRow final : public Row {
     if (PQftype(res_, col) != kByteaOid || !t.starts_with("\\x")) return std::string(t);
     std::string out;
     out.reserve((t.size() - 2) / 2);
-    const auto nibble = [](char c) {
-      return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
-    };
+    const auto nibble = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
     for (size_t i = 2; i + 1 < t.size(); i += 2) {
       out.push_back(static_cast<char>(nibble(t[i]) << 4 | nibble(t[i + 1])));
     }
@@ -107,14 +125,20 @@ class PostgresDb final : public Db {
 
   DbEngine engine() const override { return DbEngine::kPostgres; }
 
-  // A wait for a row lock is bounded by the statement timeout (10 s): the
-  // busy timeout of SQLite has no counterpart to set here.
-  // TODO(issue 23): a lock_timeout for eq-api's short slices, once eq-api
-  // runs on PostgreSQL.
-  void setBusyTimeout(int) override {}
+  void setBusyTimeout(int) override {}  // BEGIN takes no lock here
+
+  // Set now and again on every reconnection. A failure now (the connection
+  // is gone) is the next statement's to report.
+  void setLockTimeout(int ms) override {
+    lock_timeout_ms_ = ms;
+    if (PQstatus(conn_) == CONNECTION_OK) (void)setUp();
+  }
 
   // The session settings every connection (and every reconnection) needs.
-  Status setUp() { return runScript(kSessionSettings); }
+  Status setUp() {
+    return runScript(std::string(kSessionSettings) +
+                     "; SET lock_timeout = " + std::to_string(lock_timeout_ms_));
+  }
 
  protected:
   Status runScript(std::string_view sql) override {
@@ -152,7 +176,7 @@ class PostgresDb final : public Db {
 
   // A lost connection is reopened here, by the next statement; its prepared
   // statements went with it.
-  Result<int64_t> run(const Sql& sql, std::initializer_list<Value> values,
+  Result<int64_t> run(const Sql& sql, std::span<const Value> values,
                       const RowFn& onRow) override {
     if (Status st = ready(); !st.isOk()) return st;
     // Keyed by the text written (PostgreSQL's where it has one), numbered
@@ -232,7 +256,7 @@ class PostgresDb final : public Db {
   // stands, so a statement where it cannot (`SELECT ?` inserted into a
   // bigint column) casts it in its PostgreSQL text. Declaring numbers as
   // bigint would break calls of functions that take an integer.
-  Result<Prepared> prepare(std::string_view source, std::initializer_list<Value> values) {
+  Result<Prepared> prepare(std::string_view source, std::span<const Value> values) {
     const std::string text = numberPlaceholders(source);
     std::vector<Oid> types;
     for (const Value& v : values) {
@@ -268,7 +292,8 @@ class PostgresDb final : public Db {
     PQreset(conn_);
     prepared_.clear();
     if (PQstatus(conn_) != CONNECTION_OK) {
-      return Status(503, trimmed(std::string("postgres: connection lost: ") + PQerrorMessage(conn_)));
+      return Status(503,
+                    trimmed(std::string("postgres: connection lost: ") + PQerrorMessage(conn_)));
     }
     return setUp();
   }
@@ -280,6 +305,7 @@ class PostgresDb final : public Db {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   PGconn* conn_;
+  int lock_timeout_ms_ = kDefaultLockTimeoutMs;
   std::unordered_map<std::string, Prepared, TextHash, std::equal_to<>> prepared_;
   uint64_t next_name_ = 0;
 };
@@ -298,17 +324,22 @@ Result<std::unique_ptr<Db>> openPostgres(const std::string& uri) {
     return st;
   }
   PQconninfoFree(options);
-  PGconn* conn = PQconnectdb(uri.c_str());
+  // Keywords in order, the later winning: the URL's own connect_timeout,
+  // if it has one, over ours.
+  const char* const keys[] = {"connect_timeout", "dbname", nullptr};
+  const char* const values[] = {kConnectTimeoutS, uri.c_str(), nullptr};
+  PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
   if (conn == nullptr) return Status(503, "postgres: out of memory");
   if (PQstatus(conn) != CONNECTION_OK) {
-    Status st(503, trimmed(std::string("cannot connect to PostgreSQL: ") + PQerrorMessage(conn)));
+    const std::string why = trimmed(PQerrorMessage(conn));
     PQfinish(conn);
-    return st;
+    return Status(refusedForGood(why) ? 400 : 503, "cannot connect to PostgreSQL: " + why);
   }
   // Notices (a DROP ... CASCADE listing what went with it) are the server
   // talking to a person at a prompt: libpq would print them on stderr,
   // among the processes' JSON log lines.
-  PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+      conn, [](void*, const char*) {}, nullptr);
   auto out = std::make_unique<PostgresDb>(conn);
   if (Status st = out->setUp(); !st.isOk()) return st;
   return std::unique_ptr<Db>(std::move(out));

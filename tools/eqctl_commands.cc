@@ -138,6 +138,11 @@ constexpr CommandHelp kCommands[] = {
      "EQ_DB_URL (sqlite:PATH or postgresql://...) or else EQ_DB_PATH. eq-api, eq-dispatcher\n"
      "and eqctl also migrate when they open the store; on PostgreSQL an advisory lock makes\n"
      "hosts that start together apply each migration once.\n"},
+    {"store", "copy", "store copy --to postgresql://USER:PASSWORD@HOST/DB [--force]",
+     "Copies the whole store of a stopped deployment from SQLite (EQ_DB_URL or EQ_DB_PATH) into\n"
+     "a new, empty PostgreSQL database, in one transaction, and checks every table's row count;\n"
+     "then point EQ_DB_URL of every process at it. Refused (exit 2) when the destination holds\n"
+     "data, or when an eq-api of the source beat within a minute (stop the stack, or --force).\n"},
     {"stats", "", "stats [--minutes N] [--json]",
      "Per mode, the async tasks created in the last N minutes (default 60, at most 10080):\n"
      "counts by status, and p50/p95/max of their latency in ms. Latency comes from the tasks\n"
