@@ -550,7 +550,10 @@ class Store {
   // broker, the task's own outcome settles the unit); an async one whose
   // task is queued and whose job was not kept (an eq-api older than schema
   // version 7) fails its task, which refunds it. Each is recorded in
-  // settlements. Runs inside the caller's transaction.
+  // settlements. Runs in a transaction of its own (a savepoint inside the
+  // caller's); on PostgreSQL the charges it settles are locked until the
+  // outermost commit and passed over by other sweepers meanwhile, so each
+  // is settled once whatever number of dispatchers sweep.
   Result<std::vector<Settlement>> settleOrphanedCharges(int64_t now_ms, int64_t stale_ms,
                                                         int64_t grace_ms);
   // The orphaned charges (as above) of async calls whose task is still

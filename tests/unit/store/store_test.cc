@@ -447,6 +447,57 @@ EQ_STORE_TEST_CASE(a_claim_passes_over_the_accounts_it_is_told_to_and_leaves_the
   BOOST_TEST(db.store->claimDueDeliveries(20000, 29000, 10).value().size() == 6u);
 }
 
+EQ_STORE_TEST_CASE(a_claim_walks_on_through_rows_due_at_the_same_moment) {
+  // On PostgreSQL the walk reads in pages and goes on after the last row
+  // read: a run of rows with one next_attempt_at spans pages, and each row
+  // of it is read once, neither skipped nor twice. (SQLite reads in one
+  // statement: the same claims.)
+  TempDb db;
+  CreatedKey busy = db.newKey();
+  CreatedKey other = db.newKey();
+  std::map<std::string, std::string> account_of;  // delivery id -> account
+  for (int i = 0; i < 35; ++i) {
+    const CreatedKey& k = i % 7 == 6 ? other : busy;  // 30 busy, 5 other
+    std::string id = "tsk_r" + std::to_string(i);
+    finishedTask(db, k, id, 100);
+    std::string d =
+        db.store->createDelivery(id, "http://h/", "task.succeeded", 1000).value().delivery_id;
+    account_of[d] = k.account_id;
+  }
+  std::map<std::string, int> claims;  // delivery id -> times claimed
+  int asked = 0;
+  auto only_other = [&](const std::string& account_id) {
+    ++asked;
+    return account_id == other.account_id;
+  };
+  // Pages of 3, 6, 12 and so on: the other account's rows lie among the
+  // busy one's. The first walk finds three of them; the second, wanting
+  // three, reads every row still due to the end (30 refused, 2 claimed),
+  // each once.
+  for (size_t walk : {0u, 1u}) {
+    asked = 0;
+    std::vector<DeliveryRecord> claimed =
+        db.store->claimDueDeliveries(2000, 9000, 3, only_other).value();
+    for (const DeliveryRecord& d : claimed) {
+      ++claims[d.delivery_id];
+      BOOST_TEST(d.account_id == other.account_id);
+    }
+    BOOST_TEST(claims.size() == (walk == 0 ? 3u : 5u));
+    if (walk == 0) BOOST_TEST(asked <= 35);
+    if (walk == 1) BOOST_TEST(asked == 32);
+  }
+  // The busy account's 30, each once, and nothing is left due.
+  std::vector<DeliveryRecord> rest = db.store->claimDueDeliveries(2000, 9000, 100).value();
+  BOOST_TEST(rest.size() == 30u);
+  for (const DeliveryRecord& d : rest) {
+    ++claims[d.delivery_id];
+    BOOST_TEST(d.account_id == busy.account_id);
+  }
+  BOOST_TEST(claims.size() == account_of.size());
+  for (const auto& [id, n] : claims) BOOST_TEST(n == 1, id << " claimed " << n << " times");
+  BOOST_TEST(!db.store->anyDeliveryDue(2000).value());
+}
+
 EQ_STORE_TEST_CASE(attempts_are_logged_and_final_states_stay_final) {
   TempDb db;
   CreatedKey k = db.newKey();
