@@ -73,9 +73,17 @@ grep -q 'Database:       postgresql://eq:\*\*\*@127.0.0.1:' "$out" ||
   fail "the banner does not show the PostgreSQL URL without its password"
 password="$(. "$var/postgres/postgres.env" && printf '%s' "$EQ_PG_PASSWORD")"
 grep -qF -- "$password" "$out" && fail "the database password is in scripts/run's output"
-grep -q '"database":"postgresql://' "$var/log/api.log" || fail "eq-api did not open PostgreSQL"
-grep -q '"database":"postgresql://' "$var/log/dispatcher.log" ||
-  fail "eq-dispatcher did not open PostgreSQL"
+opened_postgres() {  # opened_postgres LOG: the process logged its database within 30 s
+  for _ in $(seq 150); do
+    grep -q '"database":"postgresql://' "$1" 2>/dev/null && return 0
+    sleep 0.2
+  done
+  return 1
+}
+# /readyz answers once eq-api is up; the dispatcher starts beside it and may
+# log a moment later.
+opened_postgres "$var/log/api.log" || fail "eq-api did not open PostgreSQL"
+opened_postgres "$var/log/dispatcher.log" || fail "eq-dispatcher did not open PostgreSQL"
 key="$(grep -o 'eq_live_[A-Za-z0-9_-]\{43\}' "$out" | head -1)"
 [[ -n $key ]] || fail "no demo key in the output"
 status="$(call "$key" /api/v1/reply '{"mode":"fast","message":"今天被老板骂了，好难过","reply_count":2}')"
