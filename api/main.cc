@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
   eq::Result<std::unique_ptr<eq::Store>> store = eq::Store::openUrl(config.db_url);
   if (!store.isOk()) {
     eq::log::error("cannot open database", {{"error", store.status().msg()}});
-    return store.status().code() == 503 ? 1 : 2;
+    return eq::Store::exitStatusFor(store.status());
   }
   // A row lock another host's batch holds (PostgreSQL) is waited for as
   // long as a request waits for its database step, no longer.

@@ -72,12 +72,12 @@ int main(int argc, char** argv) {
   auto consumer_store = eq::Store::openUrl(config.db_url);
   if (!consumer_store.isOk()) {
     eq::log::error("cannot open database", {{"error", consumer_store.status().msg()}});
-    return consumer_store.status().code() == 503 ? 1 : 2;
+    return eq::Store::exitStatusFor(consumer_store.status());
   }
   auto sender_store = eq::Store::openUrl(config.db_url);
   if (!sender_store.isOk()) {
     eq::log::error("cannot open database", {{"error", sender_store.status().msg()}});
-    return sender_store.status().code() == 503 ? 1 : 2;
+    return eq::Store::exitStatusFor(sender_store.status());
   }
   // Checkpoints run on the sender's loop, outside the write gate
   // (DeliverySender::run), not inside a commit that holds it.
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     auto opened = eq::Store::openUrl(config.db_url, eq::defaults::kApiDbBusyTimeoutMs);
     if (!opened.isOk()) {
       eq::log::error("cannot open database", {{"error", opened.status().msg()}});
-      return opened.status().code() == 503 ? 1 : 2;
+      return eq::Store::exitStatusFor(opened.status());
     }
     metrics_store = std::move(opened).value();
     eq::metrics::ServerOptions mo;

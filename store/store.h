@@ -326,6 +326,11 @@ class Store {
   // refused, a migration that cannot run (processes exit with 2).
   static Result<std::unique_ptr<Store>> openUrl(std::string_view url,
                                                 int busy_timeout_ms = kDefaultBusyTimeoutMs);
+  // The exit status of a process whose store would not open: 1 when the
+  // database cannot be reached now (503), 2 for what the operator must fix.
+  static int exitStatusFor(const Status& open_failure) {
+    return open_failure.code() == 503 ? 1 : 2;
+  }
   // A stored Idempotency-Key response is replayed for 24 h (PRODUCT.md §3).
   static constexpr int64_t kIdempotencyTtlMs = 24 * 3'600'000LL;
   // A pending row older than this belongs to a request whose process died

@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
       eq::Store::openUrl(eq::tools::isHelpRequest(args) ? "sqlite::memory:" : cfg.value().db_url);
   if (!store.isOk()) {
     std::cerr << "eqctl: " << store.status().msg() << "\n";
-    return store.status().code() == 503 ? 1 : 2;
+    return eq::Store::exitStatusFor(store.status());
   }
   eq::tools::EqctlOptions options;
   options.env = cfg.value().env;

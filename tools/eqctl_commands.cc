@@ -1515,7 +1515,7 @@ int runMigrate(const std::string& db_url, const std::vector<std::string>& args, 
     // A URL libpq cannot use or a password refused is the operator's (2);
     // a server that cannot be reached now, the database's (1).
     err << "eqctl: " << url.value().redacted() << ": " << db.status().msg() << "\n";
-    return db.status().code() == 503 ? kExitError : kExitUsage;
+    return Store::exitStatusFor(db.status());
   }
   auto before = store::migrationStatus(*db.value());
   if (!before.isOk()) {

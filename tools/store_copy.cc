@@ -2,12 +2,12 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <map>
 #include <memory>
 #include <set>
 #include <string_view>
 
+#include "common/timefmt.h"
 #include "store/db.h"
 #include "store/migrations.h"
 #include "tools/eqctl_commands.h"
@@ -43,12 +43,6 @@ struct Table {
   std::string name;
   std::vector<Column> columns;
 };
-
-int64_t nowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // The destination's tables (but the migrations' own record), each with
 // its columns in order, from its catalog.

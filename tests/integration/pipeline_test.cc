@@ -52,12 +52,15 @@ using eq::it::nowMs;
 using eq::it::parse;
 using eq::it::post;
 using eq::it::Process;
+using eq::it::queryInt;
+using eq::it::queryTexts;
 using eq::it::quotaOf;
 using eq::it::readFile;
 using eq::it::refusingPort;
 using eq::it::sleepMs;
 using eq::it::Stack;
 using eq::it::StackOptions;
+using eq::it::taskIdOf;
 using eq::it::TaskWebhookReceiver;
 
 namespace {
@@ -69,19 +72,6 @@ std::string asyncBody(const std::string& webhook_url, int n) {
                      R"(","reply_count":1)";
   if (!webhook_url.empty()) body += R"(,"webhook_url":")" + webhook_url + "\"";
   return body + "}";
-}
-
-// The task id of an accepted async call, or "" (safe on any thread: no
-// assertions here).
-std::string taskIdOf(const HttpResult& r) {
-  if (r.status != 200) return "";
-  rapidjson::Document d;
-  d.Parse(r.body.c_str());
-  if (!d.IsObject() || !d.HasMember("data") || !d["data"].IsObject() ||
-      !d["data"].HasMember("task_id") || !d["data"]["task_id"].IsString()) {
-    return "";
-  }
-  return d["data"]["task_id"].GetString();
 }
 
 // What GET /api/v1/task/{id} says, reduced to what these cases check.
@@ -355,26 +345,6 @@ struct MemoryAlarm {
   }
   bool on = true;
 };
-
-// One integer (or -1) from a query of the stack's database (on either
-// engine: the statements here are written in what both understand).
-int64_t queryInt(const eq::it::Stack& stack, const std::string& sql) {
-  int64_t v = -1;
-  auto r = stack.db().exec(eq::store::Sql{sql}, {}, [&](const eq::store::Row& row) {
-    v = row.int64(0);
-    row.stop();
-  });
-  BOOST_REQUIRE_MESSAGE(r.isOk(), sql << ": " << r.status().msg());
-  return v;
-}
-
-std::vector<std::string> queryTexts(const eq::it::Stack& stack, const std::string& sql) {
-  std::vector<std::string> out;
-  auto r = stack.db().exec(eq::store::Sql{sql}, {},
-                           [&](const eq::store::Row& row) { out.emplace_back(row.text(0)); });
-  BOOST_REQUIRE_MESSAGE(r.isOk(), sql << ": " << r.status().msg());
-  return out;
-}
 
 // One async submission as the submitting thread saw it.
 struct Submission {

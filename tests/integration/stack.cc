@@ -178,6 +178,35 @@ int64_t quotaOf(Stack& stack, const Key& key, const std::string& mode) {
   return parse(r)["data"]["quota"][mode.c_str()].GetInt64();
 }
 
+std::string taskIdOf(const HttpResult& r) {
+  if (r.status != 200) return "";
+  rapidjson::Document d;
+  d.Parse(r.body.c_str());
+  if (!d.IsObject() || !d.HasMember("data") || !d["data"].IsObject() ||
+      !d["data"].HasMember("task_id") || !d["data"]["task_id"].IsString()) {
+    return "";
+  }
+  return d["data"]["task_id"].GetString();
+}
+
+int64_t queryInt(const Stack& stack, const std::string& sql) {
+  int64_t v = -1;
+  auto r = stack.db().exec(store::Sql{sql}, {}, [&](const store::Row& row) {
+    v = row.int64(0);
+    row.stop();
+  });
+  BOOST_REQUIRE_MESSAGE(r.isOk(), sql << ": " << r.status().msg());
+  return v;
+}
+
+std::vector<std::string> queryTexts(const Stack& stack, const std::string& sql) {
+  std::vector<std::string> out;
+  auto r = stack.db().exec(store::Sql{sql}, {},
+                           [&](const store::Row& row) { out.emplace_back(row.text(0)); });
+  BOOST_REQUIRE_MESSAGE(r.isOk(), sql << ": " << r.status().msg());
+  return out;
+}
+
 HttpResult get(Stack& stack, const std::string& path, const Key* key) {
   std::vector<std::string> headers;
   if (key != nullptr) headers.push_back("Authorization: Bearer " + key->api_key);
@@ -590,11 +619,9 @@ store::Db& Stack::db() const {
   return *db_;
 }
 
-const std::string& Stack::dbPath() const {
+std::string Stack::dbPath() const {
   BOOST_REQUIRE_MESSAGE(!onPostgres(), "this test reads the SQLite file itself: SQLite only");
-  static thread_local std::string path;
-  path = dbUrl().substr(std::string("sqlite:").size());
-  return path;
+  return dbUrl().substr(std::string("sqlite:").size());
 }
 
 Process* Stack::process(const std::string& name) {

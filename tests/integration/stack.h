@@ -68,6 +68,14 @@ HttpResult get(Stack& stack, const std::string& path, const Key* key = nullptr);
 rapidjson::Document parse(const HttpResult& r);
 // The key's remaining units of a mode, from GET /api/v1/quota.
 int64_t quotaOf(Stack& stack, const Key& key, const std::string& mode);
+// The task id of an accepted async call, or "" (safe on any thread: no
+// assertions here).
+std::string taskIdOf(const HttpResult& r);
+// The first column of the first row (or -1), and of every row, of a query
+// of the stack's database on the test thread's connection (Stack::db());
+// the statement written in what both engines understand.
+int64_t queryInt(const Stack& stack, const std::string& sql);
+std::vector<std::string> queryTexts(const Stack& stack, const std::string& sql);
 
 // Runs `rabbitmqctl ARGS` against the test's broker (scripts/lib/broker.sh
 // with EQ_TEST_BROKER_DIR), e.g. "stop_app" / "start_app" to take the broker
@@ -183,7 +191,7 @@ class Stack {
   bool onPostgres() const { return dbUrl().starts_with("postgres"); }
   // The SQLite file, for the suites that are about the file itself (disk
   // full, backups); fails the test on PostgreSQL.
-  const std::string& dbPath() const;
+  std::string dbPath() const;
   // The broker administrator's URL of this stack's vhost (full rights).
   const std::string& amqpUrl() const { return env_.at("EQ_AMQP_URL"); }
   // The URL a process gets: that of its role's broker user, "eq-api",

@@ -45,10 +45,12 @@ using eq::it::HookServer;
 using eq::it::HttpResult;
 using eq::it::Key;
 using eq::it::nowMs;
+using eq::it::queryInt;
 using eq::it::ReceivedWebhook;
 using eq::it::sleepMs;
 using eq::it::Stack;
 using eq::it::StackOptions;
+using eq::it::taskIdOf;
 
 constexpr int kHostA = 0;
 constexpr int kHostB = 1;
@@ -78,21 +80,6 @@ HttpResult call(Stack& stack, int host, const std::string& method, const std::st
   if (!body.empty()) headers.push_back("Content-Type: application/json; charset=utf-8");
   headers.insert(headers.end(), extra.begin(), extra.end());
   return eq::it::httpRequest(method, stack.url(path, host), headers, body);
-}
-
-std::string taskIdOf(const HttpResult& r) {
-  if (r.status != 200) return "";
-  rapidjson::Document d = eq::it::parse(r);
-  if (!d["data"].IsObject() || !d["data"].HasMember("task_id")) return "";
-  return d["data"]["task_id"].GetString();
-}
-
-int64_t queryInt(Stack& stack, const std::string& sql) {
-  int64_t v = -1;
-  auto r = stack.db().exec(eq::store::Sql{sql}, {},
-                           [&](const eq::store::Row& row) { v = row.int64(0); });
-  BOOST_REQUIRE_MESSAGE(r.isOk(), sql << ": " << r.status().msg());
-  return v;
 }
 
 std::string asyncBody(const std::string& webhook_url, int n) {
