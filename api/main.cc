@@ -72,9 +72,9 @@ void onSignal(uv_signal_t* handle, int signum) {
     std::_Exit(1);
   }
   p->stopping = true;
-  eq::log::info("shutting down", {{"signal", static_cast<long long>(signum)},
-                                  {"open_connections",
-                                   static_cast<long long>(p->server->connectionCount())}});
+  eq::log::info("shutting down",
+                {{"signal", static_cast<long long>(signum)},
+                 {"open_connections", static_cast<long long>(p->server->connectionCount())}});
   p->server->shutdown([p] {
     p->service->closeAnsweredCharges();  // before the database thread stops
     p->broker->stop();
@@ -121,12 +121,14 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  eq::Result<std::unique_ptr<eq::Store>> store =
-      eq::Store::open(config.db_path, eq::Store::kDefaultBusyTimeoutMs);
+  eq::Result<std::unique_ptr<eq::Store>> store = eq::Store::openUrl(config.db_url);
   if (!store.isOk()) {
     eq::log::error("cannot open database", {{"error", store.status().msg()}});
-    return 1;
+    return eq::Store::exitStatusFor(store.status());
   }
+  // A row lock another host's batch holds (PostgreSQL) is waited for as
+  // long as a request waits for its database step, no longer.
+  store.value()->setLockTimeout(static_cast<int>(config.api_db_wait_ms));
 
   // This run's identity for crash-safe accounting: registered before any
   // charge can be written under it, so a sweeper never takes a live
@@ -143,9 +145,8 @@ int main(int argc, char** argv) {
   eq::api::BrokerBridge broker(loop, config.amqp_url, "eq-api", config.internal_key);
   eq::SystemClock clock;
   eq::api::DbThread db(loop, std::move(store.value()), &clock, instance_id);
-  eq::api::ApiService service(
-      {&config, &db, &broker, &clock, &webhook_allow.value(), instance_id, loop,
-       &trusted_proxies.value()});
+  eq::api::ApiService service({&config, &db, &broker, &clock, &webhook_allow.value(), instance_id,
+                               loop, &trusted_proxies.value()});
   eq::api::HttpLimits limits;
   limits.max_connections = static_cast<std::size_t>(config.http_max_connections);
   limits.max_connections_per_client =
@@ -155,7 +156,8 @@ int main(int argc, char** argv) {
   limits.body_timeout_ms = static_cast<uint64_t>(config.http_body_timeout_ms);
   limits.idle_timeout_ms = static_cast<uint64_t>(config.http_idle_timeout_ms);
   eq::api::HttpServer server(
-      loop, [&service](eq::api::HttpRequest&& req, eq::api::Responder res) {
+      loop,
+      [&service](eq::api::HttpRequest&& req, eq::api::Responder res) {
         service.handle(std::move(req), res);
       },
       limits);
@@ -186,8 +188,8 @@ int main(int argc, char** argv) {
   uv_unref(reinterpret_cast<uv_handle_t*>(&iteration_end));
 
   // The port line is how scripts and tests learn a port picked with 0.
-  eq::log::info("listening", {{"port", static_cast<long long>(server.port())},
-                              {"env", config.env}});
+  eq::log::info("listening",
+                {{"port", static_cast<long long>(server.port())}, {"env", config.env}});
   eq::log::holdLines();
   uv_run(loop, UV_RUN_DEFAULT);
   eq::log::flushHeld();

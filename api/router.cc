@@ -1,8 +1,7 @@
 // The route table and the routes that need no key: ApiService::handle
 // dispatches through kRoutes alone; /metrics renders the Registry.
-#include "api/handlers.h"
 #include "api/client_address.h"
-
+#include "api/handlers.h"
 #include "api/request_util.h"
 #include "common/embedded.h"
 
@@ -113,8 +112,8 @@ void ApiService::handle(HttpRequest&& req, Responder res) {
   bool get_route = route->method == std::string_view("GET");
   if (c->req.method != route->method && !(get_route && c->req.method == "HEAD")) {
     std::string allow = get_route ? "GET, HEAD" : std::string(route->method);
-    HttpResponse r = HttpServer::errorResponse(405, "method not allowed: use " + allow,
-                                               info->request_id);
+    HttpResponse r =
+        HttpServer::errorResponse(405, "method not allowed: use " + allow, info->request_id);
     r.headers.emplace_back("Allow", allow);
     finish(info, res, std::move(r));
     return;
@@ -122,9 +121,7 @@ void ApiService::handle(HttpRequest&& req, Responder res) {
   (this->*route->handler)(c);
 }
 
-int64_t ApiService::dbDeadline() const {
-  return ctx_.clock->nowMs() + ctx_.config->api_db_wait_ms;
-}
+int64_t ApiService::dbDeadline() const { return ctx_.clock->nowMs() + ctx_.config->api_db_wait_ms; }
 
 // ---------------------------------------------------------------- public routes
 
@@ -147,19 +144,25 @@ void ApiService::openapi(const CallPtr& c) {
 }
 
 void ApiService::readyz(const CallPtr& c) {
-  // An empty database step: it succeeds when its batch got the write lock
-  // (BEGIN IMMEDIATE) within the deadline, because every request eq-api
-  // serves writes (the rate counter); a database that can be read but not
-  // written is not ready. The loop thread itself never waits for the lock.
-  // Taking the lock writes nothing, so it succeeds on a full disk too: the
-  // step also asks whether the last write failed for want of space (or an
-  // I/O error) and none has committed since (Store::storageFailing). That
-  // clears without traffic: the instance heartbeat keeps trying to write.
+  // A database step that reads the key epoch, the first thing every
+  // authenticated request needs: it succeeds when its batch began (on
+  // SQLite BEGIN IMMEDIATE, which takes the write lock, because every
+  // request eq-api serves writes: a database that can be read but not
+  // written is not ready) and the read got through within the deadline (on
+  // PostgreSQL, a server that answers and a table nobody holds locked). The
+  // loop thread itself never waits. Neither writes, so the step succeeds on
+  // a full disk too: it also asks whether the last write failed for want of
+  // space (or an I/O error) and none has committed since
+  // (Store::storageFailing). That clears without traffic: the instance
+  // heartbeat keeps trying to write.
   auto r = std::make_unique<DbRequest>();
   r->now_ms = ctx_.clock->nowMs();
   r->deadline_ms = dbDeadline();
   r->writes = false;
-  r->work = [](Store& store, const AuthContext*) { return store.storageStatus(); };
+  r->work = [](Store& store, const AuthContext*) {
+    if (Result<int64_t> epoch = store.keyEpoch(); !epoch.isOk()) return epoch.status();
+    return store.storageStatus();
+  };
   r->done = [this, c](DbRequest& done) {
     bool broker = ctx_.broker->connected();
     bool db = done.status.isOk();

@@ -4,12 +4,13 @@ prints one BENCH field list for bench/run.
 
     webhook_stats.py rate FILE
         deliveries=N (distinct task ids) deliveries_per_s=R over first..last arrival
-    webhook_stats.py lag FILE DB
-        dispatch lag per task: arrival - tasks.finished_at (ms, from SQLite);
+    webhook_stats.py lag FILE TASKS
+        dispatch lag per task: arrival - tasks.finished_at (ms; TASKS holds
+        `id finished_at created_at` per line, tab-separated, as bench/run
+        reads them from either engine);
         also the offered rate of the tasks (created_at span) and how many
         were delivered.
 """
-import sqlite3
 import sys
 
 
@@ -42,10 +43,15 @@ def main():
         rate = (len(times) - 1) / span if span > 0 else 0
         print(f"deliveries={len(times)} span_s={span:.2f} deliveries_per_s={rate:.1f}")
         return
-    db = sqlite3.connect(f"file:{sys.argv[3]}?mode=ro", uri=True, timeout=30)
+    tasks = {}
+    with open(sys.argv[3]) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) == 3:
+                tasks[parts[0]] = (int(parts[1]) if parts[1] else None, int(parts[2]))
     lags, created = [], []
     for tid, us in first.items():
-        row = db.execute("SELECT finished_at, created_at FROM tasks WHERE id = ?", (tid,)).fetchone()
+        row = tasks.get(tid)
         if row is None or row[0] is None:
             continue
         lags.append(us / 1000.0 - row[0])

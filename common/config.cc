@@ -39,14 +39,15 @@ Status llmFromEnv(bool required, LlmConfig* llm) {
   while (!llm->base_url.empty() && llm->base_url.back() == '/') llm->base_url.pop_back();
   if (!llm->base_url.empty() && llm->base_url.rfind("http://", 0) != 0 &&
       llm->base_url.rfind("https://", 0) != 0) {
-    return Status(500, "EQ_LLM_BASE_URL must be an http:// or https:// URL, got '" +
-                           llm->base_url + "'");
+    return Status(
+        500, "EQ_LLM_BASE_URL must be an http:// or https:// URL, got '" + llm->base_url + "'");
   }
   llm->api_key = envOr("EQ_LLM_API_KEY", "");
   llm->model = envOr("EQ_LLM_MODEL", "");
   if (required && (llm->base_url.empty() || llm->model.empty())) {
-    return Status(500, "EQ_ENGINE=llm needs EQ_LLM_BASE_URL (e.g. http://127.0.0.1:8080/v1) "
-                       "and EQ_LLM_MODEL");
+    return Status(500,
+                  "EQ_ENGINE=llm needs EQ_LLM_BASE_URL (e.g. http://127.0.0.1:8080/v1) "
+                  "and EQ_LLM_MODEL");
   }
   static const char* const kModeSuffix[3] = {"FAST", "STANDARD", "PERFECT"};
   for (int m = 0; m < 3; ++m) {
@@ -91,9 +92,10 @@ Status llmFromEnv(bool required, LlmConfig* llm) {
 
 Status Config::requireInternalKey() const {
   if (!internal_key.empty()) return Status::ok();
-  return Status(500, "EQ_INTERNAL_KEY is not set: eq-api, eq-worker and eq-dispatcher sign the "
-                     "messages they exchange with it; give all of them the same random key "
-                     "(e.g. `openssl rand -hex 32`, docs/operations.md)");
+  return Status(500,
+                "EQ_INTERNAL_KEY is not set: eq-api, eq-worker and eq-dispatcher sign the "
+                "messages they exchange with it; give all of them the same random key "
+                "(e.g. `openssl rand -hex 32`, docs/operations.md)");
 }
 
 Status parseRetrySchedule(std::string_view text, std::vector<int64_t>* steps_ms) {
@@ -124,9 +126,11 @@ Status parseRetrySchedule(std::string_view text, std::vector<int64_t>* steps_ms)
     }
     int64_t ms = whole * 1000 + frac_ms;
     if (!ok || i != item.size() || ms <= 0 || ms > kMaxStepMs) {
-      return Status(500, "EQ_WEBHOOK_RETRY_SCHEDULE must be comma-separated seconds, each "
-                         "more than 0 and at most 604800 with up to 3 decimals (e.g. "
-                         "\"5,30,120\"), got '" + std::string(text) + "'");
+      return Status(500,
+                    "EQ_WEBHOOK_RETRY_SCHEDULE must be comma-separated seconds, each "
+                    "more than 0 and at most 604800 with up to 3 decimals (e.g. "
+                    "\"5,30,120\"), got '" +
+                        std::string(text) + "'");
     }
     out.push_back(ms);
     if (out.size() > kMaxSteps) {
@@ -156,20 +160,15 @@ Result<Config> Config::fromEnv() {
                            std::to_string(msg::kInternalKeyMinChars) +
                            " characters (e.g. `openssl rand -hex 32`)");
   }
-  c.db_path = envOr("EQ_DB_PATH", defaults::kDbPath);
-  // EQ_DB_URL (docs/scaling.md, "Several hosts"): sqlite:PATH is the same as
-  // EQ_DB_PATH. The services do not run on PostgreSQL yet, and a URL they
-  // would ignore is refused rather than leaving them on a file nobody meant.
-  if (const std::string url = envOr("EQ_DB_URL", ""); !url.empty()) {
-    if (url.rfind("sqlite:", 0) == 0 && url.size() > 7) {
-      c.db_path = url.substr(url.rfind("sqlite://", 0) == 0 ? 9 : 7);
-    } else if (url.rfind("postgresql://", 0) == 0 || url.rfind("postgres://", 0) == 0) {
-      return Status(500,
-                    "EQ_DB_URL: eq-api and eq-dispatcher do not run on PostgreSQL yet (only "
-                    "`eqctl migrate` does; docs/scaling.md, \"Several hosts\"); use sqlite:PATH");
-    } else {
-      return Status(500, "EQ_DB_URL must be sqlite:PATH (or postgresql://...), got '" + url + "'");
-    }
+  // EQ_DB_URL (docs/scaling.md, "Several hosts") wins over EQ_DB_PATH; its
+  // form is checked here so that a typo stops every process at start
+  // (store::DbUrl::parse reads it).
+  c.db_url = envOr("EQ_DB_URL", "");
+  if (c.db_url.empty()) {
+    c.db_url = "sqlite:" + envOr("EQ_DB_PATH", defaults::kDbPath);
+  } else if (!(c.db_url.starts_with("sqlite:") && c.db_url.size() > 7) &&
+             !c.db_url.starts_with("postgresql://") && !c.db_url.starts_with("postgres://")) {
+    return Status(500, "EQ_DB_URL must be sqlite:PATH or postgresql://USER:PASSWORD@HOST/DB");
   }
   c.engine = envOr("EQ_ENGINE", "builtin");
   if (c.engine != "builtin" && c.engine != "llm") {
@@ -188,8 +187,8 @@ Result<Config> Config::fromEnv() {
   c.portal = portal == "on";
   c.portal_signup = envOr("EQ_PORTAL_SIGNUP", "invite");
   if (c.portal_signup != "invite" && c.portal_signup != "open" && c.portal_signup != "off") {
-    return Status(500, "EQ_PORTAL_SIGNUP must be invite, open or off, got '" + c.portal_signup +
-                           "'");
+    return Status(500,
+                  "EQ_PORTAL_SIGNUP must be invite, open or off, got '" + c.portal_signup + "'");
   }
   std::string insecure = envOr("EQ_PORTAL_INSECURE_COOKIES", "0");
   if (insecure != "0" && insecure != "1") {
@@ -213,15 +212,14 @@ Result<Config> Config::fromEnv() {
     return s;
   }
   c.trusted_proxies = envOr("EQ_TRUSTED_PROXIES", "");
-  if (Status s = intFromEnv("EQ_SYNC_DEADLINE_MS", 0, 3'600'000, &c.sync_deadline_ms);
-      !s.isOk()) {
+  if (Status s = intFromEnv("EQ_SYNC_DEADLINE_MS", 0, 3'600'000, &c.sync_deadline_ms); !s.isOk()) {
     return s;
   }
-  for (auto [name, field] : {std::pair{"EQ_HTTP_HEADER_TIMEOUT_MS", &c.http_header_timeout_ms},
-                             std::pair{"EQ_HTTP_BODY_TIMEOUT_MS", &c.http_body_timeout_ms},
-                             std::pair{"EQ_HTTP_IDLE_TIMEOUT_MS", &c.http_idle_timeout_ms},
-                             std::pair{"EQ_HTTP_FIRST_BYTE_TIMEOUT_MS",
-                                       &c.http_first_byte_timeout_ms}}) {
+  for (auto [name, field] :
+       {std::pair{"EQ_HTTP_HEADER_TIMEOUT_MS", &c.http_header_timeout_ms},
+        std::pair{"EQ_HTTP_BODY_TIMEOUT_MS", &c.http_body_timeout_ms},
+        std::pair{"EQ_HTTP_IDLE_TIMEOUT_MS", &c.http_idle_timeout_ms},
+        std::pair{"EQ_HTTP_FIRST_BYTE_TIMEOUT_MS", &c.http_first_byte_timeout_ms}}) {
     if (Status s = intFromEnv(name, 100, 3'600'000, field); !s.isOk()) return s;
   }
   c.api_db_wait_ms = defaults::kApiDbDeadlineMs;
@@ -237,9 +235,9 @@ Result<Config> Config::fromEnv() {
       !s.isOk()) {
     return s;
   }
-  if (Status s = parseRetrySchedule(envOr("EQ_WEBHOOK_RETRY_SCHEDULE",
-                                          defaults::kWebhookRetrySchedule),
-                                    &c.webhook_retry_schedule_ms);
+  if (Status s =
+          parseRetrySchedule(envOr("EQ_WEBHOOK_RETRY_SCHEDULE", defaults::kWebhookRetrySchedule),
+                             &c.webhook_retry_schedule_ms);
       !s.isOk()) {
     return s;
   }
@@ -293,15 +291,20 @@ Result<Config> Config::fromEnv() {
 
 Status parsePortalUrl(const std::string& url, std::string* origin, std::string* host) {
   auto bad = [&](const std::string& why) {
-    return Status(500, "EQ_PORTAL_URL must be an http:// or https:// URL such as "
-                       "https://eq.example.com (" + why + "), got '" + url + "'");
+    return Status(500,
+                  "EQ_PORTAL_URL must be an http:// or https:// URL such as "
+                  "https://eq.example.com (" +
+                      why + "), got '" + url + "'");
   };
   std::string lower;
   for (char ch : url) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   std::string scheme;
-  if (lower.rfind("http://", 0) == 0) scheme = "http";
-  else if (lower.rfind("https://", 0) == 0) scheme = "https";
-  else return bad("no http:// or https://");
+  if (lower.rfind("http://", 0) == 0)
+    scheme = "http";
+  else if (lower.rfind("https://", 0) == 0)
+    scheme = "https";
+  else
+    return bad("no http:// or https://");
   std::string authority = lower.substr(scheme.size() + 3);
   authority = authority.substr(0, authority.find_first_of("/?#"));
   if (authority.empty()) return bad("no host");

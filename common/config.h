@@ -17,40 +17,42 @@ namespace eq {
 // model and timeout overrides are indexed fast, standard, perfect; an empty
 // model or a zero timeout there means "the general one".
 struct LlmConfig {
-  std::string base_url;  // EQ_LLM_BASE_URL, e.g. http://127.0.0.1:8080/v1
-  std::string api_key;   // EQ_LLM_API_KEY, sent as a bearer token when set
-  std::string model;     // EQ_LLM_MODEL
-  std::string mode_model[3];          // EQ_LLM_MODEL_FAST|_STANDARD|_PERFECT
+  std::string base_url;                          // EQ_LLM_BASE_URL, e.g. http://127.0.0.1:8080/v1
+  std::string api_key;                           // EQ_LLM_API_KEY, sent as a bearer token when set
+  std::string model;                             // EQ_LLM_MODEL
+  std::string mode_model[3];                     // EQ_LLM_MODEL_FAST|_STANDARD|_PERFECT
   int64_t timeout_ms = defaults::kLlmTimeoutMs;  // EQ_LLM_TIMEOUT_MS, per call
-  int64_t mode_timeout_ms[3] = {0, 0, 0};  // EQ_LLM_TIMEOUT_MS_FAST|_STANDARD|_PERFECT
+  int64_t mode_timeout_ms[3] = {0, 0, 0};        // EQ_LLM_TIMEOUT_MS_FAST|_STANDARD|_PERFECT
   int64_t max_retries = defaults::kLlmMaxRetries;  // EQ_LLM_MAX_RETRIES, on 429/5xx/connect errors
   double temperature = defaults::kLlmTemperature;  // EQ_LLM_TEMPERATURE
-  int64_t max_tokens = defaults::kLlmMaxTokens;  // EQ_LLM_MAX_TOKENS, per call
+  int64_t max_tokens = defaults::kLlmMaxTokens;    // EQ_LLM_MAX_TOKENS, per call
   std::string response_format = "json_schema";  // EQ_LLM_RESPONSE_FORMAT: json_schema|json_object
-  bool fallback_builtin = false;      // EQ_LLM_FALLBACK=builtin: analysis falls back
+  bool fallback_builtin = false;                // EQ_LLM_FALLBACK=builtin: analysis falls back
 };
 
 struct Config {
   std::string env = "production";  // EQ_ENV: production | staging
   int http_port = 0;               // EQ_HTTP_PORT (eq-api); 0 picks a free port
   std::string http_host = "0.0.0.0";
-  std::string amqp_url;            // EQ_AMQP_URL
+  std::string amqp_url;  // EQ_AMQP_URL
   // EQ_INTERNAL_KEY: the key eq-api, eq-worker and eq-dispatcher sign and
   // check their messages with (common/msg_auth.h). fromEnv() refuses a
   // short one; the three processes refuse to start without one
   // (requireInternalKey), tools such as eqctl do not need it.
   std::string internal_key;
-  std::string db_path;             // EQ_DB_PATH
-  std::string engine = "builtin";  // EQ_ENGINE: builtin | llm
-  std::string log_level = "info";  // EQ_LOG_LEVEL: debug | info | warn | error
-  std::string webhook_allow_cidrs;  // EQ_WEBHOOK_ALLOW_CIDRS
-  int64_t sync_deadline_ms = 0;    // EQ_SYNC_DEADLINE_MS: 0 = per-mode default
-  int64_t http_max_connections = 10'000;    // EQ_HTTP_MAX_CONNECTIONS
+  // The store (store/db.h, DbUrl): EQ_DB_URL, `sqlite:PATH` or
+  // `postgresql://...`; without it `sqlite:` + EQ_DB_PATH.
+  std::string db_url;
+  std::string engine = "builtin";                 // EQ_ENGINE: builtin | llm
+  std::string log_level = "info";                 // EQ_LOG_LEVEL: debug | info | warn | error
+  std::string webhook_allow_cidrs;                // EQ_WEBHOOK_ALLOW_CIDRS
+  int64_t sync_deadline_ms = 0;                   // EQ_SYNC_DEADLINE_MS: 0 = per-mode default
+  int64_t http_max_connections = 10'000;          // EQ_HTTP_MAX_CONNECTIONS
   int64_t http_max_connections_per_client = 256;  // EQ_HTTP_MAX_CONNECTIONS_PER_CLIENT (0: none)
   int64_t http_first_byte_timeout_ms = 5'000;     // EQ_HTTP_FIRST_BYTE_TIMEOUT_MS
-  int64_t http_header_timeout_ms = 10'000;  // EQ_HTTP_HEADER_TIMEOUT_MS
-  int64_t http_body_timeout_ms = 30'000;    // EQ_HTTP_BODY_TIMEOUT_MS
-  int64_t http_idle_timeout_ms = 60'000;    // EQ_HTTP_IDLE_TIMEOUT_MS
+  int64_t http_header_timeout_ms = 10'000;        // EQ_HTTP_HEADER_TIMEOUT_MS
+  int64_t http_body_timeout_ms = 30'000;          // EQ_HTTP_BODY_TIMEOUT_MS
+  int64_t http_idle_timeout_ms = 60'000;          // EQ_HTTP_IDLE_TIMEOUT_MS
   // EQ_API_DB_WAIT_MS: how long a request waits for its database step (the
   // write lock) before 503; defaults::kApiDbDeadlineMs.
   int64_t api_db_wait_ms = 500;
@@ -61,7 +63,7 @@ struct Config {
   // EQ_WEBHOOK_MAX_IN_FLIGHT_PER_ACCOUNT: of those, one account's at most;
   // unset, a quarter of EQ_WEBHOOK_MAX_IN_FLIGHT (at least 1).
   int64_t webhook_max_in_flight_per_account = 16;
-  int64_t retention_days = 7;                      // EQ_RETENTION_DAYS
+  int64_t retention_days = 7;  // EQ_RETENTION_DAYS
   // eq-worker and eq-dispatcher: where /metrics and /healthz listen.
   // EQ_METRICS_PORT: a port, 0 for a free one (logged), "off" for none;
   // unset leaves kMetricsPortUnset and the process uses its own default
@@ -78,15 +80,16 @@ struct Config {
   // eq-worker. Jobs run at once per process (and the broker prefetch): 0
   // means the engine's default, 1 for builtin and defaults::kLlmConcurrency
   // for llm, whose jobs mostly wait on the model server.
-  int64_t worker_concurrency = 0;                  // EQ_WORKER_CONCURRENCY
-  int64_t worker_prefetch = 0;                     // EQ_WORKER_PREFETCH; 0: by engine
+  int64_t worker_concurrency = 0;                               // EQ_WORKER_CONCURRENCY
+  int64_t worker_prefetch = 0;                                  // EQ_WORKER_PREFETCH; 0: by engine
   int64_t worker_stop_grace_ms = defaults::kWorkerStopGraceMs;  // EQ_WORKER_STOP_GRACE_MS
-  LlmConfig llm;                                   // EQ_LLM_*, used when engine == "llm"
+  LlmConfig llm;  // EQ_LLM_*, used when engine == "llm"
 
   // The developer center (PRODUCT.md §9), served by eq-api.
   bool portal = true;                    // EQ_PORTAL: on | off
   std::string portal_signup = "invite";  // EQ_PORTAL_SIGNUP: invite | open | off
-  bool portal_insecure_cookies = false;  // EQ_PORTAL_INSECURE_COOKIES=1: no Secure flag (local http)
+  bool portal_insecure_cookies =
+      false;  // EQ_PORTAL_INSECURE_COOKIES=1: no Secure flag (local http)
   // EQ_PORTAL_URL: where people open it. When set, eq-api takes a
   // state-changing request of the developer center only from a page of this
   // origin, sent to this host (see api/portal.cc, sameOrigin); eqctl prints

@@ -69,15 +69,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   // One connection per thread: a Store is not thread-safe.
-  auto consumer_store = eq::Store::open(config.db_path);
+  auto consumer_store = eq::Store::openUrl(config.db_url);
   if (!consumer_store.isOk()) {
     eq::log::error("cannot open database", {{"error", consumer_store.status().msg()}});
-    return 1;
+    return eq::Store::exitStatusFor(consumer_store.status());
   }
-  auto sender_store = eq::Store::open(config.db_path);
+  auto sender_store = eq::Store::openUrl(config.db_url);
   if (!sender_store.isOk()) {
     eq::log::error("cannot open database", {{"error", sender_store.status().msg()}});
-    return 1;
+    return eq::Store::exitStatusFor(sender_store.status());
   }
   // Checkpoints run on the sender's loop, outside the write gate
   // (DeliverySender::run), not inside a commit that holds it.
@@ -97,10 +97,10 @@ int main(int argc, char** argv) {
   int metrics_port = config.metricsPort(eq::defaults::kDispatcherMetricsPort);
   if (metrics_port != eq::Config::kMetricsOff) {
     // A short busy timeout: a scrape should not wait long behind a writer.
-    auto opened = eq::Store::open(config.db_path, eq::defaults::kApiDbBusyTimeoutMs);
+    auto opened = eq::Store::openUrl(config.db_url, eq::defaults::kApiDbBusyTimeoutMs);
     if (!opened.isOk()) {
       eq::log::error("cannot open database", {{"error", opened.status().msg()}});
-      return 1;
+      return eq::Store::exitStatusFor(opened.status());
     }
     metrics_store = std::move(opened).value();
     eq::metrics::ServerOptions mo;

@@ -14,6 +14,7 @@ Result<DbUrl> DbUrl::parse(std::string_view url) {
   }
   if (url.starts_with("sqlite:")) url.remove_prefix(7);
   if (url.starts_with("//")) url.remove_prefix(2);  // sqlite:///var/eq.db
+  if (url == ":memory:") return DbUrl{DbEngine::kSqlite, std::string(url)};
   const size_t colon = url.find(':');
   const size_t slash = url.find('/');
   if (colon != std::string_view::npos && (slash == std::string_view::npos || colon < slash)) {
@@ -29,12 +30,12 @@ Result<DbUrl> DbUrl::parse(std::string_view url) {
 std::string DbUrl::redacted() const {
   if (engine == DbEngine::kSqlite) return "sqlite:" + target;
   std::string out = target;
-  // scheme://user:password@host...: the password between the first ':'
-  // after the scheme and the last '@' of the authority (a password may
-  // hold an unencoded '/' or '@').
+  // scheme://user:password@host...: the password from the first ':' after
+  // the scheme to the last '@' of the whole URL. A password may hold '?',
+  // '@' or '/' unencoded; taking too much (an '@' in a query value) hides
+  // some of the host, which is harmless, never some of the password.
   const size_t start = out.find("://") + 3;
-  const size_t query = out.find('?', start);
-  const size_t at = out.rfind('@', query == std::string::npos ? std::string::npos : query);
+  const size_t at = out.rfind('@');
   if (at != std::string::npos && at > start) {
     const size_t colon = out.find(':', start);
     if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
@@ -81,8 +82,11 @@ std::string numberPlaceholders(std::string_view sql) {
   return out;
 }
 
-Result<int64_t> Db::exec(const Sql& sql, std::initializer_list<Value> values,
-                         const RowFn& onRow) {
+Result<int64_t> Db::exec(const Sql& sql, std::initializer_list<Value> values, const RowFn& onRow) {
+  return execValues(sql, std::span<const Value>(values.begin(), values.size()), onRow);
+}
+
+Result<int64_t> Db::execValues(const Sql& sql, std::span<const Value> values, const RowFn& onRow) {
   Result<int64_t> out = run(sql, values, onRow);
   noteResult(out.isOk(), out.isOk() ? out.value() : 0);
   return out;

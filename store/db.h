@@ -27,6 +27,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -80,8 +81,8 @@ class Row {
   virtual ~Row() = default;
   virtual int columns() const = 0;
   virtual bool isNull(int col) const = 0;
-  virtual int64_t int64(int col) const = 0;  // 0 for NULL; a boolean is 0 or 1
-  virtual double real(int col) const = 0;    // 0 for NULL
+  virtual int64_t int64(int col) const = 0;          // 0 for NULL; a boolean is 0 or 1
+  virtual double real(int col) const = 0;            // 0 for NULL
   virtual std::string_view text(int col) const = 0;  // "" for NULL
   // The bytes of a BLOB or bytea column (of any other column, its text).
   virtual std::string blob(int col) const = 0;
@@ -119,6 +120,10 @@ class Db {
   // every row. The number of rows the statement changed (0 for a SELECT).
   Result<int64_t> exec(const Sql& sql, std::initializer_list<Value> values = {},
                        const RowFn& onRow = {});
+  // The same with as many values as the caller has at run time (a row of
+  // a table read from its catalog).
+  Result<int64_t> execValues(const Sql& sql, std::span<const Value> values,
+                             const RowFn& onRow = {});
   // Runs statements without values, separated by ';' (a schema, a
   // migration), in the engine's own text.
   Status script(std::string_view sql);
@@ -133,10 +138,15 @@ class Db {
   void rollback();
   bool inTransaction() const;
 
-  // How long a statement waits for a lock another connection holds before
-  // it is a 503 (SQLite's busy timeout; PostgreSQL waits for row locks up
-  // to its statement timeout).
+  // How long BEGIN waits for the write lock another connection holds
+  // before it is a 503: SQLite's busy timeout, the one lock SQLite takes.
+  // (PostgreSQL's BEGIN never waits: a no-op there.)
   virtual void setBusyTimeout(int ms) = 0;
+  // How long a statement inside a transaction waits for a row or table lock
+  // another connection holds before it is a 503: PostgreSQL's lock_timeout.
+  // (SQLite holds its one lock from BEGIN on and never waits after it: a
+  // no-op there.)
+  virtual void setLockTimeout(int ms) = 0;
 
   // True from a statement that failed for want of space or with an I/O
   // error until a write of this connection commits (a transaction that
@@ -150,7 +160,7 @@ class Db {
   Db() = default;
 
   enum class Control { kBegin, kCommit, kRollback, kSavepoint, kRelease, kRollbackTo };
-  virtual Result<int64_t> run(const Sql& sql, std::initializer_list<Value> values,
+  virtual Result<int64_t> run(const Sql& sql, std::span<const Value> values,
                               const RowFn& onRow) = 0;
   virtual Status runScript(std::string_view sql) = 0;
   // One transaction-control statement; depth names the savepoint.
@@ -171,7 +181,7 @@ class Db {
 
  private:
   struct Level {
-    bool failed = false;  // a statement of this level failed
+    bool failed = false;   // a statement of this level failed
     bool changed = false;  // a statement of this level (or a released inner one) changed rows
   };
   void noteResult(bool ok, int64_t changed);

@@ -25,15 +25,39 @@ std::string trimmed(std::string msg) {
 // before the server cancels it (a 503: longer than any statement of ours,
 // short enough that a stuck lock is answered), and bytea written in hex,
 // which PgRow::blob reads, whatever the server's default.
-constexpr const char* kSessionSettings =
-    "SET statement_timeout = '10s'; SET bytea_output = 'hex'";
+constexpr const char* kSessionSettings = "SET statement_timeout = '10s'; SET bytea_output = 'hex'";
+// A row lock held longer than this by another connection fails the
+// statement waiting for it (a 503) unless setLockTimeout says otherwise.
+constexpr int kDefaultLockTimeoutMs = 5000;
+// How long opening (or reopening) a connection may take when the URL does
+// not say (libpq's connect_timeout; its own default is to wait for ever):
+// a server that cannot be reached answers 503 rather than hanging.
+constexpr const char* kConnectTimeoutS = "3";
+
+// A connection that can never work as configured: a value libpq refuses
+// before it reaches any server (a port that is no number, an sslmode it
+// does not know), or a server that answered and refused for good (a wrong
+// password, no pg_hba.conf entry, a role or database that does not exist,
+// no permission). The operator's to fix, not worth trying again; anything
+// else (a server down, starting, shutting down, full, a timeout) passes.
+// libpq reports these only as text, in English unless the server's
+// lc_messages says otherwise: an unknown text is taken for one that passes.
+bool refusedForGood(PGconn* conn, std::string_view msg) {
+  if (PQconnectionNeedsPassword(conn) != 0) return true;
+  for (std::string_view lasting :
+       {"for connection option", "invalid sslmode", "invalid connection option",
+        "password authentication failed", "no pg_hba.conf entry", "does not exist",
+        "permission denied", "authentication method"}) {
+    if (msg.find(lasting) != std::string_view::npos) return true;
+  }
+  return false;
+}
 
 // The Status of a failed statement from its SQLSTATE: integrity (class 23)
 // is 409; what may pass (connection, resources, operator intervention,
 // serialization and deadlock, lock not available, a cancelled statement)
 // 503; the rest 500.
-Status statusOf(const PGresult* res, PGconn* conn, std::string_view what,
-                bool* storage = nullptr) {
+Status statusOf(const PGresult* res, PGconn* conn, std::string_view what, bool* storage = nullptr) {
   const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
   std::string msg = std::string(what) + ": ";
   const char* text = res != nullptr ? PQresultErrorMessage(res) : PQerrorMessage(conn);
@@ -80,9 +104,7 @@ class PgRow final : public Row {
     if (PQftype(res_, col) != kByteaOid || !t.starts_with("\\x")) return std::string(t);
     std::string out;
     out.reserve((t.size() - 2) / 2);
-    const auto nibble = [](char c) {
-      return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
-    };
+    const auto nibble = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
     for (size_t i = 2; i + 1 < t.size(); i += 2) {
       out.push_back(static_cast<char>(nibble(t[i]) << 4 | nibble(t[i + 1])));
     }
@@ -107,14 +129,23 @@ class PostgresDb final : public Db {
 
   DbEngine engine() const override { return DbEngine::kPostgres; }
 
-  // A wait for a row lock is bounded by the statement timeout (10 s): the
-  // busy timeout of SQLite has no counterpart to set here.
-  // TODO(issue 23): a lock_timeout for eq-api's short slices, once eq-api
-  // runs on PostgreSQL.
-  void setBusyTimeout(int) override {}
+  void setBusyTimeout(int) override {}  // BEGIN takes no lock here
 
-  // The session settings every connection (and every reconnection) needs.
-  Status setUp() { return runScript(kSessionSettings); }
+  // Set now and again on every reconnection. A failure now (the connection
+  // is gone) is the next statement's to report.
+  void setLockTimeout(int ms) override {
+    lock_timeout_ms_ = ms;
+    needs_setup_ = true;  // applied by the next statement outside a transaction
+  }
+
+  // The session settings every connection (and every reconnection) needs;
+  // until they took, every statement outside a transaction tries again.
+  Status setUp() {
+    Status st = runScript(std::string(kSessionSettings) +
+                          "; SET lock_timeout = " + std::to_string(lock_timeout_ms_));
+    needs_setup_ = !st.isOk();
+    return st;
+  }
 
  protected:
   Status runScript(std::string_view sql) override {
@@ -152,8 +183,7 @@ class PostgresDb final : public Db {
 
   // A lost connection is reopened here, by the next statement; its prepared
   // statements went with it.
-  Result<int64_t> run(const Sql& sql, std::initializer_list<Value> values,
-                      const RowFn& onRow) override {
+  Result<int64_t> run(const Sql& sql, std::span<const Value> values, const RowFn& onRow) override {
     if (Status st = ready(); !st.isOk()) return st;
     // Keyed by the text written (PostgreSQL's where it has one), numbered
     // only when prepared: two statements that differ only in their
@@ -232,7 +262,7 @@ class PostgresDb final : public Db {
   // stands, so a statement where it cannot (`SELECT ?` inserted into a
   // bigint column) casts it in its PostgreSQL text. Declaring numbers as
   // bigint would break calls of functions that take an integer.
-  Result<Prepared> prepare(std::string_view source, std::initializer_list<Value> values) {
+  Result<Prepared> prepare(std::string_view source, std::span<const Value> values) {
     const std::string text = numberPlaceholders(source);
     std::vector<Oid> types;
     for (const Value& v : values) {
@@ -261,16 +291,28 @@ class PostgresDb final : public Db {
   // Never inside a transaction: a new connection would run the rest of it
   // in autocommit; the caller rolls back (503) and starts again.
   Status ready() {
-    if (PQstatus(conn_) == CONNECTION_OK) return Status::ok();
+    if (PQstatus(conn_) == CONNECTION_OK) {
+      if (!needs_setup_ || depth() > 0 || in_setup_) return Status::ok();
+      return applySettings();
+    }
     if (depth() > 0) {
       return Status(503, "postgres: the connection was lost during the transaction");
     }
     PQreset(conn_);
     prepared_.clear();
     if (PQstatus(conn_) != CONNECTION_OK) {
-      return Status(503, trimmed(std::string("postgres: connection lost: ") + PQerrorMessage(conn_)));
+      return Status(503,
+                    trimmed(std::string("postgres: connection lost: ") + PQerrorMessage(conn_)));
     }
-    return setUp();
+    return applySettings();
+  }
+
+  // setUp from ready(): its own statement must not come back here.
+  Status applySettings() {
+    in_setup_ = true;
+    Status st = setUp();
+    in_setup_ = false;
+    return st;
   }
 
   // Statements by their text, found by a string_view without building a
@@ -280,6 +322,9 @@ class PostgresDb final : public Db {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   PGconn* conn_;
+  int lock_timeout_ms_ = kDefaultLockTimeoutMs;
+  bool needs_setup_ = false;  // the session settings have not taken yet
+  bool in_setup_ = false;     // setUp's own statement is running
   std::unordered_map<std::string, Prepared, TextHash, std::equal_to<>> prepared_;
   uint64_t next_name_ = 0;
 };
@@ -289,26 +334,40 @@ class PostgresDb final : public Db {
 Result<std::unique_ptr<Db>> openPostgres(const std::string& uri) {
   // A URI libpq cannot read is the operator's to fix (400), not a server
   // that is down (503).
+  // libpq's words about a URL it cannot read may quote the password
+  // ("invalid percent-encoded token: ..."): never passed on.
   char* parseError = nullptr;
   PQconninfoOption* options = PQconninfoParse(uri.c_str(), &parseError);
   if (options == nullptr) {
-    Status st(400, trimmed(std::string("bad PostgreSQL URL: ") +
-                           (parseError != nullptr ? parseError : "cannot be read")));
     PQfreemem(parseError);
-    return st;
+    return Status(400,
+                  "the PostgreSQL URL cannot be read (postgresql://USER:PASSWORD@HOST:PORT/DB; "
+                  "percent-encode any of :/?#[]@% in the password)");
   }
   PQconninfoFree(options);
-  PGconn* conn = PQconnectdb(uri.c_str());
+  // Keywords in order, the later winning: the URL's own connect_timeout,
+  // if it has one, over ours.
+  // Keepalives and tcp_user_timeout make a server that vanished (a host
+  // down, a network cut) an error within seconds, not after TCP's quarter
+  // of an hour of retransmissions; statement_timeout, on the server, cannot.
+  const char* const keys[] = {
+      "connect_timeout",  "keepalives",       "keepalives_idle", "keepalives_interval",
+      "keepalives_count", "tcp_user_timeout", "dbname",          nullptr};
+  const char* const values[] = {kConnectTimeoutS, "1",         "10",   "5", "3",
+                                "15000",          uri.c_str(), nullptr};
+  PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
   if (conn == nullptr) return Status(503, "postgres: out of memory");
   if (PQstatus(conn) != CONNECTION_OK) {
-    Status st(503, trimmed(std::string("cannot connect to PostgreSQL: ") + PQerrorMessage(conn)));
+    const std::string why = trimmed(PQerrorMessage(conn));
+    const bool lasting = refusedForGood(conn, why);
     PQfinish(conn);
-    return st;
+    return Status(lasting ? 400 : 503, "cannot connect to PostgreSQL: " + why);
   }
   // Notices (a DROP ... CASCADE listing what went with it) are the server
   // talking to a person at a prompt: libpq would print them on stderr,
   // among the processes' JSON log lines.
-  PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+      conn, [](void*, const char*) {}, nullptr);
   auto out = std::make_unique<PostgresDb>(conn);
   if (Status st = out->setUp(); !st.isOk()) return st;
   return std::unique_ptr<Db>(std::move(out));

@@ -46,7 +46,8 @@ class SqliteRow final : public Row {
   std::string_view text(int col) const override {
     const auto* p = sqlite3_column_text(stmt_, col);
     if (p == nullptr) return {};
-    return {reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(stmt_, col))};
+    return {reinterpret_cast<const char*>(p),
+            static_cast<size_t>(sqlite3_column_bytes(stmt_, col))};
   }
   std::string blob(int col) const override {
     const void* p = sqlite3_column_blob(stmt_, col);
@@ -75,13 +76,15 @@ class SqliteDb final : public Db {
 
   DbEngine engine() const override { return DbEngine::kSqlite; }
 
+  void setLockTimeout(int) override {}  // the write lock is taken at BEGIN
+
   void setBusyTimeout(int ms) override {
     busy_timeout_ms_ = ms;
     sqlite3_busy_handler(db_, &SqliteDb::onBusy, this);
   }
 
  protected:
-  Result<int64_t> run(const Sql& sql, std::initializer_list<Value> values,
+  Result<int64_t> run(const Sql& sql, std::span<const Value> values,
                       const RowFn& onRow) override {
     Result<sqlite3_stmt*> prepared = statement(sql.sqlite);
     if (!prepared.isOk()) return prepared.status();
@@ -124,8 +127,8 @@ class SqliteDb final : public Db {
     }
     // Rows changed; none for a statement that changes nothing (a SELECT).
     const int64_t changed = sqlite3_stmt_readonly(stmt) != 0 ? 0 : sqlite3_changes64(db_);
-    Result<int64_t> out = rc == SQLITE_DONE ? Result<int64_t>(changed)
-                                            : Result<int64_t>(failure(rc, "step"));
+    Result<int64_t> out =
+        rc == SQLITE_DONE ? Result<int64_t>(changed) : Result<int64_t>(failure(rc, "step"));
     sqlite3_reset(stmt);
     sqlite3_clear_bindings(stmt);
     return out;
@@ -213,9 +216,8 @@ class SqliteDb final : public Db {
 
 Result<std::unique_ptr<Db>> openSqlite(const std::string& path) {
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                                 nullptr);
+  const int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     Status st(503, "cannot open database " + path + ": " +
                        (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));

@@ -1,10 +1,10 @@
 #include "store/migrations.h"
 
 #include <array>
-#include <chrono>
 #include <string>
 
 #include "common/embedded.h"
+#include "common/timefmt.h"
 
 namespace eq::store {
 namespace {
@@ -36,12 +36,6 @@ const Sql kTableExists{
     "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'",
     "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND "
     "tablename = 'schema_migrations'"};
-
-int64_t nowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Result<std::vector<MigrationState>> readStates(Db& db) {
   std::vector<MigrationState> out;

@@ -666,6 +666,12 @@ Result<std::vector<TaskRecord>> Store::accountTasks(const std::string& account_i
 
 Result<int> Store::purgePortalBefore(int64_t cutoff_ms, int64_t now_ms, int limit) {
   return transact<int>(*db_, [&]() -> Result<int> {
+    // One purging dispatcher at a time (store/retention.cc).
+    if (auto l = exec("take the retention lock", store_detail::kTakeRetentionLock,
+                      {store_detail::kRetentionLock});
+        !l.isOk()) {
+      return l.status();
+    }
     int64_t n = 0;
     auto sessions = exec("purge sessions",
                          Sql{"DELETE FROM portal_sessions WHERE id_hash IN (SELECT id_hash FROM "

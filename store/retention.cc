@@ -15,6 +15,11 @@ using store::Transaction;
 Result<int> Store::purgeTasksBefore(int64_t cutoff_ms, int limit) {
   Transaction tx(*db_);
   if (!tx.status().isOk()) return tx.status();
+  if (auto l = exec("take the retention lock", store_detail::kTakeRetentionLock,
+                    {store_detail::kRetentionLock});
+      !l.isOk()) {
+    return l.status();
+  }
   std::vector<std::string> ids;
   auto r =
       exec("select expired tasks",
@@ -58,8 +63,13 @@ Result<int> Store::purgeIdempotencyBefore(int64_t cutoff_ms, int limit) {
 
 Result<int> Store::purgeRateCountersBefore(int64_t cutoff_ms, int limit) {
   auto r = exec("purge rate counters",
+                // SKIP LOCKED: windows an hour old are no longer counted; two
+                // purgers on PostgreSQL delete disjoint batches.
                 Sql{"DELETE FROM rate_counters WHERE (key_id, window_start) IN (SELECT key_id, "
-                    "window_start FROM rate_counters WHERE window_start < ? LIMIT ?)"},
+                    "window_start FROM rate_counters WHERE window_start < ? LIMIT ?)",
+                    "DELETE FROM rate_counters WHERE (key_id, window_start) IN (SELECT key_id, "
+                    "window_start FROM rate_counters WHERE window_start < ? LIMIT ? "
+                    "FOR UPDATE SKIP LOCKED)"},
                 {cutoff_ms, int64_t{limit}});
   if (!r.isOk()) return r.status();
   return static_cast<int>(r.value());

@@ -99,4 +99,14 @@ inline store::Value optInt(const std::optional<int64_t>& v) {
   return v ? store::Value(*v) : store::Value(nullptr);
 }
 
+// The advisory lock a purge of several statements takes on PostgreSQL
+// ("EQ" "RT" in ASCII), for its transaction: dispatchers on several hosts
+// purge one batch at a time, each after the last one's commit, so that a
+// batch never trips over rows another is deleting (a delivery whose
+// attempts it did not delete, a count of rows gone meanwhile). Retention
+// runs an hour apart in batches of milliseconds: the wait is short. SQLite
+// holds the write lock already; its text only reads the value back.
+inline constexpr int64_t kRetentionLock = 0x45515254;
+inline const store::Sql kTakeRetentionLock{"SELECT ?", "SELECT pg_advisory_xact_lock(?)"};
+
 }  // namespace eq::store_detail

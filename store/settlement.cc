@@ -9,6 +9,7 @@ namespace eq {
 
 using store::Row;
 using store::Sql;
+using store::Transaction;
 using store_detail::optText;
 
 namespace {
@@ -87,6 +88,19 @@ Result<bool> Store::closeCharge(const std::string& request_id) {
 
 Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int64_t stale_ms,
                                                              int64_t grace_ms) {
+  // The read and the settlements in one transaction (a savepoint inside the
+  // caller's). Whoever deletes an open charge settles it (closeCharge
+  // below), so a charge is settled once however many sweepers run. The
+  // read is what keeps them from queuing on each other: on PostgreSQL it
+  // locks the charges it returns (FOR UPDATE OF c SKIP LOCKED) until the
+  // transaction ends, and passes over those another sweeper holds, so two
+  // dispatchers sweeping at once settle disjoint charges, neither waiting
+  // for the other's commit nor deadlocking with it over the quota rows the
+  // refunds update. On SQLite the transaction holds the write lock: one
+  // sweeper at a time. eq-api's own settle of a call the sweep locked waits
+  // for the sweep's commit and then finds the charge closed.
+  Transaction tx(*db_);
+  if (!tx.status().isOk()) return tx.status();
   std::vector<Settlement> found;
   std::vector<std::string> task_status;  // per found charge; empty: none (sync, or no row)
   // Not the charges orphanedJobs() returns: a queued task whose job was
@@ -100,7 +114,15 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
           "LEFT JOIN tasks t ON t.id = c.task_id "
           "WHERE " EQ_ORPHANED_CHARGE
           " AND NOT (c.job IS NOT NULL AND coalesce(t.status, '') = 'queued') "
-          "ORDER BY c.created_at LIMIT 500"},
+          "ORDER BY c.created_at, c.request_id LIMIT 500",
+          "SELECT c.request_id, c.instance_id, c.account_id, c.mode, coalesce(c.task_id, ''), "
+          "c.deadline_at, c.created_at, i.id IS NULL OR i.heartbeat_at < $1, "
+          "coalesce(t.status, ''), coalesce(c.idem_key, '') "
+          "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "
+          "LEFT JOIN tasks t ON t.id = c.task_id "
+          "WHERE (i.id IS NULL OR i.heartbeat_at < $1 OR c.deadline_at < $2)"
+          " AND NOT (c.job IS NOT NULL AND coalesce(t.status, '') = 'queued') "
+          "ORDER BY c.created_at, c.request_id LIMIT 500 FOR UPDATE OF c SKIP LOCKED"},
       {now_ms - stale_ms, now_ms - grace_ms}, [&](const Row& row) {
         Settlement s;
         s.charge = chargeFromRow(row, false);
@@ -149,6 +171,7 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
     if (Status st = settleIdempotencyOf(s); !st.isOk()) return st;
     settled.push_back(std::move(s));
   }
+  if (Status c = tx.commit(); !c.isOk()) return c;
   return settled;
 }
 
@@ -231,8 +254,12 @@ Status Store::recordSettlement(const Settlement& s, int64_t now_ms) {
 
 Result<int> Store::purgeSettlementsBefore(int64_t cutoff_ms, int limit) {
   auto r = exec("purge settlements",
+                // SKIP LOCKED: two sweepers on PostgreSQL purge disjoint rows.
                 Sql{"DELETE FROM settlements WHERE request_id IN "
-                    "(SELECT request_id FROM settlements WHERE settled_at < ? LIMIT ?)"},
+                    "(SELECT request_id FROM settlements WHERE settled_at < ? LIMIT ?)",
+                    "DELETE FROM settlements WHERE request_id IN "
+                    "(SELECT request_id FROM settlements WHERE settled_at < ? LIMIT ? "
+                    "FOR UPDATE SKIP LOCKED)"},
                 {cutoff_ms, int64_t{limit}});
   if (!r.isOk()) return r.status();
   // An instance whose heartbeat is that old has no open charge left (the

@@ -37,6 +37,7 @@ Result<std::unique_ptr<Store>> Store::open(const store::DbUrl& url, int busy_tim
   Result<std::unique_ptr<store::Db>> db = store::Db::open(url);
   if (!db.isOk()) return db.status();
   db.value()->setBusyTimeout(busy_timeout_ms);
+  db.value()->setLockTimeout(busy_timeout_ms);
   // The one list of both engines (store/migrations.h), under the write lock
   // (SQLite) or an advisory lock (PostgreSQL): processes starting together
   // apply each migration once.
@@ -44,9 +45,19 @@ Result<std::unique_ptr<Store>> Store::open(const store::DbUrl& url, int busy_tim
   return std::unique_ptr<Store>(new Store(std::move(db).value()));
 }
 
+Result<std::unique_ptr<Store>> Store::openUrl(std::string_view url, int busy_timeout_ms) {
+  Result<store::DbUrl> parsed = store::DbUrl::parse(url);
+  if (!parsed.isOk()) return Status(400, "EQ_DB_URL: " + parsed.status().msg());
+  Result<std::unique_ptr<Store>> opened = open(parsed.value(), busy_timeout_ms);
+  if (opened.isOk()) {
+    log::info("database opened", {{"database", parsed.value().redacted()}});
+    return opened;
+  }
+  return Status(opened.status().code(), parsed.value().redacted() + ": " + opened.status().msg());
+}
+
 Result<int64_t> Store::exec(const char* what, const store::Sql& sql,
-                            std::initializer_list<store::Value> values,
-                            const store::RowFn& onRow) {
+                            std::initializer_list<store::Value> values, const store::RowFn& onRow) {
   Result<int64_t> r = db_->exec(sql, values, onRow);
   if (r.isOk()) return r;
   return Status(r.status().code(), std::string(what) + ": " + r.status().msg());

@@ -153,7 +153,6 @@ struct IdempotencyBegin {
   std::string response_body;  // kReplay
 };
 
-
 struct TaskRecord {
   std::string task_id;
   std::string account_id;
@@ -178,14 +177,14 @@ struct TaskRecord {
 // then.
 struct DeliveryRecord {
   std::string delivery_id;
-  std::string task_id;     // empty: a test event (event "test"), which has no task
+  std::string task_id;  // empty: a test event (event "test"), which has no task
   std::string account_id;
   std::string url;
   std::string event;
   std::string status;  // pending | delivered | failed
   int attempts = 0;    // every attempt ever made, replays included
   int64_t last_attempt_at = 0;
-  int last_status = 0;  // HTTP status of the last attempt; 0 when none came back
+  int last_status = 0;          // HTTP status of the last attempt; 0 when none came back
   int64_t next_attempt_at = 0;  // pending: when the next attempt is due; else 0
   int64_t created_at = 0;
   // Attempts made before the current retry schedule started: a replay starts
@@ -205,9 +204,9 @@ struct DeliveryAttempt {
 
 // Which deliveries eqctl delivery list shows; empty fields do not filter.
 struct DeliveryFilter {
-  std::string status;   // pending | delivered | failed
+  std::string status;  // pending | delivered | failed
   std::string task_id;
-  int limit = 100;      // newest first
+  int limit = 100;  // newest first
 };
 
 // An eq-api charge not yet settled (see Store::openCharge).
@@ -251,7 +250,7 @@ struct Person {
 
 // A one-time link, as read by its token.
 struct PortalLink {
-  std::string kind;        // invite | reset
+  std::string kind;  // invite | reset
   std::string email;
   std::string tier;
   std::string account_id;  // invite: an existing account to attach; else empty
@@ -320,6 +319,18 @@ class Store {
   static Result<std::unique_ptr<Store>> open(const store::DbUrl& url,
                                              int busy_timeout_ms = kDefaultBusyTimeoutMs);
   static constexpr int kDefaultBusyTimeoutMs = 5000;
+  // The store a process is configured with (Config::db_url, EQ_DB_URL),
+  // the URL's password never in a message. A 503 is a database that cannot
+  // be reached now (a supervisor may start the process again); anything
+  // else is the operator's to fix: a URL that cannot be read, a password
+  // refused, a migration that cannot run (processes exit with 2).
+  static Result<std::unique_ptr<Store>> openUrl(std::string_view url,
+                                                int busy_timeout_ms = kDefaultBusyTimeoutMs);
+  // The exit status of a process whose store would not open: 1 when the
+  // database cannot be reached now (503), 2 for what the operator must fix.
+  static int exitStatusFor(const Status& open_failure) {
+    return open_failure.code() == 503 ? 1 : 2;
+  }
   // A stored Idempotency-Key response is replayed for 24 h (PRODUCT.md §3).
   static constexpr int64_t kIdempotencyTtlMs = 24 * 3'600'000LL;
   // A pending row older than this belongs to a request whose process died
@@ -353,6 +364,10 @@ class Store {
   // SQLite the wait polls finely (store/db_sqlite.cc), not SQLite's default
   // back-off.
   void setBusyTimeout(int ms) { db_->setBusyTimeout(ms); }
+  // How long a statement waits for a row lock another connection holds
+  // (PostgreSQL's lock_timeout; store::Db::setLockTimeout). Open sets it
+  // to busy_timeout_ms as well.
+  void setLockTimeout(int ms) { db_->setLockTimeout(ms); }
   store::DbEngine engine() const { return db_->engine(); }
 
   // WAL checkpoints. By default a connection checkpoints in the COMMIT
@@ -441,8 +456,7 @@ class Store {
   // each had been counted alone, across every process on this database.
   Result<int64_t> countRequests(const std::string& key_id, int64_t window_start, int64_t n);
   // The decision for the request that got `count` in its window.
-  static RateDecision rateDecision(int limit, int64_t count, int64_t window_start,
-                                   int64_t now_ms);
+  static RateDecision rateDecision(int limit, int64_t count, int64_t window_start, int64_t now_ms);
   static int64_t rateWindowStart(int64_t now_ms) { return now_ms - now_ms % 60'000; }
   // The developer center's playground (issue 25): one request of the
   // account's session, counted against the account's rate limit under the
@@ -541,7 +555,10 @@ class Store {
   // broker, the task's own outcome settles the unit); an async one whose
   // task is queued and whose job was not kept (an eq-api older than schema
   // version 7) fails its task, which refunds it. Each is recorded in
-  // settlements. Runs inside the caller's transaction.
+  // settlements. Runs in a transaction of its own (a savepoint inside the
+  // caller's); on PostgreSQL the charges it settles are locked until the
+  // outermost commit and passed over by other sweepers meanwhile, so each
+  // is settled once whatever number of dispatchers sweep.
   Result<std::vector<Settlement>> settleOrphanedCharges(int64_t now_ms, int64_t stale_ms,
                                                         int64_t grace_ms);
   // The orphaned charges (as above) of async calls whose task is still
@@ -608,8 +625,8 @@ class Store {
   // hash, every session of theirs ended (the one that asked included), their
   // outstanding links revoked, and a new session for the one that asked,
   // with a new id and CSRF token (a copied cookie does not outlive it).
-  Result<NewSession> changePassword(const std::string& person_id,
-                                    const std::string& password_hash, int64_t now_ms);
+  Result<NewSession> changePassword(const std::string& person_id, const std::string& password_hash,
+                                    int64_t now_ms);
   // Open registration: a new account on the free tier and its person; 409
   // when the email is taken.
   Result<Person> registerPerson(const std::string& email, const std::string& password_hash,
@@ -645,7 +662,7 @@ class Store {
   // that attempts running at the same time count each other. A right
   // password takes its rows back (forgetSigninFailures).
   struct PasswordAttempt {
-    int64_t retry_at_ms = 0;      // > 0: limited, not recorded
+    int64_t retry_at_ms = 0;       // > 0: limited, not recorded
     std::vector<int64_t> counted;  // the rows recorded
   };
   Result<PasswordAttempt> beginPasswordAttempt(const std::vector<std::string>& scopes,
@@ -684,8 +701,8 @@ class Store {
   Result<std::string> rotateWebhookSecret(const std::string& account_id, int64_t now_ms);
   // A delivery of event "test" to url, pending and due now; one attempt.
   // 409 while the account's previous test event is still pending.
-  Result<DeliveryRecord> createTestDelivery(const std::string& account_id,
-                                            const std::string& url, int64_t now_ms);
+  Result<DeliveryRecord> createTestDelivery(const std::string& account_id, const std::string& url,
+                                            int64_t now_ms);
   Result<std::vector<DeliveryRecord>> accountDeliveries(const std::string& account_id,
                                                         const std::string& status, int limit);
   Result<std::vector<TaskRecord>> accountTasks(const std::string& account_id,
@@ -702,7 +719,6 @@ class Store {
   Result<int> purgeTasksBefore(int64_t cutoff_ms, int limit);
   Result<int> purgeIdempotencyBefore(int64_t cutoff_ms, int limit);
   Result<int> purgeRateCountersBefore(int64_t cutoff_ms, int limit);
-
 
  private:
   // eqctl's report queries (tools/reports.h) are SQL too, but no process

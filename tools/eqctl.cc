@@ -1,5 +1,5 @@
-// eqctl: the operator's CLI (keys, quota, tasks, webhook deliveries, stats). Opens EQ_DB_PATH and
-// runs one command; see tools/eqctl_commands.h.
+// eqctl: the operator's CLI (keys, quota, tasks, webhook deliveries, stats). Opens EQ_DB_URL (or
+// EQ_DB_PATH) and runs one command; see tools/eqctl_commands.h.
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "store/store.h"
 #include "tools/eqctl_commands.h"
+#include "tools/store_copy.h"
 
 int main(int argc, char** argv) {
   eq::restrictNewFiles();  // before any file is created: common/file_modes.h
@@ -22,11 +23,11 @@ int main(int argc, char** argv) {
   if (!args.empty() && args[0] == "migrate" && !eq::tools::isHelpRequest(args)) {
     const char* url = std::getenv("EQ_DB_URL");
     const char* path = std::getenv("EQ_DB_PATH");
-    const std::string dbUrl = (url != nullptr && *url != '\0')
-                                  ? std::string(url)
-                                  : "sqlite:" + std::string((path != nullptr && *path != '\0')
-                                                                ? path
-                                                                : eq::defaults::kDbPath);
+    const std::string dbUrl =
+        (url != nullptr && *url != '\0')
+            ? std::string(url)
+            : "sqlite:" +
+                  std::string((path != nullptr && *path != '\0') ? path : eq::defaults::kDbPath);
     return eq::tools::runMigrate(dbUrl, args, std::cout, std::cerr);
   }
   eq::Result<eq::Config> cfg = eq::Config::fromEnv();
@@ -34,12 +35,17 @@ int main(int argc, char** argv) {
     std::cerr << "eqctl: " << cfg.status().msg() << "\n";
     return 2;
   }
+  // store copy opens both stores itself: the source is the one configured.
+  if (!args.empty() && args[0] == "store" && !eq::tools::isHelpRequest(args)) {
+    return eq::tools::runStoreCopy(cfg.value().db_url, args, std::cout, std::cerr);
+  }
   // Help never reads the database; an in-memory one spares `eqctl --help`
   // from creating EQ_DB_PATH where it is run.
-  auto store = eq::Store::open(eq::tools::isHelpRequest(args) ? ":memory:" : cfg.value().db_path);
+  auto store =
+      eq::Store::openUrl(eq::tools::isHelpRequest(args) ? "sqlite::memory:" : cfg.value().db_url);
   if (!store.isOk()) {
     std::cerr << "eqctl: " << store.status().msg() << "\n";
-    return 1;
+    return eq::Store::exitStatusFor(store.status());
   }
   eq::tools::EqctlOptions options;
   options.env = cfg.value().env;

@@ -138,6 +138,11 @@ constexpr CommandHelp kCommands[] = {
      "EQ_DB_URL (sqlite:PATH or postgresql://...) or else EQ_DB_PATH. eq-api, eq-dispatcher\n"
      "and eqctl also migrate when they open the store; on PostgreSQL an advisory lock makes\n"
      "hosts that start together apply each migration once.\n"},
+    {"store", "copy", "store copy --to postgresql://USER:PASSWORD@HOST/DB [--force]",
+     "Copies the whole store of a stopped deployment from SQLite (EQ_DB_URL or EQ_DB_PATH) into\n"
+     "a new, empty PostgreSQL database, in one transaction, and checks every table's row count;\n"
+     "then point EQ_DB_URL of every process at it. Refused (exit 2) when the destination holds\n"
+     "data, or when an eq-api of the source beat within a minute (stop the stack, or --force).\n"},
     {"stats", "", "stats [--minutes N] [--json]",
      "Per mode, the async tasks created in the last N minutes (default 60, at most 10080):\n"
      "counts by status, and p50/p95/max of their latency in ms. Latency comes from the tasks\n"
@@ -1273,8 +1278,9 @@ std::string portalLinkUrl(const EqctlOptions& opts, const std::string& kind,
 
 int accountLink(Store& store, const EqctlOptions& opts, const std::string& kind,
                 const std::string& email, const Args& a, std::ostream& out, std::ostream& err) {
-  if (!checkKnown(a, kind == "invite" ? std::initializer_list<const char*>{"tier", "key"}
-                                      : std::initializer_list<const char*>{},
+  if (!checkKnown(a,
+                  kind == "invite" ? std::initializer_list<const char*>{"tier", "key"}
+                                   : std::initializer_list<const char*>{},
                   err)) {
     return kExitUsage;
   }
@@ -1487,14 +1493,15 @@ const char* exitKind(int rc) {
 
 }  // namespace
 
-int runMigrate(const std::string& db_url, const std::vector<std::string>& args,
-               std::ostream& out, std::ostream& err) {
+int runMigrate(const std::string& db_url, const std::vector<std::string>& args, std::ostream& out,
+               std::ostream& err) {
   bool status = false;
   for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--status") {
       status = true;
     } else {
-      err << "eqctl: migrate: unknown option '" << args[i] << "'\nusage: eqctl migrate [--status]\n";
+      err << "eqctl: migrate: unknown option '" << args[i]
+          << "'\nusage: eqctl migrate [--status]\n";
       return kExitUsage;
     }
   }
@@ -1505,8 +1512,10 @@ int runMigrate(const std::string& db_url, const std::vector<std::string>& args,
   }
   auto db = store::Db::open(url.value());
   if (!db.isOk()) {
-    err << "eqctl: " << db.status().msg() << "\n";
-    return kExitError;
+    // A URL libpq cannot use or a password refused is the operator's (2);
+    // a server that cannot be reached now, the database's (1).
+    err << "eqctl: " << url.value().redacted() << ": " << db.status().msg() << "\n";
+    return Store::exitStatusFor(db.status());
   }
   auto before = store::migrationStatus(*db.value());
   if (!before.isOk()) {
@@ -1528,8 +1537,7 @@ int runMigrate(const std::string& db_url, const std::vector<std::string>& args,
           << (m.applied_at_ms ? "applied " + iso8601(*m.applied_at_ms) : std::string("pending"))
           << "\n";
     }
-    out << (before.value().size() - pending) << " of " << before.value().size()
-        << " applied\n";
+    out << (before.value().size() - pending) << " of " << before.value().size() << " applied\n";
     return kExitOk;
   }
   if (Status st = store::migrate(*db.value()); !st.isOk()) {
@@ -1564,8 +1572,7 @@ int runEqctl(Store& store, const EqctlOptions& opts, const std::vector<std::stri
   if (rest[0] == "help" || rest[0] == "--help" || rest[0] == "-h") rest.erase(rest.begin());
   const std::string noun = rest.empty() ? "" : rest[0];
   // stats and migrate have no verb; every other command is NOUN VERB.
-  const std::string verb =
-      noun == "stats" || noun == "migrate" || rest.size() < 2 ? "" : rest[1];
+  const std::string verb = noun == "stats" || noun == "migrate" || rest.size() < 2 ? "" : rest[1];
   const CommandHelp* cmd = findCommand(noun, verb);
   bool known_noun = false;
   for (const CommandHelp& c : kCommands) known_noun = known_noun || noun == c.noun;

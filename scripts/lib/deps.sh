@@ -52,8 +52,9 @@ _eq_deps_expand() {
             test) pkgs+=("${EQ_DEPS_TEST_ONLY[@]}" "${EQ_DEPS_BUILD[@]}" "${EQ_DEPS_RUNTIME[@]}"
                   "${EQ_DEPS_FUZZ[@]}") ;;
             bench) pkgs+=("${EQ_DEPS_BENCH_ONLY[@]}") ;;
+            postgres) pkgs+=(postgresql) ;;
             *)
-                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs, fuzz, test or bench)"
+                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs, fuzz, test, bench or postgres)"
                 return 2
                 ;;
         esac
@@ -82,25 +83,17 @@ _eq_deps_installed() {
 }
 
 # eq_install_deps SET... : installs the missing Debian packages of the sets
-# (build, runtime, test, bench). Returns 1 (callers run with set -e, so they exit)
+# (build, runtime, libs, fuzz, test, bench, postgres). Returns 1 (callers run with set -e, so they exit)
 # when packages are missing and we are not root, or when apt fails.
 eq_install_deps() {
     if [[ $# -eq 0 ]]; then
-        _eq_deps_log "usage: eq_install_deps build|runtime|test|bench [...]"
+        _eq_deps_log "usage: eq_install_deps build|runtime|libs|fuzz|test|bench|postgres [...]"
         return 2
     fi
     local -a wanted=() missing=()
-    local pkg provided="" set
+    local pkg provided=""
     # Validated up front: the process substitution below hides failures.
-    for set in "$@"; do
-        case "$set" in
-            build | runtime | libs | fuzz | test | bench) ;;
-            *)
-                _eq_deps_log "unknown dependency set '$set' (expected build, runtime, libs, fuzz, test or bench)"
-                return 2
-                ;;
-        esac
-    done
+    _eq_deps_expand "$@" >/dev/null || return 2
     mapfile -t wanted < <(_eq_deps_expand "$@")
 
     _eq_deps_log "checking ${#wanted[@]} packages for set(s): $*"

@@ -45,13 +45,16 @@ _eq_pg_as() {
 }
 
 # A port free on 127.0.0.1: the one asked for when it can be bound, else
-# one the kernel picks.
+# one the kernel picks. Probed with SO_REUSEADDR, as the server binds: a
+# server just stopped leaves its clients' connections in TIME_WAIT on its
+# port, which would otherwise look taken, and a restart would move.
 _eq_pg_pick_port() {
     python3 - "${1:-0}" <<'PY'
 import socket, sys
 want = int(sys.argv[1])
 for port in ([want] if want > 0 else []) + [0]:
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         s.bind(("127.0.0.1", port))
     except OSError:

@@ -10,7 +10,6 @@
 // exercises the 504 path; every test creates its own key, so the cases do
 // not share quota or rate windows.
 #include <rapidjson/document.h>
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -129,22 +128,17 @@ int64_t quotaOf(const Key& k, const std::string& mode) {
 }
 
 // The usage record's net units of a key's account in one mode (calls -
-// refunds over all hours), read from the database file as the developer
+// refunds over all hours), read from the database as the developer
 // center's Usage page reads it: it must always equal what the quota lost.
 int64_t usageNet(const Key& k, const std::string& mode) {
-  sqlite3* db = nullptr;
-  BOOST_REQUIRE(sqlite3_open_v2(stack().dbPath().c_str(), &db, SQLITE_OPEN_READONLY, nullptr) ==
-                SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  sqlite3_prepare_v2(db,
-                     "SELECT coalesce(sum(u.calls - u.refunded), 0) FROM usage_hourly u "
-                     "JOIN api_keys k ON k.account_id = u.account_id WHERE k.id = ? AND u.mode = ?",
-                     -1, &st, nullptr);
-  sqlite3_bind_text(st, 1, k.id.c_str(), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 2, mode.c_str(), -1, SQLITE_TRANSIENT);
-  int64_t net = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-  sqlite3_finalize(st);
-  sqlite3_close(db);
+  int64_t net = -1;
+  auto r = stack().db().exec(
+      eq::store::Sql{
+          "SELECT coalesce(sum(u.calls - u.refunded), 0) FROM usage_hourly u "
+          "JOIN api_keys k ON k.account_id = u.account_id WHERE k.id = ? AND u.mode = ?"},
+      {std::string_view(k.id), std::string_view(mode)},
+      [&](const eq::store::Row& row) { net = row.int64(0); });
+  BOOST_REQUIRE_MESSAGE(r.isOk(), r.status().msg());
   return net;
 }
 

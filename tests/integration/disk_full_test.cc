@@ -229,7 +229,7 @@ BOOST_AUTO_TEST_CASE(database_disk_full_then_freed) {
   // wait on their job queue, and their events reach the dispatcher only
   // once the disk is full (the worker is started then).
   opts.worker_modes = {};
-  opts.env["EQ_DB_PATH"] = disk.dir() + "/eq.db";
+  opts.env["EQ_DB_URL"] = "sqlite:" + disk.dir() + "/eq.db";
   Stack stack(opts);
   Key key = createKey(stack, "disk-full", {"--quota-fast", "100000", "--rate", "100000"});
   std::string hook = "http://127.0.0.1:" + std::to_string(stack.receiver.port()) + "/hook";

@@ -17,14 +17,13 @@
 //     before the engine runs; that is where the SIGKILL finds it.
 // Neither needs a hook in production code.
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <rapidjson/document.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <netinet/in.h>
 
 #include <algorithm>
 #include <atomic>
@@ -45,20 +44,23 @@
 
 #include "tests/integration/stack.h"
 
-using eq::it::HttpResult;
-using eq::it::Process;
-using eq::it::Stack;
-using eq::it::StackOptions;
-using eq::it::Key;
 using eq::it::createKey;
 using eq::it::get;
+using eq::it::HttpResult;
+using eq::it::Key;
 using eq::it::nowMs;
 using eq::it::parse;
+using eq::it::post;
+using eq::it::Process;
+using eq::it::queryInt;
+using eq::it::queryTexts;
+using eq::it::quotaOf;
 using eq::it::readFile;
 using eq::it::refusingPort;
-using eq::it::quotaOf;
-using eq::it::post;
 using eq::it::sleepMs;
+using eq::it::Stack;
+using eq::it::StackOptions;
+using eq::it::taskIdOf;
 using eq::it::TaskWebhookReceiver;
 
 namespace {
@@ -72,19 +74,6 @@ std::string asyncBody(const std::string& webhook_url, int n) {
   return body + "}";
 }
 
-// The task id of an accepted async call, or "" (safe on any thread: no
-// assertions here).
-std::string taskIdOf(const HttpResult& r) {
-  if (r.status != 200) return "";
-  rapidjson::Document d;
-  d.Parse(r.body.c_str());
-  if (!d.IsObject() || !d.HasMember("data") || !d["data"].IsObject() ||
-      !d["data"].HasMember("task_id") || !d["data"]["task_id"].IsString()) {
-    return "";
-  }
-  return d["data"]["task_id"].GetString();
-}
-
 // What GET /api/v1/task/{id} says, reduced to what these cases check.
 struct TaskView {
   std::string status;
@@ -96,8 +85,8 @@ struct TaskView {
 
 TaskView taskView(Stack& stack, const Key& key, const std::string& task_id) {
   HttpResult r = get(stack, "/api/v1/task/" + task_id, &key);
-  BOOST_REQUIRE_MESSAGE(r.status == 200, "GET task " << task_id << ": " << r.status << " "
-                                                     << r.body);
+  BOOST_REQUIRE_MESSAGE(r.status == 200,
+                        "GET task " << task_id << ": " << r.status << " " << r.body);
   rapidjson::Document d = parse(r);
   const rapidjson::Value& data = d["data"];
   TaskView v;
@@ -189,8 +178,10 @@ class StallableLog {
     while (text_.find(needle) == std::string::npos) {
       BOOST_REQUIRE_MESSAGE(nowMs() < until, path_ << " never said '" << needle << "': " << text_);
       ssize_t n = ::read(read_fd_, buf, sizeof buf);
-      if (n > 0) text_.append(buf, static_cast<size_t>(n));
-      else sleepMs(20);
+      if (n > 0)
+        text_.append(buf, static_cast<size_t>(n));
+      else
+        sleepMs(20);
     }
   }
 
@@ -258,8 +249,7 @@ std::ostream& operator<<(std::ostream& os, const QueueStats& q) {
 // Polls the queue's statistics until `want` holds or timeout_ms pass;
 // returns the last ones read.
 QueueStats waitQueueStats(Stack& stack, const std::string& queue,
-                          const std::function<bool(const QueueStats&)>& want,
-                          int64_t timeout_ms) {
+                          const std::function<bool(const QueueStats&)>& want, int64_t timeout_ms) {
   QueueStats q;
   for (int64_t until = nowMs() + timeout_ms; nowMs() < until; sleepMs(250)) {
     HttpResult r = stack.management("/queues/{vhost}/" + queue);
@@ -323,21 +313,14 @@ class BrokerOutage {
   int64_t stopping_at_ms_ = 0, stopped_at_ms_ = 0, starting_at_ms_ = 0, back_at_ms_ = 0;
 };
 
-// Task counts by status, read from the stack's SQLite file (the api only
+// Task counts by status, read from the stack's database (the api only
 // shows tasks by id, and a call answered 503 never told us its id).
-std::map<std::string, int64_t> taskStatusCounts(const std::string& db_path) {
-  sqlite3* db = nullptr;
-  BOOST_REQUIRE(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-  sqlite3_busy_timeout(db, 5000);
-  sqlite3_stmt* st = nullptr;
-  BOOST_REQUIRE(sqlite3_prepare_v2(db, "SELECT status, count(*) FROM tasks GROUP BY status", -1,
-                                   &st, nullptr) == SQLITE_OK);
+std::map<std::string, int64_t> taskStatusCounts(const eq::it::Stack& stack) {
   std::map<std::string, int64_t> counts;
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    counts[reinterpret_cast<const char*>(sqlite3_column_text(st, 0))] = sqlite3_column_int64(st, 1);
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
+  auto r = stack.db().exec(
+      eq::store::Sql{"SELECT status, count(*) FROM tasks GROUP BY status"}, {},
+      [&](const eq::store::Row& row) { counts[std::string(row.text(0))] = row.int64(1); });
+  BOOST_REQUIRE_MESSAGE(r.isOk(), r.status().msg());
   return counts;
 }
 
@@ -362,34 +345,6 @@ struct MemoryAlarm {
   }
   bool on = true;
 };
-
-// One integer (or -1) from a read-only query of the stack's database.
-int64_t queryInt(const std::string& db_path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  BOOST_REQUIRE(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-  sqlite3_busy_timeout(db, 5000);
-  sqlite3_stmt* st = nullptr;
-  BOOST_REQUIRE_MESSAGE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK, sql);
-  int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
-}
-
-std::vector<std::string> queryTexts(const std::string& db_path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  BOOST_REQUIRE(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-  sqlite3_busy_timeout(db, 5000);
-  sqlite3_stmt* st = nullptr;
-  BOOST_REQUIRE_MESSAGE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK, sql);
-  std::vector<std::string> out;
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return out;
-}
 
 // One async submission as the submitting thread saw it.
 struct Submission {
@@ -422,7 +377,8 @@ BOOST_AUTO_TEST_CASE(sigkill_of_a_worker_with_200_tasks_in_flight_loses_nothing)
   Stack stack(o);
   Process* survivor = stack.spawn("worker-fast-b", {"eq-worker", "--mode", "fast"});
   survivor->waitForLog("consuming", 20000);
-  Key key = createKey(stack, "pipeline-kill-worker", {"--quota-fast", std::to_string(kQuota), "--rate", "100000"});
+  Key key = createKey(stack, "pipeline-kill-worker",
+                      {"--quota-fast", std::to_string(kQuota), "--rate", "100000"});
   BOOST_REQUIRE(quotaOf(stack, key, "fast") == kQuota);
 
   std::vector<std::string> worker_logs = {stack.process("worker-fast")->logPath(),
@@ -440,8 +396,8 @@ BOOST_AUTO_TEST_CASE(sigkill_of_a_worker_with_200_tasks_in_flight_loses_nothing)
       for (int i = 0; i < kTasks / kThreads; ++i) {
         Submission s;
         s.at_ms = nowMs();
-        HttpResult r = post(stack, "/api/v1/reply/async",
-                            asyncBody(receiver.url(), t * 1000 + i), key);
+        HttpResult r =
+            post(stack, "/api/v1/reply/async", asyncBody(receiver.url(), t * 1000 + i), key);
         s.latency_ms = nowMs() - s.at_ms;
         s.status = r.status;
         s.task_id = taskIdOf(r);
@@ -487,21 +443,22 @@ BOOST_AUTO_TEST_CASE(sigkill_of_a_worker_with_200_tasks_in_flight_loses_nothing)
     if (!s.task_id.empty()) ids.push_back(s.task_id);
     max_latency = std::max(max_latency, s.latency_ms);
   }
-  BOOST_TEST_MESSAGE(subs.size() << " async calls answered in " << submit_ms
-                                 << " ms (slowest " << max_latency << " ms); victim killed after "
-                                 << killed_at[0] << ", " << killed_at[1] << ", " << killed_at[2]
-                                 << " answers");
+  BOOST_TEST_MESSAGE(subs.size() << " async calls answered in " << submit_ms << " ms (slowest "
+                                 << max_latency << " ms); victim killed after " << killed_at[0]
+                                 << ", " << killed_at[1] << ", " << killed_at[2] << " answers");
   BOOST_REQUIRE_EQUAL(ids.size(), static_cast<size_t>(kTasks));
   BOOST_TEST(std::set<std::string>(ids.begin(), ids.end()).size() == ids.size(),
              "task ids are unique");
 
   int64_t wait_start = nowMs();
-  auto views = pollTasks(stack, key, ids, [](const TaskView& v) { return isFinal(v.status); },
-                         60000);
+  auto views = pollTasks(
+      stack, key, ids, [](const TaskView& v) { return isFinal(v.status); }, 60000);
   int succeeded = 0;
   for (const auto& [id, v] : views) {
-    if (v.status == "succeeded") ++succeeded;
-    else BOOST_ERROR(id << " ended " << v.status << " " << v.error_code << " " << v.error_msg);
+    if (v.status == "succeeded")
+      ++succeeded;
+    else
+      BOOST_ERROR(id << " ended " << v.status << " " << v.error_code << " " << v.error_msg);
   }
   BOOST_TEST_MESSAGE(succeeded << "/" << kTasks << " tasks succeeded; the last one "
                                << nowMs() - wait_start << " ms after the last submission");
@@ -545,7 +502,8 @@ BOOST_AUTO_TEST_CASE(broker_restart_while_accepting_async_calls) {
   o.worker_modes = {"fast"};
   o.env["EQ_LOG_LEVEL"] = "debug";  // the worker's "job started" lines show redeliveries
   Stack stack(o);
-  Key key = createKey(stack, "pipeline-broker-restart", {"--quota-fast", std::to_string(kQuota), "--rate", "100000"});
+  Key key = createKey(stack, "pipeline-broker-restart",
+                      {"--quota-fast", std::to_string(kQuota), "--rate", "100000"});
   HttpResult warm =
       post(stack, "/api/v1/reply", R"({"mode":"fast","message":"你好","reply_count":1})", key);
   BOOST_REQUIRE_MESSAGE(warm.status == 200, "the stack works before the outage: " << warm.body);
@@ -568,8 +526,10 @@ BOOST_AUTO_TEST_CASE(broker_restart_while_accepting_async_calls) {
       subs.push_back(std::move(s));
       next += kIntervalMs;
       int64_t wait = next - nowMs();
-      if (wait > 0) sleepMs(wait);
-      else next = nowMs();
+      if (wait > 0)
+        sleepMs(wait);
+      else
+        next = nowMs();
     }
   });
 
@@ -613,20 +573,18 @@ BOOST_AUTO_TEST_CASE(broker_restart_while_accepting_async_calls) {
       BOOST_TEST(s.latency_ms < kFastAnswerMs, "a 503 took " << s.latency_ms << " ms");
     }
   }
-  BOOST_TEST_MESSAGE(subs.size() << " async calls: " << accepted.size() << " accepted ("
-                                 << accepted_while_stopping
-                                 << " of them while stop_app ran), " << refused
-                                 << " answered 503 (the first sent " << first_503_after
-                                 << " ms after stop_app was issued; slowest 503 " << slowest_503
-                                 << " ms); slowest answer of all " << slowest
-                                 << " ms; first 200 again " << first_200_after
-                                 << " ms after start_app was issued");
+  BOOST_TEST_MESSAGE(
+      subs.size() << " async calls: " << accepted.size() << " accepted (" << accepted_while_stopping
+                  << " of them while stop_app ran), " << refused << " answered 503 (the first sent "
+                  << first_503_after << " ms after stop_app was issued; slowest 503 " << slowest_503
+                  << " ms); slowest answer of all " << slowest << " ms; first 200 again "
+                  << first_200_after << " ms after start_app was issued");
   BOOST_TEST(refused > 0, "the outage was seen by the client");
   BOOST_TEST(first_200_after >= 0, "calls are accepted again after the broker is back");
   BOOST_TEST(slowest < 5000, "no call hung");
 
-  auto views = pollTasks(stack, key, accepted,
-                         [](const TaskView& v) { return isFinal(v.status); }, kFinalWithinMs);
+  auto views = pollTasks(
+      stack, key, accepted, [](const TaskView& v) { return isFinal(v.status); }, kFinalWithinMs);
   int succeeded = 0, failed = 0;
   for (const auto& [id, v] : views) {
     if (v.status == "succeeded") {
@@ -636,14 +594,12 @@ BOOST_AUTO_TEST_CASE(broker_restart_while_accepting_async_calls) {
       BOOST_TEST(v.error_code >= 500, id << " failed with code " << v.error_code);
       BOOST_TEST(!v.error_msg.empty(), id << " failed without a reason");
     } else {
-      BOOST_ERROR(id << " accepted but still " << v.status << " after " << kFinalWithinMs
-                     << " ms");
+      BOOST_ERROR(id << " accepted but still " << v.status << " after " << kFinalWithinMs << " ms");
     }
   }
   JobStarts starts = countJobStarts({stack.process("worker-fast")->logPath()});
   BOOST_TEST_MESSAGE("accepted tasks: " << succeeded << " succeeded, " << failed
-                                        << " failed; all final "
-                                        << nowMs() - outage.backAtMs()
+                                        << " failed; all final " << nowMs() - outage.backAtMs()
                                         << " ms after the broker was up; jobs started "
                                         << starts.total << " times, " << starts.redelivered
                                         << " redeliveries (highest x-delivery-count "
@@ -651,21 +607,20 @@ BOOST_AUTO_TEST_CASE(broker_restart_while_accepting_async_calls) {
 
   // The database holds the refused calls too (failed at once with 503 and
   // refunded): none is left queued or running, and only successes cost.
-  std::map<std::string, int64_t> counts = taskStatusCounts(stack.dbPath());
+  std::map<std::string, int64_t> counts = taskStatusCounts(stack);
   std::ostringstream summary;
   for (const auto& [status, n] : counts) summary << status << "=" << n << " ";
   BOOST_TEST_MESSAGE("tasks in SQLite: " << summary.str());
   BOOST_TEST(counts["queued"] == 0, "tasks left queued: " << summary.str());
   BOOST_TEST(counts["running"] == 0, "tasks left running: " << summary.str());
-  BOOST_TEST(counts["succeeded"] == succeeded,
-             "only accepted calls succeed: " << summary.str());
+  BOOST_TEST(counts["succeeded"] == succeeded, "only accepted calls succeed: " << summary.str());
   BOOST_TEST(quotaOf(stack, key, "fast") == initial - counts["succeeded"],
              "quota = initial - succeeded");
 
   HttpResult again =
       post(stack, "/api/v1/reply", R"({"mode":"fast","message":"你好","reply_count":1})", key);
-  BOOST_TEST(again.status == 200, "a sync call after the restart: " << again.status << " "
-                                                                      << again.body);
+  BOOST_TEST(again.status == 200,
+             "a sync call after the restart: " << again.status << " " << again.body);
 }
 
 // 3. The dispatcher is SIGKILLed while webhooks are in flight (the receiver
@@ -677,7 +632,8 @@ BOOST_AUTO_TEST_CASE(sigkill_of_the_dispatcher_mid_delivery_loses_no_webhook) {
   StackOptions o;
   o.worker_modes = {"fast"};
   Stack stack(o);
-  Key key = createKey(stack, "pipeline-kill-dispatcher", {"--quota-fast", std::to_string(100), "--rate", "100000"});
+  Key key = createKey(stack, "pipeline-kill-dispatcher",
+                      {"--quota-fast", std::to_string(100), "--rate", "100000"});
 
   std::vector<std::string> ids;
   for (int i = 0; i < kTasks; ++i) {
@@ -701,15 +657,17 @@ BOOST_AUTO_TEST_CASE(sigkill_of_the_dispatcher_mid_delivery_loses_no_webhook) {
   bool all_seen = receiver.waitForAll(ids, 120000);
   int64_t seen_ms = nowMs() - killed_at;
   BOOST_TEST(all_seen);
-  auto views = pollTasks(stack, key, ids,
-                         [](const TaskView& v) { return v.webhook_status == "delivered"; }, 120000);
+  auto views = pollTasks(
+      stack, key, ids, [](const TaskView& v) { return v.webhook_status == "delivered"; }, 120000);
   int64_t delivered_ms = nowMs() - killed_at;
   int delivered = 0;
   for (const auto& [id, v] : views) {
     BOOST_TEST(v.status == "succeeded", id << " is " << v.status);
-    if (v.webhook_status == "delivered") ++delivered;
-    else BOOST_ERROR(id << " webhook " << v.webhook_status << " after " << v.webhook_attempts
-                        << " attempts");
+    if (v.webhook_status == "delivered")
+      ++delivered;
+    else
+      BOOST_ERROR(id << " webhook " << v.webhook_status << " after " << v.webhook_attempts
+                     << " attempts");
   }
   std::map<std::string, int> counts = receiver.countsByTask();
   int duplicates = 0;
@@ -718,12 +676,10 @@ BOOST_AUTO_TEST_CASE(sigkill_of_the_dispatcher_mid_delivery_loses_no_webhook) {
     BOOST_TEST((it != counts.end() && it->second >= 1), "no webhook for " << id);
     if (it != counts.end() && it->second > 1) duplicates += it->second - 1;
   }
-  BOOST_TEST_MESSAGE("every task seen by the receiver " << seen_ms << " ms after the kill; "
-                                                        << delivered << "/" << kTasks
-                                                        << " recorded delivered after "
-                                                        << delivered_ms << " ms ("
-                                                        << receiver.total() << " requests, "
-                                                        << duplicates << " duplicates)");
+  BOOST_TEST_MESSAGE("every task seen by the receiver "
+                     << seen_ms << " ms after the kill; " << delivered << "/" << kTasks
+                     << " recorded delivered after " << delivered_ms << " ms (" << receiver.total()
+                     << " requests, " << duplicates << " duplicates)");
 }
 
 // 4. A job whose every delivery ends with a SIGKILL of the worker holding
@@ -731,8 +687,8 @@ BOOST_AUTO_TEST_CASE(sigkill_of_the_dispatcher_mid_delivery_loses_no_webhook) {
 // to (StallableLog), so it stops inside the job at "job started", and is
 // killed there; a fresh stalled worker is consuming before each kill, ready
 // to take the redelivery (a worker started while the job is ready would
-// race through it before its log could be filled). The quorum queue's delivery limit dead-letters the job after the
-// third crash, the dispatcher (consuming eq.dead) fails the task with 500,
+// race through it before its log could be filled). The quorum queue's delivery limit dead-letters
+// the job after the third crash, the dispatcher (consuming eq.dead) fails the task with 500,
 // refunds the unit and sends the task.failed webhook. The case counts the
 // crashes until the task fails, which checks x-delivery-limit's arithmetic
 // in common/amqp.cc: the expected count is 3.
@@ -743,7 +699,8 @@ BOOST_AUTO_TEST_CASE(job_that_crashes_three_workers_fails_with_500_and_is_refund
   StackOptions o;
   o.worker_modes = {};  // the case starts its own fast workers
   Stack stack(o);
-  Key key = createKey(stack, "pipeline-poison", {"--quota-fast", std::to_string(100), "--rate", "100000"});
+  Key key = createKey(stack, "pipeline-poison",
+                      {"--quota-fast", std::to_string(100), "--rate", "100000"});
   int64_t initial = quotaOf(stack, key, "fast");
 
   // Declared after the stack, so the FIFOs close first and a worker still
@@ -763,8 +720,8 @@ BOOST_AUTO_TEST_CASE(job_that_crashes_three_workers_fails_with_500_and_is_refund
   std::string task_id = taskIdOf(r);
   BOOST_REQUIRE_MESSAGE(waitBlocked(holder, 10000), "worker 1 never took the job");
   // It published task.running before it stalled: it was inside the job.
-  auto running = pollTasks(stack, key, {task_id},
-                           [](const TaskView& v) { return v.status == "running"; }, 10000);
+  auto running = pollTasks(
+      stack, key, {task_id}, [](const TaskView& v) { return v.status == "running"; }, 10000);
   BOOST_TEST(running[task_id].status == "running");
   BOOST_TEST(quotaOf(stack, key, "fast") == initial - 1);
 
@@ -796,10 +753,10 @@ BOOST_AUTO_TEST_CASE(job_that_crashes_three_workers_fails_with_500_and_is_refund
       if (final_view.status == "failed") break;
       sleepMs(50);
     }
-    BOOST_TEST_MESSAGE("crash " << crashes << ": "
-                                << (redelivered ? "redelivered to the next worker"
-                                                : "task " + final_view.status)
-                                << " after " << nowMs() - killed_at << " ms");
+    BOOST_TEST_MESSAGE(
+        "crash " << crashes << ": "
+                 << (redelivered ? "redelivered to the next worker" : "task " + final_view.status)
+                 << " after " << nowMs() - killed_at << " ms");
     if (!redelivered) {
       BOOST_REQUIRE_MESSAGE(final_view.status == "failed",
                             "after crash " << crashes << " the job went nowhere");
@@ -842,7 +799,8 @@ BOOST_AUTO_TEST_CASE(task_events_survive_a_dispatcher_crash_loop) {
   o.worker_modes = {"fast"};
   o.dispatcher = false;  // the case starts its own
   Stack stack(o);
-  Key key = createKey(stack, "pipeline-dispatcher-loop", {"--quota-fast", std::to_string(100), "--rate", "100000"});
+  Key key = createKey(stack, "pipeline-dispatcher-loop",
+                      {"--quota-fast", std::to_string(100), "--rate", "100000"});
   int64_t initial = quotaOf(stack, key, "fast");
 
   std::vector<std::unique_ptr<StallableLog>> logs;  // after the stack: closed first
@@ -884,8 +842,8 @@ BOOST_AUTO_TEST_CASE(task_events_survive_a_dispatcher_crash_loop) {
   int64_t healthy_at = nowMs();
   Process* healthy = stack.spawn("dispatcher-ok", {"eq-dispatcher"});
   healthy->waitForLog("consuming", 20000);
-  auto views = pollTasks(stack, key, {task_id},
-                         [](const TaskView& v) { return isFinal(v.status); }, 20000);
+  auto views = pollTasks(
+      stack, key, {task_id}, [](const TaskView& v) { return isFinal(v.status); }, 20000);
   const TaskView& v = views[task_id];
   std::string log = readFile(healthy->logPath());
   size_t dropped = 0;
@@ -893,8 +851,8 @@ BOOST_AUTO_TEST_CASE(task_events_survive_a_dispatcher_crash_loop) {
        at = log.find("dead letter dropped", at + 1)) {
     ++dropped;
   }
-  BOOST_TEST_MESSAGE("after " << kCrashes << " dispatcher crashes the task is " << v.status
-                              << " " << nowMs() - healthy_at
+  BOOST_TEST_MESSAGE("after " << kCrashes << " dispatcher crashes the task is " << v.status << " "
+                              << nowMs() - healthy_at
                               << " ms after a healthy dispatcher started; it dropped " << dropped
                               << " dead-lettered messages");
   BOOST_TEST(v.status == "succeeded", "the task's final event was lost: task " << v.status);
@@ -913,7 +871,8 @@ BOOST_AUTO_TEST_CASE(management_view_of_a_dead_worker_and_a_dead_receiver) {
   StackOptions o;
   o.worker_modes = {"fast"};
   Stack stack(o);
-  Key key = createKey(stack, "pipeline-mgmt", {"--quota-fast", std::to_string(100), "--rate", "100000"});
+  Key key =
+      createKey(stack, "pipeline-mgmt", {"--quota-fast", std::to_string(100), "--rate", "100000"});
 
   // A port nothing listens on: bound, then closed again.
   int fd = -1;
@@ -934,14 +893,14 @@ BOOST_AUTO_TEST_CASE(management_view_of_a_dead_worker_and_a_dead_receiver) {
 
   worker->kill9();
   QueueStats orphaned = waitQueueStats(
-      stack, "eq.jobs.fast",
-      [](const QueueStats& q) { return q.ready == 1 && q.consumers == 0; }, 15000);
+      stack, "eq.jobs.fast", [](const QueueStats& q) { return q.ready == 1 && q.consumers == 0; },
+      15000);
   BOOST_TEST_MESSAGE("eq.jobs.fast after the worker was killed: " << orphaned);
   BOOST_TEST((orphaned.ready == 1 && orphaned.unacked == 0 && orphaned.consumers == 0));
 
   stack.spawn("worker-fast-2", {"eq-worker", "--mode", "fast"})->waitForLog("consuming", 20000);
-  auto views = pollTasks(stack, key, {task_id},
-                         [](const TaskView& v) { return v.webhook_attempts >= 1; }, 20000);
+  auto views = pollTasks(
+      stack, key, {task_id}, [](const TaskView& v) { return v.webhook_attempts >= 1; }, 20000);
   const TaskView& v = views[task_id];
   BOOST_TEST(v.status == "succeeded");
   BOOST_TEST_MESSAGE("with the receiver down: task " << v.status << ", webhook " << v.webhook_status
@@ -969,7 +928,8 @@ BOOST_AUTO_TEST_CASE(broker_resource_alarm_answers_503_instead_of_hanging) {
   StackOptions o;
   o.worker_modes = {"fast"};
   Stack stack(o);
-  Key key = createKey(stack, "pipeline-alarm", {"--quota-fast", std::to_string(100), "--rate", "100000"});
+  Key key =
+      createKey(stack, "pipeline-alarm", {"--quota-fast", std::to_string(100), "--rate", "100000"});
   std::string sync_body = R"({"mode":"fast","message":"你好","reply_count":1})";
   HttpResult warm = post(stack, "/api/v1/reply/async", asyncBody("", 0), key);
   BOOST_REQUIRE_MESSAGE(warm.status == 200, "before the alarm: " << warm.body);
@@ -1022,15 +982,15 @@ BOOST_AUTO_TEST_CASE(broker_resource_alarm_answers_503_instead_of_hanging) {
                                          << " ms; an async call is accepted again "
                                          << nowMs() - cleared_at << " ms after it cleared");
   BOOST_REQUIRE_MESSAGE(!task_id.empty(), "no async call accepted after the alarm cleared");
-  auto views = pollTasks(stack, key, {task_id},
-                         [](const TaskView& v) { return isFinal(v.status); }, 20000);
+  auto views = pollTasks(
+      stack, key, {task_id}, [](const TaskView& v) { return isFinal(v.status); }, 20000);
   BOOST_TEST(views[task_id].status == "succeeded");
   BOOST_TEST(post(stack, "/api/v1/reply", sync_body, key).status == 200);
   // The job of async 1 was in the socket when the broker stopped reading;
   // it may run now, but its task was failed and refunded at the 503 and
   // stays so.
   sleepMs(1000);
-  std::map<std::string, int64_t> counts = taskStatusCounts(stack.dbPath());
+  std::map<std::string, int64_t> counts = taskStatusCounts(stack);
   BOOST_TEST(counts["failed"] == 3, "the three refused async calls' tasks are failed");
   BOOST_TEST(counts["queued"] + counts["running"] == 0);
   BOOST_TEST(quotaOf(stack, key, "fast") == before - 2, "only the two later calls are charged");
@@ -1066,8 +1026,8 @@ BOOST_AUTO_TEST_CASE(sigkill_of_a_worker_holding_a_full_prefetch_loses_nothing) 
   std::vector<std::jthread> callers;  // joined on the way out, also after a failure
   for (int i = 0; i < kSync; ++i) {
     callers.emplace_back([&, i] {
-      std::string body = R"({"mode":"fast","message":"同步调用 )" + std::to_string(i) +
-                         R"(","reply_count":1})";
+      std::string body =
+          R"({"mode":"fast","message":"同步调用 )" + std::to_string(i) + R"(","reply_count":1})";
       sync_status[i] = post(stack, "/api/v1/reply", body, key).status;
     });
   }
@@ -1102,12 +1062,14 @@ BOOST_AUTO_TEST_CASE(sigkill_of_a_worker_holding_a_full_prefetch_loses_nothing) 
   }
   BOOST_TEST_MESSAGE(moved << " redelivered sync jobs moved to eq.jobs.fast");
   BOOST_TEST(moved >= static_cast<size_t>(sync_ok), "every answered sync job was moved first");
-  auto views = pollTasks(stack, key, ids, [](const TaskView& v) { return isFinal(v.status); },
-                         60000);
+  auto views = pollTasks(
+      stack, key, ids, [](const TaskView& v) { return isFinal(v.status); }, 60000);
   int succeeded = 0;
   for (const auto& [id, v] : views) {
-    if (v.status == "succeeded") ++succeeded;
-    else BOOST_ERROR(id << " ended " << v.status << " " << v.error_code << " " << v.error_msg);
+    if (v.status == "succeeded")
+      ++succeeded;
+    else
+      BOOST_ERROR(id << " ended " << v.status << " " << v.error_code << " " << v.error_msg);
   }
   BOOST_TEST(succeeded == kAsync);
   BOOST_TEST(quotaOf(stack, key, "fast") == kQuota - kAsync - sync_ok,
@@ -1142,7 +1104,7 @@ BOOST_AUTO_TEST_CASE(sigkill_of_eq_api_with_calls_in_flight_settles_every_unit) 
   Stack stack(o);
   Key key = createKey(stack, "pipeline-api-kill",
                       {"--quota-fast", std::to_string(kQuota), "--rate", "100000"});
-  const std::string db = stack.dbPath();
+  const eq::it::Stack& db = stack;
   auto quotaInDb = [&] { return queryInt(db, "SELECT quota_fast FROM accounts"); };
   // Calls that end normally close their open charges (a sync 200 just
   // after its answer) and keep their units: none is left for a sweeper.
@@ -1199,7 +1161,9 @@ BOOST_AUTO_TEST_CASE(sigkill_of_eq_api_with_calls_in_flight_settles_every_unit) 
   // did reach the broker before the kill may have run meanwhile: its task
   // then ended on its own and keeps its unit (settlement "kept"); the others
   // are published again ("republished").
-  auto succeeded = [&] { return queryInt(db, "SELECT count(*) FROM tasks WHERE status = 'succeeded'"); };
+  auto succeeded = [&] {
+    return queryInt(db, "SELECT count(*) FROM tasks WHERE status = 'succeeded'");
+  };
   until = killed_at + 60000;
   while (nowMs() < until && queryInt(db, "SELECT count(*) FROM open_charges") > 0) sleepMs(100);
   int64_t settled_ms = nowMs() - killed_at;
@@ -1263,7 +1227,7 @@ BOOST_AUTO_TEST_CASE(eq_api_killed_after_the_broker_confirmed_its_jobs_fails_non
   Key key = createKey(stack, "pipeline-api-kill-confirmed",
                       {"--quota-fast", std::to_string(kQuota), "--quota-standard",
                        std::to_string(kQuota), "--rate", "100000"});
-  const std::string db = stack.dbPath();
+  const eq::it::Stack& db = stack;
   Process* fast_worker = stack.process("worker-fast");
   Process* standard_worker = stack.process("worker-standard");
   // Both workers stopped: the jobs stay in their queues, where the test can
@@ -1308,38 +1272,33 @@ BOOST_AUTO_TEST_CASE(eq_api_killed_after_the_broker_confirmed_its_jobs_fails_non
   // (A jthread: a failed assertion below stops and joins it on the way out.)
   std::atomic<int> beats{0}, missed{0};
   std::atomic<int64_t> last_beat_ms{0};  // steady, like nowMs()
+  std::unique_ptr<eq::store::Db> beat_db = stack.openDb();
+  beat_db->setBusyTimeout(5000);
   std::jthread heart([&](std::stop_token stop) {
     // No assertions on this thread: a beat that fails shows as a sweep that
     // came too early, which the main thread checks.
-    sqlite3* h = nullptr;
-    if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) return;
-    sqlite3_busy_timeout(h, 5000);
     while (!stop.stop_requested()) {
-      sqlite3_stmt* st = nullptr;
-      sqlite3_prepare_v2(h, "UPDATE api_instances SET heartbeat_at = ? WHERE id = ?", -1, &st,
-                         nullptr);
       // Unix milliseconds, as eq-api writes them (nowMs() here is steady).
       int64_t unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
-      sqlite3_bind_int64(st, 1, unix_ms);
-      sqlite3_bind_text(st, 2, instances[0].c_str(), -1, SQLITE_TRANSIENT);
-      if (sqlite3_step(st) == SQLITE_DONE && sqlite3_changes(h) == 1) {
+      auto r =
+          beat_db->exec(eq::store::Sql{"UPDATE api_instances SET heartbeat_at = ? WHERE id = ?"},
+                        {unix_ms, std::string_view(instances[0])});
+      if (r.isOk() && r.value() == 1) {
         ++beats;
         last_beat_ms = nowMs();
       } else {
         ++missed;
       }
-      sqlite3_finalize(st);
       sleepMs(500);
     }
-    sqlite3_close(h);
   });
   // ...then the database is locked and the alarm cleared: the broker
   // confirms every job, and eq-api cannot close a single charge. It answers
   // each call 200 all the same, once its database step has waited
   // EQ_API_DB_WAIT_MS (a 200 means the broker confirmed the job).
-  eq::it::DbWriteLock lock(db);
+  eq::it::DbWriteLock lock(stack);
   alarm.clear();
   for (std::jthread& t : callers) t.join();
   for (const HttpResult& a : answers) BOOST_REQUIRE_MESSAGE(a.status == 200, a.body);

@@ -336,7 +336,7 @@ BOOST_AUTO_TEST_CASE(database_locked_answers_503_fast_and_recovers) {
   int64_t before = quotaOf(stack, key, "fast");
 
   {
-    DbWriteLock lock(stack.dbPath());
+    DbWriteLock lock(stack);
     int64_t elapsed = 0;
     HttpResult q = timed([&] { return get(stack, "/api/v1/quota", &key); }, &elapsed);
     BOOST_TEST_MESSAGE("GET /api/v1/quota with the write lock held: " << q.status << " in "
@@ -389,7 +389,7 @@ BOOST_AUTO_TEST_CASE(database_lock_delays_only_requests_that_need_the_database) 
 
   HttpResult waited;
   {
-    DbWriteLock lock(stack.dbPath());
+    DbWriteLock lock(stack);
     int64_t locked_at = nowMs();
     std::atomic<bool> answered{false};
     std::jthread client([&] {

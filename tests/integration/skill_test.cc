@@ -186,7 +186,7 @@ BOOST_AUTO_TEST_CASE(the_script_retries_a_503_and_a_429_after_retry_after) {
   // absorb a slow release. Every attempt carries the same Idempotency-Key,
   // so the unit is charged once.
   {
-    DbWriteLock lock(stack.dbPath());
+    DbWriteLock lock(stack);
     Started s = startEqreply(stack, key.api_key, {"reply", "今天加班到十点，好累"});
     s.process->waitForLog("eqreply: retrying POST /api/v1/reply in 1 s (attempt 2)", 30'000);
     lock.release();

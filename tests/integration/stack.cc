@@ -4,15 +4,13 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
-#include <sqlite3.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
 #include <cctype>
@@ -34,8 +32,9 @@ namespace {
 std::string requireEnv(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') {
-    BOOST_FAIL(std::string(name) + " is not set: run the integration tests through scripts/test, "
-                                   "which starts RabbitMQ and sets it");
+    BOOST_FAIL(std::string(name) +
+               " is not set: run the integration tests through scripts/test, "
+               "which starts RabbitMQ and sets it");
   }
   return v;
 }
@@ -179,6 +178,35 @@ int64_t quotaOf(Stack& stack, const Key& key, const std::string& mode) {
   return parse(r)["data"]["quota"][mode.c_str()].GetInt64();
 }
 
+std::string taskIdOf(const HttpResult& r) {
+  if (r.status != 200) return "";
+  rapidjson::Document d;
+  d.Parse(r.body.c_str());
+  if (!d.IsObject() || !d.HasMember("data") || !d["data"].IsObject() ||
+      !d["data"].HasMember("task_id") || !d["data"]["task_id"].IsString()) {
+    return "";
+  }
+  return d["data"]["task_id"].GetString();
+}
+
+int64_t queryInt(const Stack& stack, const std::string& sql) {
+  int64_t v = -1;
+  auto r = stack.db().exec(store::Sql{sql}, {}, [&](const store::Row& row) {
+    v = row.int64(0);
+    row.stop();
+  });
+  BOOST_REQUIRE_MESSAGE(r.isOk(), sql << ": " << r.status().msg());
+  return v;
+}
+
+std::vector<std::string> queryTexts(const Stack& stack, const std::string& sql) {
+  std::vector<std::string> out;
+  auto r = stack.db().exec(store::Sql{sql}, {},
+                           [&](const store::Row& row) { out.emplace_back(row.text(0)); });
+  BOOST_REQUIRE_MESSAGE(r.isOk(), sql << ": " << r.status().msg());
+  return out;
+}
+
 HttpResult get(Stack& stack, const std::string& path, const Key* key) {
   std::vector<std::string> headers;
   if (key != nullptr) headers.push_back("Authorization: Bearer " + key->api_key);
@@ -276,25 +304,40 @@ int brokerCtl(const std::string& args) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+int postgresCtl(const std::string& action) {
+  BOOST_REQUIRE(action == "stop" || action == "start");
+  std::string src = requireEnv("EQ_SOURCE_DIR");
+  std::string dir = requireEnv("EQ_TEST_PG_DIR");
+  std::string cmd = "bash -c 'source \"" + src + "/scripts/lib/postgres.sh\" && eq_postgres_" +
+                    action + " \"" + dir + "\"' >/dev/null 2>&1";
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
 // -------------------------------------------------------------- DbWriteLock
 
-DbWriteLock::DbWriteLock(const std::string& path) {
-  BOOST_REQUIRE(sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK);
-  sqlite3_busy_timeout(db_, 5000);
-  char* err = nullptr;
-  int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, &err);
-  std::string why = err != nullptr ? err : "";
-  sqlite3_free(err);
-  BOOST_REQUIRE_MESSAGE(rc == SQLITE_OK, "BEGIN IMMEDIATE failed: " << why);
-  held_ = true;
+DbWriteLock::DbWriteLock(const Stack& stack) : db_(stack.openDb()) {
+  db_->setBusyTimeout(5000);
+  Status begun = db_->begin();
+  BOOST_REQUIRE_MESSAGE(begun.isOk(), "BEGIN failed: " << begun.msg());
+  // On SQLite BEGIN (IMMEDIATE) took the write lock. On PostgreSQL the key
+  // epoch, which every authenticated batch and /readyz read first, is
+  // locked against reads too, and the tables eq-api writes against writes
+  // (reads go on, as on SQLite).
+  for (const store::Sql& lock :
+       {store::Sql{"SELECT 1", "LOCK TABLE key_epoch IN ACCESS EXCLUSIVE MODE"},
+        store::Sql{"SELECT 1",
+                   "LOCK TABLE rate_counters, accounts, api_keys, idempotency_keys, "
+                   "open_charges, tasks, usage_hourly IN EXCLUSIVE MODE"}}) {
+    auto locked = db_->exec(lock);
+    BOOST_REQUIRE_MESSAGE(locked.isOk(), "lock: " << locked.status().msg());
+  }
 }
 
 void DbWriteLock::release() {
   if (db_ == nullptr) return;
-  if (held_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-  held_ = false;
-  sqlite3_close(db_);
-  db_ = nullptr;
+  db_->rollback();
+  db_.reset();
 }
 
 // ------------------------------------------------------------------ Process
@@ -423,7 +466,8 @@ void WebhookReceiver::run() {
 
 bool WebhookReceiver::waitFor(size_t n, int timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return got_.size() >= n; });
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                      [&] { return got_.size() >= n; });
 }
 
 std::vector<ReceivedWebhook> WebhookReceiver::received() {
@@ -477,7 +521,7 @@ Stack::Stack(StackOptions opts) {
 
   env_["EQ_AMQP_URL"] = "amqp://" + user + ":" + pass + "@127.0.0.1:" + amqp_port + "/" + vhost_;
   grantRoles(auth, amqp_port);
-  env_["EQ_DB_PATH"] = dir_ + "/eq.db";
+  if (opts.env.count("EQ_DB_URL") == 0) placeStore();
   env_["EQ_HTTP_PORT"] = "0";
   env_["EQ_HTTP_HOST"] = "127.0.0.1";
   env_["EQ_ENV"] = "production";
@@ -503,9 +547,15 @@ Stack::Stack(StackOptions opts) {
   for (int i = 0; i < opts.api_processes; ++i) {
     std::map<std::string, std::string> extra;
     if (opts.shared_port && i > 0) extra["EQ_HTTP_PORT"] = std::to_string(api_ports_.at(0));
+    api_hosts_.push_back(static_cast<size_t>(i) < opts.api_hosts.size()
+                             ? opts.api_hosts[static_cast<size_t>(i)]
+                             : "127.0.0.1");
+    extra["EQ_HTTP_HOST"] = api_hosts_.back();
     extra["EQ_AMQP_URL"] = roleUrl("eq-api");
     Process* api = start("api-" + std::to_string(i), {bin_ + "/eq-api"}, extra);
     std::string line = api->waitForLog("\"msg\":\"listening\"", 10000);
+    // The engine asked for is the one the process runs on.
+    api->waitForLog(onPostgres() ? "\"database\":\"postgresql://" : "\"database\":\"sqlite:", 1000);
     size_t at = line.find("\"port\":");
     api_ports_.push_back(std::stoi(line.substr(at + 7)));
   }
@@ -530,6 +580,50 @@ Stack::Stack(StackOptions opts) {
   startPrism();
 }
 
+// (A test that places the database itself, on a small file system say,
+// gives EQ_DB_URL in StackOptions::env.)
+void Stack::placeStore() {
+  const char* engine = std::getenv("EQ_TEST_STORE");
+  if (engine == nullptr || std::string(engine) != "postgres") {
+    env_["EQ_DB_URL"] = "sqlite:" + dir_ + "/eq.db";
+    return;
+  }
+  const std::string server = requireEnv("EQ_TEST_PG_URL");
+  // Named after the vhost, which is unique to this process and stack.
+  pg_schema_ = "it_" + std::to_string(getpid()) + "_" + dir_.substr(dir_.size() - 6);
+  for (char& c : pg_schema_)
+    c = std::isalnum(static_cast<unsigned char>(c)) ? std::tolower(c) : '_';
+  auto admin = store::Db::open(store::DbUrl::parse(server).value());
+  BOOST_REQUIRE_MESSAGE(admin.isOk(), "EQ_TEST_PG_URL: " << admin.status().msg());
+  Status made = admin.value()->script("CREATE SCHEMA " + pg_schema_);
+  BOOST_REQUIRE_MESSAGE(made.isOk(), "create schema: " << made.msg());
+  // Every connection of the stack's processes finds its tables there
+  // (libpq's `options`, percent-encoded: -c search_path=SCHEMA).
+  env_["EQ_DB_URL"] = server + (server.find('?') == std::string::npos ? "?" : "&") +
+                      "options=-csearch_path%3D" + pg_schema_;
+}
+
+std::unique_ptr<store::Db> Stack::openDb() const {
+  auto url = store::DbUrl::parse(dbUrl());
+  BOOST_REQUIRE_MESSAGE(url.isOk(), url.status().msg());
+  auto db = store::Db::open(url.value());
+  BOOST_REQUIRE_MESSAGE(db.isOk(), "open " << url.value().redacted() << ": " << db.status().msg());
+  return std::move(db).value();
+}
+
+store::Db& Stack::db() const {
+  if (db_ == nullptr) {
+    db_ = openDb();
+    db_->setBusyTimeout(5000);
+  }
+  return *db_;
+}
+
+std::string Stack::dbPath() const {
+  BOOST_REQUIRE_MESSAGE(!onPostgres(), "this test reads the SQLite file itself: SQLite only");
+  return dbUrl().substr(std::string("sqlite:").size());
+}
+
 Process* Stack::process(const std::string& name) {
   auto it = by_name_.find(name);
   BOOST_REQUIRE_MESSAGE(it != by_name_.end(), "no process " << name);
@@ -539,6 +633,13 @@ Process* Stack::process(const std::string& name) {
 Stack::~Stack() {
   stopAll();
   httpRequest("DELETE", mgmt_ + "/api/vhosts/" + vhost_, {env_["EQ_MGMT_AUTH"]});
+  if (!pg_schema_.empty() && std::getenv("EQ_TEST_KEEP") == nullptr) {
+    db_.reset();
+    if (auto admin = store::Db::open(store::DbUrl::parse(requireEnv("EQ_TEST_PG_URL")).value());
+        admin.isOk()) {
+      (void)admin.value()->script("DROP SCHEMA " + pg_schema_ + " CASCADE");
+    }
+  }
   if (std::getenv("EQ_TEST_KEEP") == nullptr) {
     std::string cmd = "rm -rf '" + dir_ + "'";
     int ignored = std::system(cmd.c_str());
@@ -548,7 +649,9 @@ Stack::~Stack() {
 
 std::string Stack::url(const std::string& path, int api) const {
   const std::vector<int>& ports = prism_ports_.empty() ? api_ports_ : prism_ports_;
-  return "http://127.0.0.1:" + std::to_string(ports.at(static_cast<size_t>(api))) + path;
+  const std::string host =
+      prism_ports_.empty() ? api_hosts_.at(static_cast<size_t>(api)) : std::string("127.0.0.1");
+  return "http://" + host + ":" + std::to_string(ports.at(static_cast<size_t>(api))) + path;
 }
 
 std::string Stack::eqctl(const std::vector<std::string>& args, int* exit_code,
@@ -844,8 +947,8 @@ void HookServer::serve(int fd, int connection) {
       while (readSome(fd, &ignored, stop_)) ignored.clear();
       break;
     }
-    std::string out = "HTTP/1.1 " + std::to_string(r.status) + " Scripted\r\nContent-Length: " +
-                      std::to_string(r.body.size()) + "\r\n";
+    std::string out = "HTTP/1.1 " + std::to_string(r.status) +
+                      " Scripted\r\nContent-Length: " + std::to_string(r.body.size()) + "\r\n";
     if (!r.body.empty()) out += "Content-Type: application/json\r\n";
     for (const std::string& h : r.headers) out += h + "\r\n";
     out += "\r\n" + r.body;

@@ -1,6 +1,8 @@
 // Test harness for the integration tests: runs the real binaries against the
 // RabbitMQ that scripts/test started, on a private vhost per test run and a
-// fresh SQLite file, with eq-api on a free port. Also an HTTP client
+// fresh store, with eq-api on a free port. The store is a SQLite file, or
+// with EQ_TEST_STORE=postgres a schema of its own on the PostgreSQL server
+// of scripts/test (EQ_TEST_PG_URL), dropped with the stack. Also an HTTP client
 // (libcurl) and a webhook receiver on 127.0.0.1 with a free port.
 //
 // Everything here is test-only and single-threaded from the test's point of
@@ -9,19 +11,19 @@
 #pragma once
 
 #include <rapidjson/document.h>
-#include <sqlite3.h>
 #include <sys/types.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-struct sqlite3;  // <sqlite3.h>, for DbWriteLock
+#include "store/db.h"
 
 namespace eq::it {
 
@@ -32,8 +34,7 @@ struct HttpResult {
 };
 
 HttpResult httpRequest(const std::string& method, const std::string& url,
-                       const std::vector<std::string>& headers = {},
-                       const std::string& body = "");
+                       const std::vector<std::string>& headers = {}, const std::string& body = "");
 
 // Sends raw bytes on a fresh connection to 127.0.0.1:port and reads until the
 // server closes or timeout_ms pass. Raw sockets let a test send what curl
@@ -67,28 +68,43 @@ HttpResult get(Stack& stack, const std::string& path, const Key* key = nullptr);
 rapidjson::Document parse(const HttpResult& r);
 // The key's remaining units of a mode, from GET /api/v1/quota.
 int64_t quotaOf(Stack& stack, const Key& key, const std::string& mode);
+// The task id of an accepted async call, or "" (safe on any thread: no
+// assertions here).
+std::string taskIdOf(const HttpResult& r);
+// The first column of the first row (or -1), and of every row, of a query
+// of the stack's database on the test thread's connection (Stack::db());
+// the statement written in what both engines understand.
+int64_t queryInt(const Stack& stack, const std::string& sql);
+std::vector<std::string> queryTexts(const Stack& stack, const std::string& sql);
 
 // Runs `rabbitmqctl ARGS` against the test's broker (scripts/lib/broker.sh
 // with EQ_TEST_BROKER_DIR), e.g. "stop_app" / "start_app" to take the broker
 // away and bring it back; returns the exit status.
 int brokerCtl(const std::string& args);
+// Stops ("stop") or starts ("start") the test's PostgreSQL server
+// (scripts/lib/postgres.sh with EQ_TEST_PG_DIR; a start keeps its port, so
+// its URL stays valid); returns the exit status.
+int postgresCtl(const std::string& action);
 
-// Holds SQLite's write lock on a stack's database from the test process, the
-// way a long eqctl or dispatcher transaction would. Reads still work (WAL);
-// every database step of eq-api waits up to EQ_API_DB_WAIT_MS (500 ms by
-// default) for it and then answers 503 (or, for the steps that settle a
-// call after its answer, logs that it could not), having written nothing.
+class Stack;
+
+// Holds the locks every eq-api batch needs, from the test process, the way
+// a long eqctl or dispatcher transaction would: SQLite's write lock (reads
+// still work, WAL), or on PostgreSQL the tables each batch reads and
+// writes first (the key epoch and the rate counts). Every database step of
+// eq-api waits up to EQ_API_DB_WAIT_MS (500 ms by default) for it and then
+// answers 503 (or, for the steps that settle a call after its answer, logs
+// that it could not), having written nothing.
 class DbWriteLock {
  public:
-  explicit DbWriteLock(const std::string& path);
+  explicit DbWriteLock(const Stack& stack);
   DbWriteLock(const DbWriteLock&) = delete;
   DbWriteLock& operator=(const DbWriteLock&) = delete;
   ~DbWriteLock() { release(); }
   void release();
 
  private:
-  sqlite3* db_ = nullptr;
-  bool held_ = false;
+  std::unique_ptr<store::Db> db_;
 };
 
 // A child process with its stderr and stdout in a log file.
@@ -147,6 +163,9 @@ struct StackOptions {
   // EQ_API_PROCESSES): url(path, i) is then the same for every i, and the
   // kernel picks the process of each new connection.
   bool shared_port = false;
+  // The address each eq-api process listens on (127.0.0.1 unless given):
+  // two hosts stand as two loopback addresses, 127.0.0.1 and 127.0.0.2.
+  std::vector<std::string> api_hosts;
   std::vector<std::string> worker_modes = {"fast", "standard", "perfect"};  // fast also analyzes
   bool dispatcher = true;
   std::map<std::string, std::string> env;  // extra or overriding EQ_* variables
@@ -161,7 +180,18 @@ class Stack {
   // Base URL of the i-th eq-api process.
   std::string url(const std::string& path, int api = 0) const;
   int apiPort(int api = 0) const { return api_ports_.at(static_cast<size_t>(api)); }
-  const std::string& dbPath() const { return env_.at("EQ_DB_PATH"); }
+  // The stack's store: its EQ_DB_URL, a new connection to it (through the
+  // store's seam, so a test's statement runs on either engine; store::Sql
+  // pairs what differs), the test thread's own connection, kept for the
+  // stack's life (a PostgreSQL connection costs a password exchange), and
+  // which engine it is.
+  const std::string& dbUrl() const { return env_.at("EQ_DB_URL"); }
+  std::unique_ptr<store::Db> openDb() const;
+  store::Db& db() const;
+  bool onPostgres() const { return dbUrl().starts_with("postgres"); }
+  // The SQLite file, for the suites that are about the file itself (disk
+  // full, backups); fails the test on PostgreSQL.
+  std::string dbPath() const;
   // The broker administrator's URL of this stack's vhost (full rights).
   const std::string& amqpUrl() const { return env_.at("EQ_AMQP_URL"); }
   // The URL a process gets: that of its role's broker user, "eq-api",
@@ -203,13 +233,18 @@ class Stack {
   std::map<std::string, std::string> env_;
   std::string dir_;
   std::string vhost_;
+  std::string pg_schema_;                  // EQ_TEST_STORE=postgres: this stack's schema
+  mutable std::unique_ptr<store::Db> db_;  // see db()
   std::string mgmt_;
   std::map<std::string, std::string> role_urls_;  // by binary name, see roleUrl()
   // Declares the topology in vhost_ as the administrator and gives the role
   // users their permissions there.
   void grantRoles(const std::string& auth, const std::string& amqp_port);
+  // EQ_DB_URL: a SQLite file in dir_, or a fresh schema on the test server.
+  void placeStore();
   std::string bin_;
   std::vector<int> api_ports_;
+  std::vector<std::string> api_hosts_;  // the address of each, same index
   std::vector<std::unique_ptr<Process>> procs_;
   std::map<std::string, Process*> by_name_;
 };
@@ -259,7 +294,7 @@ struct HookReply {
   int status = 200;
   std::vector<std::string> headers;  // extra "Name: value" lines
   bool hang = false;  // read the request and never answer (until the peer or server closes)
-  std::string body;  // sent with Content-Type: application/json when not empty
+  std::string body;   // sent with Content-Type: application/json when not empty
 };
 
 struct HookRequest {

@@ -3,11 +3,16 @@
 // charged exactly 100 times, rate counts add up, and one Idempotency-Key
 // starts one request. On SQLite the write lock serializes the writers; on
 // PostgreSQL the single-statement charge and upsert, and the insert-first
-// Idempotency-Key record, are what keep the counts exact.
+// Idempotency-Key record, are what keep the counts exact. The dispatchers'
+// claims: due deliveries, a dead eq-api's open charges and retention
+// batches are each taken by one of them (on PostgreSQL with FOR UPDATE SKIP
+// LOCKED or an advisory lock, store/deliveries.cc and store/settlement.cc).
 #include <algorithm>
 #include <atomic>
 #include <boost/test/unit_test.hpp>
+#include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -44,6 +49,29 @@ struct TwoHosts : test::TempDb {
       });
     }
     for (auto& th : threads) th.join();
+  }
+
+  // n tasks of one account, created at created_at, each with a delivery
+  // due at due_ms; their ids.
+  std::vector<std::string> dueDeliveries(int n, int64_t created_at, int64_t due_ms) {
+    CreatedKey k = newKey();
+    std::vector<std::string> out;
+    for (int i = 0; i < n; ++i) {
+      TaskRecord t;
+      t.task_id = "tsk_c" + std::to_string(i);
+      t.account_id = k.account_id;
+      t.key_id = k.key_id;
+      t.request_id = "req_c" + std::to_string(i);
+      t.mode = "fast";
+      t.webhook_url = "http://hook.example/";
+      t.created_at = created_at;
+      BOOST_REQUIRE(store->createTask(t).isOk());
+      Result<DeliveryRecord> d =
+          store->createDelivery(t.task_id, t.webhook_url, "task.succeeded", due_ms);
+      BOOST_REQUIRE_MESSAGE(d.isOk(), d.status().msg());
+      out.push_back(d.value().delivery_id);
+    }
+    return out;
   }
 };
 
@@ -124,6 +152,121 @@ EQ_STORE_FIXTURE_TEST_CASE(one_idempotency_key_on_two_hosts_starts_one_request, 
   BOOST_TEST(started.load() == 1);
   BOOST_TEST(in_progress.load() == 39);
   BOOST_TEST(other.load() == 0);
+}
+
+EQ_STORE_FIXTURE_TEST_CASE(two_dispatchers_claim_each_due_delivery_once, TwoHosts) {
+  constexpr int kDeliveries = 200;
+  const int64_t now = nowMs();
+  const std::vector<std::string> ids = dueDeliveries(kDeliveries, now, now);
+  std::atomic<int> failed{0};
+  std::mutex seen_mu;
+  std::map<std::string, int> claims;  // delivery id -> times claimed
+  std::map<int, int> by_host;
+  // 8 threads x 20 scans of 5: room for 800 claims of 200 due rows, leased
+  // for an hour (so none comes due again during the race).
+  race(20, [&](Store& s, int thread) {
+    Result<std::vector<DeliveryRecord>> c = s.claimDueDeliveries(now, now + 3'600'000, 5);
+    if (!c.isOk()) {
+      ++failed;
+      return;
+    }
+    std::lock_guard<std::mutex> lock(seen_mu);
+    for (const DeliveryRecord& d : c.value()) ++claims[d.delivery_id];
+    by_host[thread % kStores] += static_cast<int>(c.value().size());
+  });
+  BOOST_TEST(failed.load() == 0);
+  BOOST_TEST(claims.size() == ids.size());
+  for (const auto& [id, n] : claims) BOOST_TEST(n == 1, id << " claimed " << n << " times");
+  BOOST_TEST(by_host[0] + by_host[1] == kDeliveries);
+  BOOST_TEST(!store->anyDeliveryDue(now).value());
+}
+
+EQ_STORE_FIXTURE_TEST_CASE(a_claim_passes_over_the_rows_another_dispatcher_is_claiming, TwoHosts) {
+  const int64_t now = nowMs();
+  dueDeliveries(10, now, now);
+  // Host A claims five and has not committed yet.
+  BOOST_REQUIRE(store->begin().isOk());
+  Result<std::vector<DeliveryRecord>> a = store->claimDueDeliveries(now, now + 60'000, 5);
+  BOOST_REQUIRE(a.isOk());
+  BOOST_REQUIRE(a.value().size() == 5u);
+  std::set<std::string> taken;
+  for (const DeliveryRecord& d : a.value()) taken.insert(d.delivery_id);
+  if (test::currentEngine() == test::Engine::kPostgres) {
+    // PostgreSQL: host B neither waits for A's commit nor takes A's rows
+    // (without SKIP LOCKED it would wait on A's first row lock).
+    Result<std::vector<DeliveryRecord>> b = other->claimDueDeliveries(now, now + 60'000, 10);
+    BOOST_REQUIRE_MESSAGE(b.isOk(), b.status().msg());
+    BOOST_TEST(b.value().size() == 5u);
+    for (const DeliveryRecord& d : b.value()) BOOST_TEST(!taken.contains(d.delivery_id));
+    BOOST_REQUIRE(store->commit().isOk());
+  } else {
+    // SQLite: one writer at a time; B claims the rest once A committed.
+    BOOST_REQUIRE(store->commit().isOk());
+    Result<std::vector<DeliveryRecord>> b = other->claimDueDeliveries(now, now + 60'000, 10);
+    BOOST_REQUIRE_MESSAGE(b.isOk(), b.status().msg());
+    BOOST_TEST(b.value().size() == 5u);
+    for (const DeliveryRecord& d : b.value()) BOOST_TEST(!taken.contains(d.delivery_id));
+  }
+  BOOST_TEST(!store->anyDeliveryDue(now).value());
+}
+
+EQ_STORE_FIXTURE_TEST_CASE(two_sweepers_settle_each_charge_of_a_dead_eq_api_once, TwoHosts) {
+  constexpr int kCharges = 120;
+  CreatedKey k = newKey(kCharges);
+  const int64_t t0 = nowMs();
+  BOOST_REQUIRE(store->registerInstance("api_dead", 1, t0).isOk());
+  for (int i = 0; i < kCharges; ++i) {
+    BOOST_REQUIRE(store->chargeQuota(k.account_id, "fast", t0).value() == ChargeOutcome::kCharged);
+    BOOST_REQUIRE(store
+                      ->openCharge(OpenCharge{"req_o" + std::to_string(i), "api_dead", k.account_id,
+                                              "fast", "", t0 + 30'000, t0, "", ""})
+                      .isOk());
+  }
+  BOOST_REQUIRE(store->quota(k.account_id).value().remaining.fast == 0);
+  // 20 s on, the instance has missed its heartbeats: every thread sweeps.
+  const int64_t t1 = t0 + 20'000;
+  std::atomic<int> failed{0};
+  std::mutex seen_mu;
+  std::map<std::string, int> settled;  // request id -> times settled
+  race(3, [&](Store& s, int) {
+    Result<std::vector<Settlement>> r = s.settleOrphanedCharges(t1, 10'000, 15'000);
+    if (!r.isOk()) {
+      ++failed;
+      return;
+    }
+    std::lock_guard<std::mutex> lock(seen_mu);
+    for (const Settlement& st : r.value()) ++settled[st.charge.request_id];
+  });
+  BOOST_TEST(failed.load() == 0);
+  BOOST_TEST(settled.size() == static_cast<size_t>(kCharges));
+  for (const auto& [id, n] : settled) BOOST_TEST(n == 1, id << " settled " << n << " times");
+  // Each unit refunded once, each settlement recorded once.
+  BOOST_TEST(store->quota(k.account_id).value().remaining.fast == kCharges);
+  BOOST_TEST(scalar("SELECT count(*) FROM settlements") == std::to_string(kCharges));
+  BOOST_TEST(scalar("SELECT count(*) FROM open_charges") == "0");
+}
+
+EQ_STORE_FIXTURE_TEST_CASE(two_purgers_delete_each_expired_task_once, TwoHosts) {
+  constexpr int kTasks = 150;
+  const int64_t now = nowMs();
+  const int64_t old = now - 30 * 86'400'000LL;
+  dueDeliveries(kTasks, old, old);
+  // The deliveries are done (a pending one keeps its task).
+  BOOST_REQUIRE(
+      script("UPDATE deliveries SET status = 'delivered', next_attempt_at = NULL").isOk());
+  std::atomic<int> failed{0}, purged{0};
+  race(10, [&](Store& s, int) {
+    Result<int> n = s.purgeTasksBefore(now - 86'400'000, 7);
+    if (!n.isOk()) {
+      ++failed;
+      return;
+    }
+    purged += n.value();
+  });
+  BOOST_TEST(failed.load() == 0);
+  BOOST_TEST(purged.load() == kTasks);  // counted once each: no batch read another's rows
+  BOOST_TEST(scalar("SELECT count(*) FROM tasks") == "0");
+  BOOST_TEST(scalar("SELECT count(*) FROM deliveries") == "0");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

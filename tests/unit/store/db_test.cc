@@ -65,8 +65,9 @@ void onEveryEngine(const std::function<void(Db&, const std::string& url)>& fn) {
   }
   const std::string pg = envOr("EQ_TEST_PG_URL", "");
   if (pg.empty()) {
-    BOOST_TEST(envOr("EQ_TEST_REQUIRE_PG", "0") != "1",
-               "EQ_TEST_REQUIRE_PG=1 but EQ_TEST_PG_URL is not set: the PostgreSQL half did not run");
+    BOOST_TEST(
+        envOr("EQ_TEST_REQUIRE_PG", "0") != "1",
+        "EQ_TEST_REQUIRE_PG=1 but EQ_TEST_PG_URL is not set: the PostgreSQL half did not run");
     return;
   }
   auto db = mustOpen(pg);
@@ -101,10 +102,12 @@ BOOST_AUTO_TEST_CASE(urls_choose_the_engine_and_hide_the_password) {
   BOOST_TEST((p.value().engine == DbEngine::kPostgres));
   BOOST_TEST(p.value().redacted() == "postgresql://eq:***@db.internal:5432/eq?sslmode=require");
   BOOST_TEST(DbUrl::parse("postgres://db/eq").value().redacted() == "postgres://db/eq");
-  BOOST_TEST(DbUrl::parse("postgresql://db/eq?sslmode=require&password=s3cret&x=1")
-                 .value()
-                 .redacted() == "postgresql://db/eq?sslmode=require&password=***&x=1");
+  BOOST_TEST(
+      DbUrl::parse("postgresql://db/eq?sslmode=require&password=s3cret&x=1").value().redacted() ==
+      "postgresql://db/eq?sslmode=require&password=***&x=1");
   BOOST_TEST(DbUrl::parse("postgresql://eq:a/b@c@db/eq").value().redacted() ==
+             "postgresql://eq:***@db/eq");
+  BOOST_TEST(DbUrl::parse("postgresql://eq:pa?ss@db/eq").value().redacted() ==
              "postgresql://eq:***@db/eq");
   for (const char* bad : {"", "mysql://root@db/eq", "sqlite:", "redis:6379"}) {
     auto r = DbUrl::parse(bad);
@@ -131,15 +134,18 @@ BOOST_AUTO_TEST_CASE(values_round_trip_and_rows_are_read_by_column) {
     BOOST_TEST_REQUIRE(changed.isOk(), changed.status().msg());
     BOOST_TEST(changed.value() == 1);
     std::vector<std::string> seen;
-    auto r = db.exec(Sql{"SELECT id, name, score, note FROM t ORDER BY id"}, {}, [&](const Row& row) {
-      BOOST_TEST(row.columns() == 4);
-      seen.push_back(std::to_string(row.int64(0)) + "|" + std::string(row.text(1)) + "|" +
-                     std::to_string(row.real(2)) + "|" + (row.isNull(3) ? "NULL" : "'" + std::string(row.text(3)) + "'"));
-    });
+    auto r =
+        db.exec(Sql{"SELECT id, name, score, note FROM t ORDER BY id"}, {}, [&](const Row& row) {
+          BOOST_TEST(row.columns() == 4);
+          seen.push_back(std::to_string(row.int64(0)) + "|" + std::string(row.text(1)) + "|" +
+                         std::to_string(row.real(2)) + "|" +
+                         (row.isNull(3) ? "NULL" : "'" + std::string(row.text(3)) + "'"));
+        });
     BOOST_TEST_REQUIRE(r.isOk(), r.status().msg());
     BOOST_TEST_REQUIRE(seen.size() == 2u);
     BOOST_TEST(seen[0] == std::to_string(small) + "|b|" + std::to_string(-2.5e300) + "|''");
-    BOOST_TEST(seen[1] == std::to_string(big) + "|情境 ✓ 'quoted'|" + std::to_string(0.1) + "|NULL");
+    BOOST_TEST(seen[1] ==
+               std::to_string(big) + "|情境 ✓ 'quoted'|" + std::to_string(0.1) + "|NULL");
     // A statement is prepared once and runs again with other values.
     auto upd = db.exec(Sql{"UPDATE t SET score = score + ? WHERE id = ?"}, {int64_t{1}, big});
     BOOST_TEST_REQUIRE(upd.isOk(), upd.status().msg());
@@ -155,8 +161,8 @@ BOOST_AUTO_TEST_CASE(values_round_trip_and_rows_are_read_by_column) {
     BOOST_TEST((back == bytes));
     // A boolean reads as 0 or 1 on both engines.
     int64_t truth = -1;
-    BOOST_TEST(db.exec(Sql{"SELECT 1 < 2"}, {}, [&](const Row& row) { truth = row.int64(0); })
-                   .isOk());
+    BOOST_TEST(
+        db.exec(Sql{"SELECT 1 < 2"}, {}, [&](const Row& row) { truth = row.int64(0); }).isOk());
     BOOST_TEST(truth == 1);
   });
 }
@@ -221,9 +227,9 @@ BOOST_AUTO_TEST_CASE(a_transaction_rolls_back_unless_committed) {
         Transaction inner(db);
         BOOST_TEST_REQUIRE(inner.status().isOk(), inner.status().msg());
         BOOST_TEST(db.exec(kInsert, {int64_t{4}, std::string_view("d"), 1.0, nullptr}).isOk());
-        BOOST_TEST(db.exec(kInsert, {int64_t{5}, std::string_view("c"), 1.0, nullptr})
-                       .status()
-                       .code() == 409);
+        BOOST_TEST(
+            db.exec(kInsert, {int64_t{5}, std::string_view("c"), 1.0, nullptr}).status().code() ==
+            409);
         const Status c = inner.commit();
         BOOST_TEST(c.code() == 503, c.msg());
       }
@@ -258,7 +264,9 @@ BOOST_AUTO_TEST_CASE(a_constraint_is_a_409_and_the_connection_goes_on) {
     {
       Transaction tx(db);
       BOOST_TEST(db.exec(kInsert, {int64_t{4}, std::string_view("d"), 1.0, nullptr}).isOk());
-      BOOST_TEST(db.exec(kInsert, {int64_t{5}, std::string_view("a"), 1.0, nullptr}).status().code() == 409);
+      BOOST_TEST(
+          db.exec(kInsert, {int64_t{5}, std::string_view("a"), 1.0, nullptr}).status().code() ==
+          409);
       const Status c = tx.commit();
       BOOST_TEST(c.code() == 503, c.msg());
     }
@@ -284,9 +292,8 @@ BOOST_AUTO_TEST_CASE(a_lost_postgres_connection_is_a_503_then_reopened) {
   auto db = mustOpen(pg);
   auto admin = mustOpen(pg);
   int64_t pid = 0;
-  BOOST_TEST_REQUIRE(db->exec(Sql{"SELECT pg_backend_pid()"}, {}, [&](const Row& r) {
-                          pid = r.int64(0);
-                        }).isOk());
+  BOOST_TEST_REQUIRE(
+      db->exec(Sql{"SELECT pg_backend_pid()"}, {}, [&](const Row& r) { pid = r.int64(0); }).isOk());
   // The server ends the session, as a restart or a failover would (and
   // waits up to 5 s until it has ended).
   BOOST_TEST_REQUIRE(admin->exec(Sql{"SELECT pg_terminate_backend(?, 5000)"}, {pid}).isOk());
@@ -301,8 +308,8 @@ BOOST_AUTO_TEST_CASE(a_lost_postgres_connection_is_a_503_then_reopened) {
   // the rollback the next statement reconnects.
   {
     BOOST_TEST_REQUIRE(db->exec(Sql{"SELECT pg_backend_pid()"}, {}, [&](const Row& r) {
-                            pid = r.int64(0);
-                          }).isOk());
+                           pid = r.int64(0);
+                         }).isOk());
     Transaction tx(*db);
     BOOST_TEST_REQUIRE(tx.status().isOk());
     BOOST_TEST_REQUIRE(admin->exec(Sql{"SELECT pg_terminate_backend(?, 5000)"}, {pid}).isOk());

@@ -34,9 +34,9 @@ BOOST_AUTO_TEST_CASE(password_hash_verifies_only_the_same_password) {
   BOOST_TEST(password::hash("correct horse battery") != h);
   // Malformed or tampered rows never match, and never make us allocate more
   // than the bound allows.
-  for (const std::string& bad : {std::string(""), std::string("scrypt$15$8$1$AAAA"),
-                                 std::string("scrypt$30$8$1$AAAA$AAAA"),
-                                 std::string("bcrypt$10$x$y$z$w"), h.substr(0, h.size() - 4)}) {
+  for (const std::string& bad :
+       {std::string(""), std::string("scrypt$15$8$1$AAAA"), std::string("scrypt$30$8$1$AAAA$AAAA"),
+        std::string("bcrypt$10$x$y$z$w"), h.substr(0, h.size() - 4)}) {
     BOOST_TEST(!password::verify("correct horse battery", bad), bad);
   }
   BOOST_TEST(!password::acceptable("short"));
@@ -77,7 +77,8 @@ BOOST_AUTO_TEST_CASE(an_unknown_email_costs_the_same_scrypt_work_as_a_wrong_pass
 EQ_STORE_TEST_CASE(an_invitation_is_used_once_and_makes_the_account) {
   test::TempDb db("portal");
   int64_t now = nowMs();
-  Result<std::string> token = db.store->createPortalLink("invite", "Ann@Example.com", "pro", "", now);
+  Result<std::string> token =
+      db.store->createPortalLink("invite", "Ann@Example.com", "pro", "", now);
   BOOST_REQUIRE(token.isOk());
   auto link = db.store->portalLink(token.value(), now);
   BOOST_REQUIRE(link.isOk() && link.value().has_value());
@@ -93,10 +94,12 @@ EQ_STORE_TEST_CASE(an_invitation_is_used_once_and_makes_the_account) {
   BOOST_TEST(db.store->usePortalLink(token.value(), "scrypt$other", now).status().code() == 404);
   BOOST_TEST(!db.store->portalLink(token.value(), now).value().has_value());
   // Expired links are refused too.
-  Result<std::string> late = db.store->createPortalLink("invite", "bob@example.com", "free", "", now);
+  Result<std::string> late =
+      db.store->createPortalLink("invite", "bob@example.com", "free", "", now);
   BOOST_TEST(!db.store->portalLink(late.value(), now + Store::kLinkTtlMs + 1).value().has_value());
-  BOOST_TEST(db.store->usePortalLink(late.value(), "h", now + Store::kLinkTtlMs + 1).status().code() ==
-             404);
+  BOOST_TEST(
+      db.store->usePortalLink(late.value(), "h", now + Store::kLinkTtlMs + 1).status().code() ==
+      404);
 }
 
 EQ_STORE_TEST_CASE(an_invitation_can_attach_an_existing_account) {
@@ -124,8 +127,10 @@ EQ_STORE_TEST_CASE(sessions_end_on_idleness_age_signout_and_password_reset) {
   BOOST_TEST(s1.session_id != s2.session_id);
   BOOST_TEST(db.store->session(s1.session_id, now).value()->csrf == s1.csrf);
   // Idle for 12 h: gone. Seen within 12 h: alive, and seen again moves it.
-  BOOST_TEST(!db.store->session(s1.session_id, now + Store::kSessionIdleMs + 1).value().has_value());
-  BOOST_TEST(db.store->session(s2.session_id, now + Store::kSessionIdleMs - 1000).value().has_value());
+  BOOST_TEST(
+      !db.store->session(s1.session_id, now + Store::kSessionIdleMs + 1).value().has_value());
+  BOOST_TEST(
+      db.store->session(s2.session_id, now + Store::kSessionIdleMs - 1000).value().has_value());
   // Even when seen every hour, 7 days is the end.
   int64_t t = now;
   while (t + 3'600'000 < now + Store::kSessionMaxMs) {
@@ -146,9 +151,9 @@ EQ_STORE_TEST_CASE(sessions_end_on_idleness_age_signout_and_password_reset) {
   BOOST_TEST(!db.store->session(c.session_id, now).value().has_value());
   BOOST_TEST(db.store->personByEmail("c@example.com").value()->password_hash == "h2");
   // No reset link for someone who does not exist.
-  BOOST_TEST(db.store->createPortalLink("reset", "nobody@example.com", "free", "", now)
-                 .status()
-                 .code() == 404);
+  BOOST_TEST(
+      db.store->createPortalLink("reset", "nobody@example.com", "free", "", now).status().code() ==
+      404);
 }
 
 EQ_STORE_TEST_CASE(disabling_a_person_ends_sessions_and_revokes_keys) {
@@ -297,8 +302,8 @@ EQ_STORE_TEST_CASE(signin_failures_limit_per_scope_within_the_window) {
   // The limit lifts when the oldest failure leaves the 15-minute window.
   BOOST_TEST(db.store->signinRetryAt("email:e@example.com", last).value() ==
              now + Store::kSigninWindowMs);
-  BOOST_TEST(db.store->signinFailures("email:e@example.com", now + Store::kSigninWindowMs).value() ==
-             9);
+  BOOST_TEST(
+      db.store->signinFailures("email:e@example.com", now + Store::kSigninWindowMs).value() == 9);
 }
 
 // Attempts counted before the password is checked see each other: ten at
@@ -326,7 +331,8 @@ EQ_STORE_TEST_CASE(password_attempts_are_counted_before_the_check) {
   BOOST_TEST(db.store->signinFailures("addr:7f000001", now + 20).value() == 10);
   // The last counted attempt had the right password: its rows go, and the
   // next attempt is allowed again.
-  BOOST_REQUIRE(db.store->forgetSigninFailures(begun[Store::kSigninMaxFailures - 1].counted).isOk());
+  BOOST_REQUIRE(
+      db.store->forgetSigninFailures(begun[Store::kSigninMaxFailures - 1].counted).isOk());
   BOOST_TEST(db.store->signinFailures("email:a@example.com", now + 20).value() == 9);
   BOOST_TEST(db.store->beginPasswordAttempt(scopes, now + 21).value().retry_at_ms == 0);
   // One scope at its limit is enough to refuse.
@@ -340,8 +346,8 @@ EQ_STORE_TEST_CASE(usage_agrees_with_the_quota_through_charges_and_refunds) {
   CreatedKey k = db.newKey(50);
   int64_t now = nowMs();
   for (int i = 0; i < 7; ++i) {
-    BOOST_REQUIRE((db.store->chargeQuota(k.account_id, "fast", now).value() ==
-                   ChargeOutcome::kCharged));
+    BOOST_REQUIRE(
+        (db.store->chargeQuota(k.account_id, "fast", now).value() == ChargeOutcome::kCharged));
   }
   BOOST_REQUIRE(db.store->chargeQuota(k.account_id, "perfect", now).isOk());
   BOOST_REQUIRE(db.store->refundQuota(k.account_id, "fast", now).isOk());
@@ -358,8 +364,8 @@ EQ_STORE_TEST_CASE(usage_agrees_with_the_quota_through_charges_and_refunds) {
   BOOST_TEST(sum(rows.value(), "fast", &UsageRow::tokens) == 42);
   // A refused charge (exhausted) is not a call.
   CreatedKey empty = db.newKey(0);
-  BOOST_TEST((db.store->chargeQuota(empty.account_id, "fast", now).value() ==
-              ChargeOutcome::kExhausted));
+  BOOST_TEST(
+      (db.store->chargeQuota(empty.account_id, "fast", now).value() == ChargeOutcome::kExhausted));
   BOOST_TEST(db.store->usage(empty.account_id, 0).value().empty());
 }
 
@@ -378,8 +384,8 @@ EQ_STORE_TEST_CASE(a_failed_task_refunds_into_the_usage_record_and_a_success_add
     t.created_at = now;
     BOOST_REQUIRE(db.store->createTask(t).isOk());
   }
-  BOOST_REQUIRE(db.store->markTaskSucceeded("tsk_a", R"({"replies":[],"tokens_used":17})", now)
-                    .value());
+  BOOST_REQUIRE(
+      db.store->markTaskSucceeded("tsk_a", R"({"replies":[],"tokens_used":17})", now).value());
   BOOST_REQUIRE(db.store->markTaskFailed("tsk_b", 500, "boom", now).value());
   // Twice is once: the second transition changes nothing.
   BOOST_TEST(!db.store->markTaskSucceeded("tsk_a", R"({"tokens_used":17})", now).value());
@@ -433,16 +439,17 @@ EQ_STORE_TEST_CASE(one_test_event_at_a_time_and_a_bound_on_keys) {
   int64_t now = nowMs();
   auto first = db.store->createTestDelivery(k.account_id, "http://127.0.0.1:9/hook", now);
   BOOST_REQUIRE(first.isOk());
-  BOOST_TEST(db.store->createTestDelivery(k.account_id, "http://127.0.0.1:9/hook", now)
-                 .status()
-                 .code() == 409);
+  BOOST_TEST(
+      db.store->createTestDelivery(k.account_id, "http://127.0.0.1:9/hook", now).status().code() ==
+      409);
   DeliveryAttempt a{now, 500, 5, "", 1};
   BOOST_REQUIRE(db.store->finishAttempt(first.value().delivery_id, a, "failed", 0).value());
   BOOST_TEST(db.store->createTestDelivery(k.account_id, "http://127.0.0.1:9/hook", now).isOk());
 
   for (int64_t i = 1; i < Store::kMaxActiveKeys; ++i) {  // newKey made the first
-    BOOST_REQUIRE(db.store->createAccountKey(k.account_id, "k" + std::to_string(i), "production", now)
-                      .isOk());
+    BOOST_REQUIRE(
+        db.store->createAccountKey(k.account_id, "k" + std::to_string(i), "production", now)
+            .isOk());
   }
   Result<CreatedKey> over = db.store->createAccountKey(k.account_id, "one more", "production", now);
   BOOST_TEST(over.status().code() == 409);

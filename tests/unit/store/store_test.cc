@@ -60,7 +60,8 @@ EQ_STORE_TEST_CASE(quota_charges_down_to_zero_then_refuses) {
   int64_t now = nowMs();
   BOOST_TEST((db.store->chargeQuota(k.account_id, "fast", now).value() == ChargeOutcome::kCharged));
   BOOST_TEST((db.store->chargeQuota(k.account_id, "fast", now).value() == ChargeOutcome::kCharged));
-  BOOST_TEST((db.store->chargeQuota(k.account_id, "fast", now).value() == ChargeOutcome::kExhausted));
+  BOOST_TEST(
+      (db.store->chargeQuota(k.account_id, "fast", now).value() == ChargeOutcome::kExhausted));
   BOOST_TEST(db.store->quota(k.account_id).value().remaining.fast == 0);
   BOOST_TEST(db.store->quota(k.account_id).value().remaining.standard == 2);
   BOOST_TEST(db.store->refundQuota(k.account_id, "fast").isOk());
@@ -103,7 +104,7 @@ EQ_STORE_TEST_CASE(task_transitions_are_guarded_and_failure_refunds) {
   BOOST_TEST(db.store->task("tsk_a").value()->started_at == 1);
   BOOST_TEST(db.store->markTaskFailed("tsk_a", 500, "boom", 3).value());
   BOOST_TEST(db.store->quota(k.account_id).value().remaining.perfect == 5);  // refunded
-  BOOST_TEST(!db.store->markTaskFailed("tsk_a", 500, "boom", 4).value());   // once only
+  BOOST_TEST(!db.store->markTaskFailed("tsk_a", 500, "boom", 4).value());    // once only
   BOOST_TEST(db.store->quota(k.account_id).value().remaining.perfect == 5);
   BOOST_TEST(!db.store->markTaskSucceeded("tsk_a", "{}", 5).value());  // final stays final
   BOOST_TEST(db.store->task("tsk_a").value()->status == TaskStatus::kFailed);
@@ -153,8 +154,8 @@ EQ_STORE_TEST_CASE(rotation_keeps_account_quota_and_settings_and_stops_the_old_k
   u.default_webhook_url = "https://hooks.example/eq";
   u.expires_at_ms = nowMs() + 86'400'000;
   BOOST_REQUIRE(db.store->updateKey(old.key_id, u).isOk());
-  BOOST_TEST((db.store->chargeQuota(old.account_id, "fast", nowMs()).value() ==
-              ChargeOutcome::kCharged));
+  BOOST_TEST(
+      (db.store->chargeQuota(old.account_id, "fast", nowMs()).value() == ChargeOutcome::kCharged));
 
   Result<CreatedKey> rotated = db.store->rotateKey(old.key_id, std::nullopt, nowMs());
   BOOST_REQUIRE(rotated.isOk());
@@ -191,8 +192,8 @@ EQ_STORE_TEST_CASE(rotation_keeps_account_quota_and_settings_and_stops_the_old_k
 EQ_STORE_TEST_CASE(grant_adds_units_and_set_writes_only_named_modes) {
   TempDb db;
   CreatedKey k = db.newKey(3);
-  BOOST_TEST((db.store->chargeQuota(k.account_id, "perfect", nowMs()).value() ==
-              ChargeOutcome::kCharged));
+  BOOST_TEST(
+      (db.store->chargeQuota(k.account_id, "perfect", nowMs()).value() == ChargeOutcome::kCharged));
   BOOST_REQUIRE(db.store->grantQuota(k.account_id, QuotaUnits{10, 0, 1}, std::nullopt).isOk());
   AccountQuota q = db.store->quota(k.account_id).value();
   BOOST_TEST(q.remaining.fast == 13);
@@ -200,8 +201,7 @@ EQ_STORE_TEST_CASE(grant_adds_units_and_set_writes_only_named_modes) {
   BOOST_TEST(q.remaining.perfect == 3);
   BOOST_REQUIRE(db.store->grantQuota(k.account_id, QuotaUnits{}, int64_t{42}).isOk());
   BOOST_TEST(db.store->quota(k.account_id).value().expire_at_ms == 42);
-  BOOST_TEST(db.store->grantQuota("acc_missing", QuotaUnits{1, 1, 1}, std::nullopt).code() ==
-             404);
+  BOOST_TEST(db.store->grantQuota("acc_missing", QuotaUnits{1, 1, 1}, std::nullopt).code() == 404);
 
   QuotaChange only_fast;
   only_fast.fast = 0;
@@ -215,8 +215,7 @@ EQ_STORE_TEST_CASE(grant_adds_units_and_set_writes_only_named_modes) {
 namespace {
 
 IdempotencyRequest idem(const CreatedKey& k, const std::string& key, const std::string& body,
-                        const std::string& request_id,
-                        const std::string& route = "/api/v1/reply") {
+                        const std::string& request_id, const std::string& route = "/api/v1/reply") {
   return IdempotencyRequest{k.account_id, key, route, crypto::sha256(body), request_id};
 }
 
@@ -231,8 +230,8 @@ EQ_STORE_TEST_CASE(idempotency_first_use_runs_then_replays_or_conflicts) {
 
   // A duplicate while the first is pending must not run (it would charge).
   auto dup = idem(k, "order-1", R"({"mode":"fast","message":"hi"})", "req_2");
-  BOOST_TEST((db.store->beginIdempotent(dup, t + 5).value().state ==
-              IdempotencyState::kInProgress));
+  BOOST_TEST(
+      (db.store->beginIdempotent(dup, t + 5).value().state == IdempotencyState::kInProgress));
 
   BOOST_REQUIRE(db.store->completeIdempotent(first, 200, R"({"code":0})").isOk());
   IdempotencyBegin replay = db.store->beginIdempotent(dup, t + 10).value();
@@ -252,9 +251,9 @@ EQ_STORE_TEST_CASE(idempotency_first_use_runs_then_replays_or_conflicts) {
 
   // Keys are scoped to the account: another account's "order-1" is its own.
   CreatedKey stranger = db.newKey();
-  BOOST_TEST((db.store->beginIdempotent(idem(stranger, "order-1", "{}", "req_5"), t + 40)
-                  .value()
-                  .state == IdempotencyState::kStarted));
+  BOOST_TEST(
+      (db.store->beginIdempotent(idem(stranger, "order-1", "{}", "req_5"), t + 40).value().state ==
+       IdempotencyState::kStarted));
 }
 
 EQ_STORE_TEST_CASE(idempotency_abandon_frees_the_key_and_only_the_owner_settles) {
@@ -262,19 +261,17 @@ EQ_STORE_TEST_CASE(idempotency_abandon_frees_the_key_and_only_the_owner_settles)
   CreatedKey k = db.newKey();
   int64_t t = 1'800'000'000'000;
   auto first = idem(k, "k", "{}", "req_1");
-  BOOST_REQUIRE((db.store->beginIdempotent(first, t).value().state ==
-                 IdempotencyState::kStarted));
+  BOOST_REQUIRE((db.store->beginIdempotent(first, t).value().state == IdempotencyState::kStarted));
   // Another request id neither completes nor deletes the row it does not own.
   auto intruder = idem(k, "k", "{}", "req_x");
   BOOST_REQUIRE(db.store->completeIdempotent(intruder, 200, "stolen").isOk());
   BOOST_REQUIRE(db.store->abandonIdempotent(intruder).isOk());
-  BOOST_TEST((db.store->beginIdempotent(intruder, t + 1).value().state ==
-              IdempotencyState::kInProgress));
+  BOOST_TEST(
+      (db.store->beginIdempotent(intruder, t + 1).value().state == IdempotencyState::kInProgress));
   // The owner gives up (a 503): the next arrival runs afresh.
   BOOST_REQUIRE(db.store->abandonIdempotent(first).isOk());
   auto retry = idem(k, "k", "{}", "req_2");
-  BOOST_TEST((db.store->beginIdempotent(retry, t + 2).value().state ==
-              IdempotencyState::kStarted));
+  BOOST_TEST((db.store->beginIdempotent(retry, t + 2).value().state == IdempotencyState::kStarted));
 }
 
 EQ_STORE_TEST_CASE(idempotency_records_lapse_after_24h_and_are_purged_in_batches) {
@@ -287,11 +284,11 @@ EQ_STORE_TEST_CASE(idempotency_records_lapse_after_24h_and_are_purged_in_batches
   BOOST_REQUIRE(db.store->beginIdempotent(first, t).isOk());
   BOOST_REQUIRE(db.store->completeIdempotent(first, 201, "stored").isOk());
   auto later = idem(k, "k", "{}", "req_2");
-  BOOST_TEST((db.store->beginIdempotent(later, t + day - 1).value().state ==
-              IdempotencyState::kReplay));
+  BOOST_TEST(
+      (db.store->beginIdempotent(later, t + day - 1).value().state == IdempotencyState::kReplay));
   // Exactly 24 h later the record is gone and the key runs again.
-  BOOST_TEST((db.store->beginIdempotent(later, t + day).value().state ==
-              IdempotencyState::kStarted));
+  BOOST_TEST(
+      (db.store->beginIdempotent(later, t + day).value().state == IdempotencyState::kStarted));
 
   // 150 stale rows: each begin purges at most kIdempotencyPurgeBatch of them.
   for (int i = 0; i < 150; ++i) {
@@ -319,9 +316,10 @@ EQ_STORE_TEST_CASE(idempotency_pending_row_of_a_dead_request_is_taken_over_after
   // The dead request, should it ever answer, no longer owns the row.
   BOOST_REQUIRE(db.store->completeIdempotent(idem(k, "k", "{}", "req_dead"), 200, "late").isOk());
   BOOST_REQUIRE(db.store->completeIdempotent(retry, 200, "mine").isOk());
-  BOOST_TEST(db.store->beginIdempotent(idem(k, "k", "{}", "req_3"), t + Store::kIdempotencyLeaseMs + 1)
-                 .value()
-                 .response_body == "mine");
+  BOOST_TEST(
+      db.store->beginIdempotent(idem(k, "k", "{}", "req_3"), t + Store::kIdempotencyLeaseMs + 1)
+          .value()
+          .response_body == "mine");
 }
 
 // ---------------------------------------------------------------- deliveries
@@ -359,14 +357,15 @@ EQ_STORE_TEST_CASE(delivery_is_one_per_task_and_claimed_only_when_due) {
   TempDb db;
   CreatedKey k = db.newKey();
   finishedTask(db, k, "tsk_d1", 1000);
-  DeliveryRecord d = db.store->createDelivery("tsk_d1", "http://hook.example/x",
-                                              "task.succeeded", 1000).value();
+  DeliveryRecord d =
+      db.store->createDelivery("tsk_d1", "http://hook.example/x", "task.succeeded", 1000).value();
   BOOST_TEST(d.status == "pending");
   BOOST_TEST(d.delivery_id.rfind("dlv_", 0) == 0u);
   BOOST_TEST(d.next_attempt_at == 1000);
   // A redelivered event finds the same delivery, unchanged.
   BOOST_TEST(db.store->createDelivery("tsk_d1", "http://other/", "task.succeeded", 2000)
-                 .value().delivery_id == d.delivery_id);
+                 .value()
+                 .delivery_id == d.delivery_id);
 
   BOOST_TEST(db.store->claimDueDeliveries(999, 5000, 10).value().empty());  // not yet due
   auto claimed = db.store->claimDueDeliveries(1000, 5000, 10).value();
@@ -441,20 +440,74 @@ EQ_STORE_TEST_CASE(a_claim_passes_over_the_accounts_it_is_told_to_and_leaves_the
   BOOST_TEST(next[0].task_id == "tsk_s1");
   BOOST_TEST(next[2].task_id == "tsk_s3");
   // Refusing every account claims nothing and changes nothing.
-  BOOST_TEST(db.store->claimDueDeliveries(20000, 29000, 10, [](const std::string&) {
-                   return false;
-                 }).value().empty());
+  BOOST_TEST(
+      db.store->claimDueDeliveries(20000, 29000, 10, [](const std::string&) { return false; })
+          .value()
+          .empty());
   BOOST_TEST(db.store->claimDueDeliveries(20000, 29000, 10).value().size() == 6u);
+}
+
+EQ_STORE_TEST_CASE(a_claim_walks_on_through_rows_due_at_the_same_moment) {
+  // On PostgreSQL the walk reads in pages and goes on after the last row
+  // read: a run of rows with one next_attempt_at spans pages, and each row
+  // of it is read once, neither skipped nor twice. (SQLite reads in one
+  // statement: the same claims.)
+  TempDb db;
+  CreatedKey busy = db.newKey();
+  CreatedKey other = db.newKey();
+  std::map<std::string, std::string> account_of;  // delivery id -> account
+  for (int i = 0; i < 35; ++i) {
+    const CreatedKey& k = i % 7 == 6 ? other : busy;  // 30 busy, 5 other
+    std::string id = "tsk_r" + std::to_string(i);
+    finishedTask(db, k, id, 100);
+    std::string d =
+        db.store->createDelivery(id, "http://h/", "task.succeeded", 1000).value().delivery_id;
+    account_of[d] = k.account_id;
+  }
+  std::map<std::string, int> claims;  // delivery id -> times claimed
+  int asked = 0;
+  auto only_other = [&](const std::string& account_id) {
+    ++asked;
+    return account_id == other.account_id;
+  };
+  // Pages of 3, 6, 12 and so on: the other account's rows lie among the
+  // busy one's. The first walk finds three of them; the second, wanting
+  // three, reads every row still due to the end (30 refused, 2 claimed),
+  // each once.
+  for (size_t walk : {0u, 1u}) {
+    asked = 0;
+    std::vector<DeliveryRecord> claimed =
+        db.store->claimDueDeliveries(2000, 9000, 3, only_other).value();
+    for (const DeliveryRecord& d : claimed) {
+      ++claims[d.delivery_id];
+      BOOST_TEST(d.account_id == other.account_id);
+    }
+    BOOST_TEST(claims.size() == (walk == 0 ? 3u : 5u));
+    if (walk == 0) BOOST_TEST(asked <= 35);
+    if (walk == 1) BOOST_TEST(asked == 32);
+  }
+  // The busy account's 30, each once, and nothing is left due.
+  std::vector<DeliveryRecord> rest = db.store->claimDueDeliveries(2000, 9000, 100).value();
+  BOOST_TEST(rest.size() == 30u);
+  for (const DeliveryRecord& d : rest) {
+    ++claims[d.delivery_id];
+    BOOST_TEST(d.account_id == busy.account_id);
+  }
+  BOOST_TEST(claims.size() == account_of.size());
+  for (const auto& [id, n] : claims) BOOST_TEST(n == 1, id << " claimed " << n << " times");
+  BOOST_TEST(!db.store->anyDeliveryDue(2000).value());
 }
 
 EQ_STORE_TEST_CASE(attempts_are_logged_and_final_states_stay_final) {
   TempDb db;
   CreatedKey k = db.newKey();
   finishedTask(db, k, "tsk_a1", 1000);
-  std::string id = db.store->createDelivery("tsk_a1", "http://h/", "task.succeeded", 1000)
-                       .value().delivery_id;
-  BOOST_TEST(db.store->finishAttempt(id, attemptAt(1000, 500, "receiver answered HTTP 500"),
-                                     "pending", 6000).value());
+  std::string id =
+      db.store->createDelivery("tsk_a1", "http://h/", "task.succeeded", 1000).value().delivery_id;
+  BOOST_TEST(
+      db.store
+          ->finishAttempt(id, attemptAt(1000, 500, "receiver answered HTTP 500"), "pending", 6000)
+          .value());
   DeliveryRecord d = db.store->delivery(id).value().value();
   BOOST_TEST(d.status == "pending");
   BOOST_TEST(d.attempts == 1);
@@ -493,8 +546,8 @@ EQ_STORE_TEST_CASE(replay_keeps_the_id_and_count_and_restarts_the_schedule) {
   TempDb db;
   CreatedKey k = db.newKey();
   finishedTask(db, k, "tsk_r1", 1000);
-  std::string id = db.store->createDelivery("tsk_r1", "http://h/", "task.succeeded", 1000)
-                       .value().delivery_id;
+  std::string id =
+      db.store->createDelivery("tsk_r1", "http://h/", "task.succeeded", 1000).value().delivery_id;
   BOOST_TEST(db.store->replayDelivery(id, 2000).status().code() == 409);  // still pending
   BOOST_TEST(db.store->replayDelivery("dlv_nope", 2000).status().code() == 404);
   BOOST_REQUIRE(db.store->finishAttempt(id, attemptAt(1000, 500), "pending", 1500).value());
@@ -522,8 +575,8 @@ EQ_STORE_TEST_CASE(deliveries_list_filters_by_status_and_task_newest_first) {
   for (int i = 0; i < 4; ++i) {
     std::string id = "tsk_f" + std::to_string(i);
     finishedTask(db, k, id, 100);
-    std::string d = db.store->createDelivery(id, "http://h/", "task.succeeded", 1000 + i)
-                        .value().delivery_id;
+    std::string d =
+        db.store->createDelivery(id, "http://h/", "task.succeeded", 1000 + i).value().delivery_id;
     if (i % 2 == 1) {
       BOOST_REQUIRE(db.store->finishAttempt(d, attemptAt(2000, 410, "gone"), "failed", 0).value());
     }
@@ -552,14 +605,17 @@ EQ_STORE_TEST_CASE(retention_purges_old_tasks_with_their_deliveries_in_batches) 
     std::string id = "tsk_old" + std::to_string(i);
     finishedTask(db, k, id, now - 8 * day + i);
     std::string d = db.store->createDelivery(id, "http://h/", "task.succeeded", now - 8 * day)
-                        .value().delivery_id;
-    BOOST_REQUIRE(db.store->finishAttempt(d, attemptAt(now - 8 * day, 200), "delivered", 0)
-                      .value());
+                        .value()
+                        .delivery_id;
+    BOOST_REQUIRE(
+        db.store->finishAttempt(d, attemptAt(now - 8 * day, 200), "delivered", 0).value());
   }
   // Old, but its delivery is still being retried: kept until it finishes.
   finishedTask(db, k, "tsk_oldpending", now - 8 * day);
-  std::string pending = db.store->createDelivery("tsk_oldpending", "http://h/", "task.succeeded",
-                                                 now - 8 * day).value().delivery_id;
+  std::string pending =
+      db.store->createDelivery("tsk_oldpending", "http://h/", "task.succeeded", now - 8 * day)
+          .value()
+          .delivery_id;
   finishedTask(db, k, "tsk_new", now - 6 * day);  // within 7 days: kept
 
   const int64_t cutoff = now - 7 * day;
@@ -568,8 +624,7 @@ EQ_STORE_TEST_CASE(retention_purges_old_tasks_with_their_deliveries_in_batches) 
   BOOST_TEST(db.store->purgeTasksBefore(cutoff, 2).value() == 2);
   BOOST_TEST(db.store->purgeTasksBefore(cutoff, 2).value() == 1);
   BOOST_TEST(db.store->purgeTasksBefore(cutoff, 2).value() == 0);
-  BOOST_TEST(db.column("SELECT id FROM tasks ORDER BY id") ==
-             "tsk_new,tsk_oldpending");
+  BOOST_TEST(db.column("SELECT id FROM tasks ORDER BY id") == "tsk_new,tsk_oldpending");
   BOOST_TEST(db.scalar("SELECT count(*) FROM deliveries") == "1");
   BOOST_TEST(db.scalar("SELECT count(*) FROM delivery_attempts") == "0");
 
@@ -593,9 +648,11 @@ EQ_STORE_TEST_CASE(retention_purges_idempotency_keys_and_rate_windows_by_age) {
   BOOST_TEST(db.scalar("SELECT count(*) FROM rate_counters") == "6");  // the last hour's
 
   for (int i = 0; i < 3; ++i) {
-    BOOST_REQUIRE(db.store->beginIdempotent(idem(k, "old" + std::to_string(i), "{}",
-                                                 "req_o" + std::to_string(i)),
-                                            now - Store::kIdempotencyTtlMs - 10'000).isOk());
+    BOOST_REQUIRE(
+        db.store
+            ->beginIdempotent(idem(k, "old" + std::to_string(i), "{}", "req_o" + std::to_string(i)),
+                              now - Store::kIdempotencyTtlMs - 10'000)
+            .isOk());
   }
   // Inserted before the old ones lapse, so eq-api's own lazy purge leaves them.
   BOOST_REQUIRE(db.store->beginIdempotent(idem(k, "fresh", "{}", "req_n"), now - 20'000).isOk());
@@ -608,9 +665,11 @@ EQ_STORE_TEST_CASE(transactions_nest_as_savepoints) {
   TempDb db;
   CreatedKey k = db.newKey();
   BOOST_REQUIRE(db.store->begin().isOk());
-  BOOST_TEST((db.store->chargeQuota(k.account_id, "fast", nowMs()).value() == ChargeOutcome::kCharged));
+  BOOST_TEST(
+      (db.store->chargeQuota(k.account_id, "fast", nowMs()).value() == ChargeOutcome::kCharged));
   BOOST_REQUIRE(db.store->begin().isOk());  // a savepoint inside
-  BOOST_TEST((db.store->chargeQuota(k.account_id, "fast", nowMs()).value() == ChargeOutcome::kCharged));
+  BOOST_TEST(
+      (db.store->chargeQuota(k.account_id, "fast", nowMs()).value() == ChargeOutcome::kCharged));
   BOOST_TEST(db.store->rollback().isOk());  // undoes the inner charge only
   // A method with its own transaction works inside the caller's.
   BOOST_TEST(db.store->revokeKey(k.key_id).isOk());
@@ -626,7 +685,8 @@ EQ_STORE_TEST_CASE(key_epoch_moves_with_key_and_rate_changes_only) {
   CreatedKey k = db.newKey();
   int64_t e0 = db.store->keyEpoch().value();
   BOOST_TEST(db.store->chargeQuota(k.account_id, "fast", nowMs()).isOk());
-  BOOST_TEST(db.store->countRequest(AuthContext{k.key_id, k.account_id, "", 60, 0}, nowMs()).isOk());
+  BOOST_TEST(
+      db.store->countRequest(AuthContext{k.key_id, k.account_id, "", 60, 0}, nowMs()).isOk());
   BOOST_TEST(db.store->keyEpoch().value() == e0, "charges and rate counts leave it");
   KeyUpdate u;
   u.rate_limit_per_min = 5;
@@ -711,7 +771,7 @@ EQ_STORE_FIXTURE_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orpha
   BOOST_TEST(by_request.size() == 4u);
   BOOST_TEST(by_request["req_dead_sync"] == "refunded");
   BOOST_TEST(by_request["req_dead_async"] == "task_failed");
-  BOOST_TEST(by_request["req_gone"] == "refunded");  // no heartbeat row at all
+  BOOST_TEST(by_request["req_gone"] == "refunded");     // no heartbeat row at all
   BOOST_TEST(by_request["req_overdue"] == "refunded");  // past deadline + grace, though live
   BOOST_TEST(!by_request.contains("req_live"));
   BOOST_TEST(fast() == 9, "four units back, the live call's still charged");
@@ -748,7 +808,7 @@ EQ_STORE_FIXTURE_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orpha
 // it, then closed as republished, once. The unit stays charged once
 // whatever the job's copies do.
 EQ_STORE_FIXTURE_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_never_failed,
-                        OrphanedCalls) {
+                           OrphanedCalls) {
   auto charge = [&](const std::string& req, const std::string& instance, const std::string& task,
                     const std::string& job) {
     admit(s, k, OpenCharge{req, instance, k.account_id, "fast", task, t0 + 60'000, t0, job, ""});
@@ -814,14 +874,13 @@ EQ_STORE_FIXTURE_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_ne
   BOOST_REQUIRE(s.commit().isOk());
   BOOST_TEST(s.closeCharge("req_live").value());
   std::map<std::string, int64_t> actions;
-  BOOST_REQUIRE(db.raw()
-                    ->exec(store::Sql{"SELECT action, count(*) FROM settlements GROUP BY action "
-                                      "ORDER BY action"},
-                           {},
-                           [&](const store::Row& row) {
-                             actions[std::string(row.text(0))] = row.int64(1);
-                           })
-                    .isOk());
+  BOOST_REQUIRE(
+      db.raw()
+          ->exec(store::Sql{"SELECT action, count(*) FROM settlements GROUP BY action "
+                            "ORDER BY action"},
+                 {},
+                 [&](const store::Row& row) { actions[std::string(row.text(0))] = row.int64(1); })
+          .isOk());
   BOOST_TEST(actions.size() == 2u);
   BOOST_TEST(actions["kept"] == 3);
   BOOST_TEST(actions["republished"] == 1);
@@ -833,7 +892,7 @@ EQ_STORE_FIXTURE_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_ne
 // (a sync call, a job the broker kept refusing), instead of 409 "in
 // progress" and then, once the record's lease ran out, a second charge.
 EQ_STORE_FIXTURE_TEST_CASE(an_orphaned_calls_idempotency_key_is_settled_with_its_charge,
-                        OrphanedCalls) {
+                           OrphanedCalls) {
   auto call = [&](const std::string& req, const std::string& idem, const std::string& task,
                   const std::string& job) {
     IdempotencyRequest r{k.account_id, idem, task.empty() ? "/api/v1/reply" : "/api/v1/reply/async",
