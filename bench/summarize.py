@@ -84,5 +84,22 @@ def main():
         target(b, "quota req/s EQ/nginx", r, ">=", 0.4, "x")
         target(b, "eq-api RSS with idle keep-alive connections", get(b, "idle_rss", "rss_mib"), "<=", 64, " MiB")
 
+    # Issue 23: a build on PostgreSQL (NAME-pg) against the same build on
+    # SQLite (NAME), and two eq-api processes (NAME-pg-x2) against one.
+    for b in builds:
+        if b.endswith("-pg") and b[:-3] in builds:
+            lite = b[:-3]
+            print(f"# {b} against {lite}")
+            r = ratio(f"{b}/{lite} reply_fast req/s", get(b, "reply_fast", "rps"), get(lite, "reply_fast", "rps"))
+            target(b, "reply_fast req/s PostgreSQL/SQLite", r, ">=", 0.6, "x")
+            r = ratio(f"{b}/{lite} quota req/s", get(b, "quota", "rps"), get(lite, "quota", "rps"))
+            target(b, "quota req/s PostgreSQL/SQLite", r, ">=", 0.5, "x")
+        if b.endswith("-pg-x2") and b[:-3] in builds:
+            one = b[:-3]
+            print(f"# {b} against {one}")
+            for scenario, field in (("quota", "rps"), ("reply_fast", "rps"), ("async_admission", "accepted_rps")):
+                r = ratio(f"{b}/{one} {scenario} {field}", get(b, scenario, field), get(one, scenario, field))
+                target(b, f"{scenario} two eq-api processes/one", r, ">=", 1.0, "x")
+
 
 main()

@@ -18,6 +18,10 @@
 # EQ_PG_PASSWORD or chosen at random at the first start and kept in
 # postgres.env; connections need it (scram-sha-256), also on the socket.
 #
+# EQ_PG_SERVER_OPTIONS adds server settings to a start, as postgres reads
+# them on its command line (`-c name=value ...`); bench/run's profile uses
+# it to load pg_stat_statements.
+#
 # Written for callers running `set -euo pipefail`; nothing here changes the
 # caller's shell options. Progress goes to stderr.
 
@@ -118,7 +122,7 @@ eq_postgres_start() {
         printf '%s\n' "$port" >"$pgdir/port"
         _eq_pg_log "starting on 127.0.0.1:$port"
         _eq_pg_as "$bin/pg_ctl" -D "$data" -l "$pgdir/server.log" -w -t "$EQ_PG_START_TIMEOUT" \
-            -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$pgdir/run" \
+            -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$pgdir/run ${EQ_PG_SERVER_OPTIONS:-}" \
             start >/dev/null || {
             _eq_pg_log "the server did not start:"
             tail -n 20 "$pgdir/server.log" >&2
