@@ -512,7 +512,10 @@ class Store {
   // then. `admit`, when given, is asked about each due delivery's account in
   // that order and may refuse it (the account has its share of attempts in
   // flight): a refused delivery stays due and unclaimed, and later ones are
-  // still considered. last_error is not filled.
+  // still considered. An account `admit` refuses once it refuses for the
+  // rest of the walk (a share only fills as the walk claims), so the walk
+  // may pass over that account's later rows without asking. last_error is
+  // not filled.
   Result<std::vector<DeliveryRecord>> claimDueDeliveries(
       int64_t now_ms, int64_t lease_until_ms, int limit,
       const std::function<bool(const std::string& account_id)>& admit = {});
