@@ -161,10 +161,11 @@ constexpr const char* kUsageFooter =
     "Rate limit, tier, default webhook URL and quota belong to the key's account, so they\n"
     "survive a rotation. --expire-at takes UTC times such as 2026-01-31T00:00:00Z (or\n"
     "+08:00 offsets) and may lie in the past (ends a quota or key now).\n"
-    "The database is EQ_DB_PATH; keys are minted for EQ_ENV (production: eq_live_, staging:\n"
+    "The database is EQ_DB_URL (postgresql://USER:PASSWORD@HOST/DB, or sqlite:PATH), else\n"
+    "the SQLite file EQ_DB_PATH; keys are minted for EQ_ENV (production: eq_live_, staging:\n"
     "eq_test_). It stores API keys and portal passwords only as hashes, but webhook secrets\n"
-    "and message texts in clear (a webhook signature needs its secret), so it and its -wal\n"
-    "and -shm files are created readable by their owner only (mode 0600).\n"
+    "and message texts in clear (a webhook signature needs its secret), so a SQLite file and\n"
+    "its -wal and -shm files are created readable by their owner only (mode 0600).\n"
     "Exit codes: 0 ok, 1 internal error (database), 2 usage error, 3 not found,\n"
     "4 conflict (wrong state), 5 refused by the deployment's settings.\n";
 
