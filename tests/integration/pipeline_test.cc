@@ -828,11 +828,15 @@ BOOST_AUTO_TEST_CASE(task_events_survive_a_dispatcher_crash_loop) {
     holder = next;
   }
   // With no dispatcher running, the management API shows where the events
-  // went: both to eq.dead, none left in eq.task-events.
+  // went: both to eq.dead, none left in eq.task-events. Both waits outlast
+  // several of RabbitMQ's statistics intervals (5 s): a queue whose last
+  // consumer was just killed can go a whole interval without message
+  // counts in its management record (CI saw eq.task-events without them
+  // for the 5 s this wait once had).
   QueueStats dead = waitQueueStats(
       stack, "eq.dead", [](const QueueStats& q) { return q.messages >= 2; }, 15000);
   QueueStats events = waitQueueStats(
-      stack, "eq.task-events", [](const QueueStats& q) { return q.messages == 0; }, 5000);
+      stack, "eq.task-events", [](const QueueStats& q) { return q.messages == 0; }, 15000);
   BOOST_TEST_MESSAGE("after " << kCrashes << " dispatcher crashes: eq.dead " << dead
                               << "; eq.task-events " << events);
   BOOST_TEST(dead.messages == 2, "the third crash dead-lettered both events");
