@@ -99,6 +99,48 @@ Status Db::script(std::string_view sql) {
   return st;
 }
 
+Status Db::queue(const Sql& sql, std::initializer_list<Value> values) {
+  const std::span<const Value> vals(values.begin(), values.size());
+  if (levels_.empty()) return execValues(sql, vals).status();
+  Status st = hold(sql, vals);
+  if (!st.isOk()) levels_.back().failed = true;
+  return st;
+}
+
+Status Db::hold(const Sql& sql, std::span<const Value> values) {
+  Result<int64_t> out = run(sql, values, {});
+  noteResult(out.isOk(), out.isOk() ? out.value() : 0);
+  return out.status();
+}
+
+Status Db::relaxDurability() {
+  if (levels_.empty()) return Status(500, "relaxDurability outside a transaction");
+  return relax();
+}
+
+void Db::noteHeld(bool ok, int64_t changed, bool control, std::string_view why) {
+  if (ok) {
+    noteResult(ok, changed);
+    return;
+  }
+  if (levels_.empty()) return;
+  for (size_t i = control ? 0 : levels_.size() - 1; i < levels_.size(); ++i) {
+    if (levels_[i].why.empty()) levels_[i].why = std::string(why);
+  }
+  if (control) {
+    for (Level& level : levels_) level.failed = true;
+  } else {
+    noteResult(false, 0);
+  }
+}
+
+// The message of a spoiled level's commit.
+std::string Db::spoiled(const Level& level, std::string_view what) {
+  std::string out = "a statement of the " + std::string(what) + " failed";
+  if (!level.why.empty()) out += " (" + level.why + ")";
+  return out + "; rolled back";
+}
+
 void Db::noteResult(bool ok, int64_t changed) {
   if (!ok) {
     if (!levels_.empty()) levels_.back().failed = true;
@@ -148,6 +190,8 @@ Status Db::begin() {
 
 Status Db::commit() {
   if (levels_.empty()) return Status(500, "commit without a transaction");
+  // What the level holds is answered before its outcome is decided.
+  sendHeld();
   if (!transactionOpen()) {
     // After a full disk or an I/O error SQLite may have rolled the whole
     // transaction back already: nothing of it was kept.
@@ -161,7 +205,7 @@ Status Db::commit() {
     if (level.failed) {
       control(Control::kRollbackTo, depth);
       control(Control::kRelease, depth);
-      return Status(503, "a statement of the savepoint failed; rolled back");
+      return Status(503, spoiled(level, "savepoint"));
     }
     Status st = control(Control::kRelease, depth);
     if (!st.isOk()) {
@@ -173,7 +217,7 @@ Status Db::commit() {
   }
   if (level.failed) {
     control(Control::kRollback, 0);
-    return Status(503, "a statement of the transaction failed; rolled back");
+    return Status(503, spoiled(level, "transaction"));
   }
   Status st = control(Control::kCommit, 0);
   // A failed COMMIT (disk full) can leave the transaction open, holding the
@@ -187,6 +231,7 @@ Status Db::commit() {
 
 void Db::rollback() {
   if (levels_.empty()) return;
+  sendHeld();  // their failures are this level's, not the one outside it
   levels_.pop_back();
   if (!transactionOpen()) {
     levels_.clear();

@@ -128,6 +128,27 @@ class Db {
   // migration), in the engine's own text.
   Status script(std::string_view sql);
 
+  // A statement whose answer (rows, the count of rows changed) nobody
+  // waits for: inside a transaction on PostgreSQL it is held and sent with
+  // the next statement that waits for an answer (libpq's pipeline mode, one
+  // round trip for all of them), at the latest when its level ends; on
+  // SQLite, or outside a transaction, it runs now. Its failure spoils its
+  // level as any statement's does, so that level's commit answers 503; the
+  // Status here only says whether it could be held (a statement the server
+  // cannot prepare, the wrong number of values, a lost connection).
+  Status queue(const Sql& sql, std::initializer_list<Value> values = {});
+
+  // Inside a transaction: its commit answers before the database has
+  // flushed it to disk. A crash of the database server (not of this
+  // process) in the next fraction of a second may then lose the whole
+  // transaction, never a part of it. Only for writes whose loss costs
+  // nothing anyone was promised: rate counts, a webhook attempt's record
+  // (its delivery comes due again and is sent again). PostgreSQL: SET LOCAL
+  // synchronous_commit = off. SQLite: a no-op, its commits never wait for
+  // the disk (WAL with synchronous=NORMAL: durable when this process
+  // crashes, not when the machine loses power).
+  Status relaxDurability();
+
   // Transaction control (Transaction below is the way to use it). A
   // statement that fails spoils the innermost level: its commit rolls it
   // back and answers 503; the levels outside it go on. On SQLite a full
@@ -162,6 +183,21 @@ class Db {
   enum class Control { kBegin, kCommit, kRollback, kSavepoint, kRelease, kRollbackTo };
   virtual Result<int64_t> run(const Sql& sql, std::span<const Value> values,
                               const RowFn& onRow) = 0;
+  // queue()'s engine part (called inside a transaction): by default the
+  // statement runs now.
+  virtual Status hold(const Sql& sql, std::span<const Value> values);
+  // Sends the held statements that change rows and waits for their
+  // answers, reporting each through noteHeld (a no-op when nothing is held).
+  virtual void sendHeld() {}
+  virtual Status relax() { return Status::ok(); }
+  // A held statement's outcome: a failed one spoils the innermost level,
+  // as any statement's; a failed transaction-control statement (a held
+  // BEGIN, SAVEPOINT or RELEASE: only a lost connection or an aborted
+  // transaction fails them) spoils every level, since the levels no longer
+  // say where the transaction stands.
+  // `why` is the failure's message, which the level's commit passes on
+  // (nobody else saw it).
+  void noteHeld(bool ok, int64_t changed, bool control, std::string_view why = {});
   virtual Status runScript(std::string_view sql) = 0;
   // One transaction-control statement; depth names the savepoint.
   virtual Status control(Control op, size_t depth) = 0;
@@ -183,8 +219,10 @@ class Db {
   struct Level {
     bool failed = false;   // a statement of this level failed
     bool changed = false;  // a statement of this level (or a released inner one) changed rows
+    std::string why;       // the first failure of a held statement of this level
   };
   void noteResult(bool ok, int64_t changed);
+  static std::string spoiled(const Level& level, std::string_view what);
   std::vector<Level> levels_;  // open transaction levels, outermost first
   bool storage_failing_ = false;
   std::string storage_error_;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -150,6 +151,8 @@ class PostgresDb final : public Db {
  protected:
   Status runScript(std::string_view sql) override {
     if (Status st = ready(); !st.isOk()) return st;
+    // A script waits for its answer like any statement: what is held goes first.
+    if (!held_.empty()) exchange(std::nullopt);
     const std::string text(sql);
     PgResult res(PQexec(conn_, text.c_str()));
     const ExecStatusType status = PQresultStatus(res.get());
@@ -159,24 +162,58 @@ class PostgresDb final : public Db {
     return Status::ok();
   }
 
+  // BEGIN, SAVEPOINT and RELEASE are held and sent with the next statement
+  // that waits for an answer (they fail only on a lost connection or in a
+  // transaction already aborted, and then every level is spoiled: see
+  // Db::noteHeld); COMMIT, ROLLBACK and ROLLBACK TO are sent at once, with
+  // whatever is held before them.
   Status control(Control op, size_t depth) override {
-    const std::string text = controlText(op, depth, "BEGIN");
+    std::string text = controlText(op, depth, "BEGIN");
     if (op != Control::kBegin && PQstatus(conn_) != CONNECTION_OK) {
+      forgetHeld();  // the transaction they belonged to is gone
       return Status(503, "postgres: the connection was lost during the transaction");
     }
     if (op == Control::kBegin) {
       if (Status st = ready(); !st.isOk()) return st;
+      begin_held_ = true;
     }
-    PgResult res(PQexec(conn_, text.c_str()));
-    if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) return failure(res.get(), text);
+    if (op == Control::kBegin || op == Control::kSavepoint || op == Control::kRelease) {
+      held_.push_back(Held{std::move(text), {}, true});
+      return Status::ok();
+    }
+    Result<PgResult> res = exchange(Held{std::move(text), {}, true});
+    if (!res.isOk()) return res.status();
+    if (PQresultStatus(res.value().get()) != PGRES_COMMAND_OK) {
+      return failure(res.value().get(), controlText(op, depth, "BEGIN"));
+    }
     // COMMIT of a transaction an error aborted succeeds as a ROLLBACK.
-    if (op == Control::kCommit && std::string_view(PQcmdStatus(res.get())) == "ROLLBACK") {
+    if (op == Control::kCommit && std::string_view(PQcmdStatus(res.value().get())) == "ROLLBACK") {
       return Status(503, "postgres: the transaction was rolled back");
     }
     return Status::ok();
   }
 
+  // Held, as a statement the caller does not wait for (Db::queue).
+  Status hold(const Sql& sql, std::span<const Value> values) override {
+    Result<const Prepared*> p = preparedFor(sql, values);
+    if (!p.isOk()) return p.status();
+    held_.push_back(Held{p.value()->name, encode(values), false});
+    return Status::ok();
+  }
+
+  void sendHeld() override {
+    bool any_change = false;
+    for (const Held& h : held_) any_change = any_change || !h.control;
+    if (any_change) exchange(std::nullopt);
+  }
+
+  Status relax() override {
+    held_.push_back(Held{"SET LOCAL synchronous_commit = off", {}, true});
+    return Status::ok();
+  }
+
   bool transactionOpen() const override {
+    if (begin_held_) return true;  // BEGIN is held, not sent yet
     const PGTransactionStatusType t = PQtransactionStatus(conn_);
     return t == PQTRANS_INTRANS || t == PQTRANS_INERROR || t == PQTRANS_ACTIVE;
   }
@@ -185,10 +222,86 @@ class PostgresDb final : public Db {
   // statements went with it.
   Result<int64_t> run(const Sql& sql, std::span<const Value> values, const RowFn& onRow) override {
     if (Status st = ready(); !st.isOk()) return st;
-    // Keyed by the text written (PostgreSQL's where it has one), numbered
-    // only when prepared: two statements that differ only in their
-    // PostgreSQL text, or a text built at run time, never share a prepared
-    // statement, and a statement that runs again costs one lookup.
+    Result<const Prepared*> p = preparedFor(sql, values);
+    if (!p.isOk()) return p.status();
+    Result<PgResult> res = exchange(Held{p.value()->name, encode(values), false});
+    if (!res.isOk()) return res.status();
+    const ExecStatusType status = PQresultStatus(res.value().get());
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+      return failure(res.value().get(), "statement");
+    }
+    if (onRow) {
+      const int rows = PQntuples(res.value().get());
+      for (int r = 0; r < rows; ++r) {
+        const PgRow row(res.value().get(), r);
+        onRow(row);
+        if (row.stopped()) break;
+      }
+    }
+    return changedRows(res.value().get());
+  }
+
+ private:
+  struct Prepared {
+    std::string name;  // the server-side statement's name
+    int params;        // its placeholders
+  };
+
+  // Values as libpq takes them: text (numbers in their shortest exact
+  // form), bytes as bytes, NULL as no pointer.
+  struct Params {
+    std::vector<std::string> texts;
+    std::vector<char> null;
+    std::vector<int> formats;
+  };
+
+  // A statement to send: a prepared one with its values, or a
+  // transaction-control text without any.
+  struct Held {
+    std::string text;  // the prepared statement's name, or the control text
+    Params params;
+    bool control;
+  };
+
+  static Params encode(std::span<const Value> values) {
+    Params out;
+    out.texts.reserve(values.size());
+    for (const Value& v : values) {
+      int format = 0;
+      out.null.push_back(std::holds_alternative<std::nullptr_t>(v) ? 1 : 0);
+      if (std::holds_alternative<std::nullptr_t>(v)) {
+        out.texts.emplace_back();
+      } else if (const auto* n = std::get_if<int64_t>(&v)) {
+        out.texts.push_back(std::to_string(*n));
+      } else if (const auto* d = std::get_if<double>(&v)) {
+        char buf[32];
+        const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, *d);
+        out.texts.emplace_back(buf, ec == std::errc() ? end : buf);
+      } else if (const auto* b = std::get_if<Blob>(&v)) {
+        out.texts.emplace_back(b->bytes);
+        format = 1;
+      } else {
+        out.texts.emplace_back(std::get<std::string_view>(v));
+      }
+      out.formats.push_back(format);
+    }
+    return out;
+  }
+
+  // Rows changed: an INSERT, UPDATE or DELETE says how many; a SELECT
+  // (whose tag also counts rows) changed none.
+  static int64_t changedRows(const PGresult* res) {
+    if (std::string_view(PQcmdStatus(const_cast<PGresult*>(res))).starts_with("SELECT")) return 0;
+    const char* changed = PQcmdTuples(const_cast<PGresult*>(res));
+    return changed != nullptr && *changed != '\0' ? std::atoll(changed) : 0;
+  }
+
+  // The server-side statement for this text, prepared on first use. Keyed
+  // by the text written (PostgreSQL's where it has one), numbered only when
+  // prepared: two statements that differ only in their PostgreSQL text, or
+  // a text built at run time, never share a prepared statement, and a
+  // statement that runs again costs one lookup.
+  Result<const Prepared*> preparedFor(const Sql& sql, std::span<const Value> values) {
     const std::string_view source = sql.postgres.empty() ? sql.sqlite : sql.postgres;
     auto it = prepared_.find(source);
     if (it == prepared_.end()) {
@@ -200,62 +313,122 @@ class PostgresDb final : public Db {
       return Status(500, "postgres: " + std::to_string(values.size()) + " values for " +
                              std::to_string(it->second.params) + " placeholders");
     }
-    // Values as text (numbers in their shortest exact form), bytes as bytes.
-    std::vector<std::string> texts;
-    std::vector<const char*> params;
-    std::vector<int> lengths;
-    std::vector<int> formats;
-    texts.reserve(values.size());
-    for (const Value& v : values) {
-      int format = 0;
-      if (std::holds_alternative<std::nullptr_t>(v)) {
-        texts.emplace_back();
-      } else if (const auto* n = std::get_if<int64_t>(&v)) {
-        texts.push_back(std::to_string(*n));
-      } else if (const auto* d = std::get_if<double>(&v)) {
-        char buf[32];
-        const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, *d);
-        texts.emplace_back(buf, ec == std::errc() ? end : buf);
-      } else if (const auto* b = std::get_if<Blob>(&v)) {
-        texts.emplace_back(b->bytes);
-        format = 1;
-      } else {
-        texts.emplace_back(std::get<std::string_view>(v));
-      }
-      formats.push_back(format);
-    }
-    size_t i = 0;
-    for (const Value& v : values) {
-      params.push_back(std::holds_alternative<std::nullptr_t>(v) ? nullptr : texts[i].data());
-      lengths.push_back(static_cast<int>(texts[i].size()));
-      ++i;
-    }
-    PgResult res(PQexecPrepared(conn_, it->second.name.c_str(), static_cast<int>(params.size()),
-                                params.data(), lengths.data(), formats.data(), 0));
-    const ExecStatusType status = PQresultStatus(res.get());
-    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-      return failure(res.get(), "statement");
-    }
-    if (onRow) {
-      const int rows = PQntuples(res.get());
-      for (int r = 0; r < rows; ++r) {
-        const PgRow row(res.get(), r);
-        onRow(row);
-        if (row.stopped()) break;
-      }
-    }
-    // Rows changed: an INSERT, UPDATE or DELETE says how many; a SELECT
-    // (whose tag also counts rows) changed none.
-    if (std::string_view(PQcmdStatus(res.get())).starts_with("SELECT")) return int64_t{0};
-    const char* changed = PQcmdTuples(res.get());
-    return int64_t{changed != nullptr && *changed != '\0' ? std::atoll(changed) : 0};
+    return &it->second;
   }
 
- private:
-  struct Prepared {
-    std::string name;  // the server-side statement's name
-    int params;        // its placeholders
-  };
+  bool send(const Held& h) {
+    if (h.control) {
+      return PQsendQueryParams(conn_, h.text.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) ==
+             1;
+    }
+    const Params& p = h.params;
+    std::vector<const char*> values;
+    std::vector<int> lengths;
+    for (size_t i = 0; i < p.texts.size(); ++i) {
+      values.push_back(p.null[i] != 0 ? nullptr : p.texts[i].data());
+      lengths.push_back(static_cast<int>(p.texts[i].size()));
+    }
+    return PQsendQueryPrepared(conn_, h.text.c_str(), static_cast<int>(values.size()),
+                               values.data(), lengths.data(), p.formats.data(), 0) == 1;
+  }
+
+  // One round trip: everything held, then `last` (when given), in one
+  // pipeline; each held statement's outcome goes to Db::noteHeld, and
+  // last's result is returned. A held statement that fails makes the server
+  // skip the rest up to the pipeline's end: those (last too) fail with it.
+  // Nothing held and a last to send: the plain exchange, no pipeline.
+  Result<PgResult> exchange(std::optional<Held> last) {
+    std::vector<Held> held;
+    held.swap(held_);
+    begin_held_ = false;
+    if (held.empty()) {
+      if (!last) return PgResult();
+      if (!send(*last)) return Status(503, lost("send"));
+      return lastResult();
+    }
+    if (PQenterPipelineMode(conn_) != 1) return broken(held, lost("pipeline"));
+    bool sent = true;
+    for (const Held& h : held) sent = sent && send(h);
+    if (last) sent = sent && send(*last);
+    if (!sent || PQpipelineSync(conn_) != 1) {
+      const std::string why = lost("send");
+      drainPipeline();
+      return broken(held, why);
+    }
+    for (const Held& h : held) {
+      PgResult res = nextResult();
+      const ExecStatusType st = res ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
+      const bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+      std::string why;
+      if (!ok && st != PGRES_PIPELINE_ABORTED) {
+        why = res ? failure(res.get(), "statement").msg() : lost("statement");
+      }
+      noteHeld(ok, ok ? changedRows(res.get()) : 0, h.control, why);
+    }
+    Result<PgResult> out = PgResult();
+    if (last) {
+      PgResult res = nextResult();
+      if (!res) {
+        out = Status(503, lost("statement"));
+      } else if (PQresultStatus(res.get()) == PGRES_PIPELINE_ABORTED) {
+        out = Status(503, "postgres: a statement sent before this one failed");
+      } else {
+        out = std::move(res);
+      }
+    }
+    drainPipeline();
+    return out;
+  }
+
+  // The next statement's result in a pipeline, and the NULL that ends it.
+  PgResult nextResult() {
+    PgResult res(PQgetResult(conn_));
+    if (res) {
+      while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);
+    }
+    return res;
+  }
+
+  // Reads up to the pipeline's sync point and leaves pipeline mode. A lost
+  // connection leaves it too, when it is reset.
+  void drainPipeline() {
+    while (PQpipelineStatus(conn_) != PQ_PIPELINE_OFF && PQstatus(conn_) == CONNECTION_OK) {
+      PgResult res(PQgetResult(conn_));
+      if (res && PQresultStatus(res.get()) == PGRES_PIPELINE_SYNC) {
+        PQexitPipelineMode(conn_);
+        return;
+      }
+      if (!res && PQexitPipelineMode(conn_) == 1) return;
+    }
+  }
+
+  // Outside a pipeline: the one result of what was just sent.
+  Result<PgResult> lastResult() {
+    PgResult res(PQgetResult(conn_));
+    while (PGresult* extra = PQgetResult(conn_)) {
+      // The last of several results is the one that counts (libpq's PQexec
+      // keeps the last as well).
+      res.reset(extra);
+    }
+    if (!res) return Status(503, lost("statement"));
+    return res;
+  }
+
+  // The held statements could not be sent: each fails (every level is
+  // spoiled by the control statements among them).
+  Status broken(const std::vector<Held>& held, const std::string& why) {
+    if (!held.empty()) noteHeld(false, 0, /*control=*/true, why);
+    return Status(503, why);
+  }
+
+  void forgetHeld() {
+    held_.clear();
+    begin_held_ = false;
+  }
+
+  std::string lost(std::string_view what) const {
+    return trimmed("postgres: " + std::string(what) + ": " + PQerrorMessage(conn_));
+  }
 
   // Prepares the statement. Bytes are declared bytea (they are sent in
   // binary); every other parameter's type the server infers from where it
@@ -300,6 +473,7 @@ class PostgresDb final : public Db {
     }
     PQreset(conn_);
     prepared_.clear();
+    forgetHeld();
     if (PQstatus(conn_) != CONNECTION_OK) {
       return Status(503,
                     trimmed(std::string("postgres: connection lost: ") + PQerrorMessage(conn_)));
@@ -325,6 +499,8 @@ class PostgresDb final : public Db {
   int lock_timeout_ms_ = kDefaultLockTimeoutMs;
   bool needs_setup_ = false;  // the session settings have not taken yet
   bool in_setup_ = false;     // setUp's own statement is running
+  std::vector<Held> held_;    // sent with the next statement that waits (Db::queue)
+  bool begin_held_ = false;   // held_ opens the transaction
   std::unordered_map<std::string, Prepared, TextHash, std::equal_to<>> prepared_;
   uint64_t next_name_ = 0;
 };

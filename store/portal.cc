@@ -481,12 +481,11 @@ Result<std::vector<UsageRow>> Store::usage(const std::string& account_id, int64_
 
 Status Store::recordTokens(const std::string& account_id, const std::string& mode,
                            int64_t tokens, int64_t now_ms) {
-  return exec("record tokens",
-              Sql{"INSERT INTO usage_hourly (account_id, mode, hour, tokens) VALUES (?, ?, ?, ?) "
-                  "ON CONFLICT (account_id, mode, hour) DO UPDATE SET "
-                  "tokens = usage_hourly.tokens + excluded.tokens"},
-              {account_id, mode, now_ms - now_ms % 3'600'000, tokens})
-      .status();
+  return queue("record tokens",
+               Sql{"INSERT INTO usage_hourly (account_id, mode, hour, tokens) VALUES (?, ?, ?, ?) "
+                   "ON CONFLICT (account_id, mode, hour) DO UPDATE SET "
+                   "tokens = usage_hourly.tokens + excluded.tokens"},
+               {account_id, mode, now_ms - now_ms % 3'600'000, tokens});
 }
 
 // ---------------------------------------------------------------- keys

@@ -60,13 +60,12 @@ Status Store::refundQuota(const std::string& account_id, const std::string& mode
 
 Status Store::countUsage(const std::string& account_id, const std::string& mode, int64_t now_ms,
                          int64_t calls, int64_t refunded) {
-  auto r = exec("count usage",
-                Sql{"INSERT INTO usage_hourly (account_id, mode, hour, calls, refunded) "
-                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (account_id, mode, hour) DO UPDATE SET "
-                    "calls = usage_hourly.calls + excluded.calls, "
-                    "refunded = usage_hourly.refunded + excluded.refunded"},
-                {account_id, mode, now_ms - now_ms % 3'600'000, calls, refunded});
-  return r.status();
+  return queue("count usage",
+               Sql{"INSERT INTO usage_hourly (account_id, mode, hour, calls, refunded) "
+                   "VALUES (?, ?, ?, ?, ?) ON CONFLICT (account_id, mode, hour) DO UPDATE SET "
+                   "calls = usage_hourly.calls + excluded.calls, "
+                   "refunded = usage_hourly.refunded + excluded.refunded"},
+               {account_id, mode, now_ms - now_ms % 3'600'000, calls, refunded});
 }
 
 Result<AccountQuota> Store::quota(const std::string& account_id) {

@@ -13,6 +13,23 @@
 
 namespace eq::store_detail {
 
+// A PostgreSQL array literal of texts: {"a","b"}, each element quoted and
+// its quotes and backslashes escaped.
+inline std::string textArray(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (const std::string& item : items) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (char c : item) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
 // The columns taskFromRow() reads, in its order; `result` is the result_json
 // expression (listings select '' to leave the possibly large result out).
 #define EQ_TASK_COLUMNS(result)                                                          \

@@ -60,12 +60,11 @@ Status Store::removeInstance(const std::string& instance_id) {
 }
 
 Status Store::openCharge(const OpenCharge& c) {
-  return exec("open charge",
-              Sql{"INSERT INTO open_charges (request_id, instance_id, account_id, mode, task_id, "
-                  "deadline_at, created_at, job, idem_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"},
-              {c.request_id, c.instance_id, c.account_id, c.mode, optText(c.task_id),
-               c.deadline_at_ms, c.created_at_ms, optText(c.job), optText(c.idem_key)})
-      .status();
+  return queue("open charge",
+               Sql{"INSERT INTO open_charges (request_id, instance_id, account_id, mode, task_id, "
+                   "deadline_at, created_at, job, idem_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"},
+               {c.request_id, c.instance_id, c.account_id, c.mode, optText(c.task_id),
+                c.deadline_at_ms, c.created_at_ms, optText(c.job), optText(c.idem_key)});
 }
 
 Status Store::forgetChargeJob(const std::string& request_id) {
@@ -79,6 +78,27 @@ Result<bool> Store::closeCharge(const std::string& request_id) {
                 {request_id});
   if (!r.isOk()) return r.status();
   return r.value() == 1;
+}
+
+Result<std::vector<std::string>> Store::closeCharges(const std::vector<std::string>& request_ids) {
+  std::vector<std::string> closed;
+  if (db_->engine() == store::DbEngine::kSqlite) {
+    // A statement costs no round trip here: one each.
+    for (const std::string& id : request_ids) {
+      Result<bool> c = closeCharge(id);
+      if (!c.isOk()) return c.status();
+      if (c.value()) closed.push_back(id);
+    }
+    return closed;
+  }
+  auto r = exec("close charges",
+                Sql{"",
+                    "DELETE FROM open_charges WHERE request_id = ANY ($1::text[]) "
+                    "RETURNING request_id"},
+                {store_detail::textArray(request_ids)},
+                [&](const Row& row) { closed.emplace_back(row.text(0)); });
+  if (!r.isOk()) return r.status();
+  return closed;
 }
 
 // Which open charges a sweeper may settle: those of an instance without a

@@ -63,6 +63,13 @@ Result<int64_t> Store::exec(const char* what, const store::Sql& sql,
   return Status(r.status().code(), std::string(what) + ": " + r.status().msg());
 }
 
+Status Store::queue(const char* what, const store::Sql& sql,
+                    std::initializer_list<store::Value> values) {
+  Status st = db_->queue(sql, values);
+  if (st.isOk()) return st;
+  return Status(st.code(), std::string(what) + ": " + st.msg());
+}
+
 Status Store::storageStatus() const {
   if (!db_->storageFailing()) return Status::ok();
   return Status(503, "the database cannot write (" + db_->storageError() + ")");

@@ -359,6 +359,10 @@ class Store {
   // committed (`auto tx = store.transaction();`). Callers that write a
   // batch use it rather than pairing begin() with rollback() on every path.
   store::Transaction transaction() { return store::Transaction(*db_); }
+  // Inside a transaction: its commit need not wait for the disk
+  // (store::Db::relaxDurability): for transactions that write only what
+  // costs nothing to lose in a database server's crash.
+  Status relaxDurability() { return db_->relaxDurability(); }
   // Changes the busy timeout (the database thread of eq-api waits in short
   // slices so that it can give up on requests whose deadline passed). On
   // SQLite the wait polls finely (store/db_sqlite.cc), not SQLite's default
@@ -551,6 +555,9 @@ class Store {
   // Deletes the open charge; false when there was none (a sweeper settled
   // it first). Settle only when true: that is what makes settling exact.
   Result<bool> closeCharge(const std::string& request_id);
+  // closeCharge for many answered calls at once (one statement on
+  // PostgreSQL): the request ids it closed, in no particular order.
+  Result<std::vector<std::string>> closeCharges(const std::vector<std::string>& request_ids);
   // Settles every open charge whose process has had no heartbeat since
   // now_ms - stale_ms, or whose deadline passed before now_ms - grace_ms,
   // except those orphanedJobs() returns: a sync charge is refunded; an
@@ -732,6 +739,10 @@ class Store {
   Result<int64_t> exec(const char* what, const store::Sql& sql,
                        std::initializer_list<store::Value> values = {},
                        const store::RowFn& onRow = {});
+  // One statement whose answer nobody waits for (store::Db::queue): inside
+  // a transaction on PostgreSQL it goes with the next statement that does.
+  Status queue(const char* what, const store::Sql& sql,
+               std::initializer_list<store::Value> values = {});
   // An account an invitation may attach (--key): 404 unknown, 403 disabled,
   // 409 already has a person.
   Status inviteAccountFree(const std::string& account_id);

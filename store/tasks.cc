@@ -16,13 +16,12 @@ using store_detail::taskFromRow;
 // ---------------------------------------------------------------- tasks
 
 Status Store::createTask(const TaskRecord& t) {
-  return exec("create task",
-              Sql{"INSERT INTO tasks (id, account_id, key_id, request_id, mode, status, "
-                  "webhook_url, created_at) VALUES (?1, ?2, ?3, ?4, ?5, 'queued', "
-                  "coalesce(?6, (SELECT default_webhook_url FROM accounts WHERE id = ?2)), ?7)"},
-              {t.task_id, t.account_id, t.key_id, t.request_id, t.mode, optText(t.webhook_url),
-               t.created_at})
-      .status();
+  return queue("create task",
+               Sql{"INSERT INTO tasks (id, account_id, key_id, request_id, mode, status, "
+                   "webhook_url, created_at) VALUES (?1, ?2, ?3, ?4, ?5, 'queued', "
+                   "coalesce(?6, (SELECT default_webhook_url FROM accounts WHERE id = ?2)), ?7)"},
+               {t.task_id, t.account_id, t.key_id, t.request_id, t.mode, optText(t.webhook_url),
+                t.created_at});
 }
 
 Result<std::optional<TaskRecord>> Store::task(const std::string& task_id) {

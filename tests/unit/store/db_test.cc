@@ -283,6 +283,107 @@ BOOST_AUTO_TEST_CASE(a_constraint_is_a_409_and_the_connection_goes_on) {
   });
 }
 
+BOOST_AUTO_TEST_CASE(a_queued_statement_runs_and_its_failure_spoils_its_level) {
+  onEveryEngine([](Db& db, const std::string& url) {
+    auto other = mustOpen(url);
+    // Outside a transaction it runs at once.
+    BOOST_TEST(db.queue(kInsert, {int64_t{1}, std::string_view("a"), 1.0, nullptr}).isOk());
+    BOOST_TEST(count(*other) == 1);
+    // Inside one, the next statement that waits sees it, and the commit
+    // keeps it.
+    {
+      Transaction tx(db);
+      BOOST_TEST_REQUIRE(tx.status().isOk());
+      BOOST_TEST(db.inTransaction());
+      BOOST_TEST(db.queue(kInsert, {int64_t{2}, std::string_view("b"), 1.0, nullptr}).isOk());
+      BOOST_TEST(db.queue(kInsert, {int64_t{3}, std::string_view("c"), 1.0, nullptr}).isOk());
+      BOOST_TEST(count(db) == 3);
+      BOOST_TEST(count(*other) == 1);
+      BOOST_TEST(tx.commit().isOk());
+    }
+    BOOST_TEST(count(*other) == 3);
+    {
+      Transaction outer(db);
+      // One that fails (a duplicate name) spoils its savepoint, whichever
+      // statement learns of it: the savepoint's commit is a 503 and the
+      // outer transaction goes on.
+      {
+        Transaction inner(db);
+        BOOST_TEST_REQUIRE(inner.status().isOk());
+        BOOST_TEST(db.queue(kInsert, {int64_t{4}, std::string_view("d"), 1.0, nullptr}).isOk());
+        db.queue(kInsert, {int64_t{5}, std::string_view("a"), 1.0, nullptr});
+        db.queue(kInsert, {int64_t{6}, std::string_view("f"), 1.0, nullptr});
+        const Status c = inner.commit();
+        BOOST_TEST(c.code() == 503, c.msg());
+        // Nobody else saw why: the commit says it.
+        if (db.engine() == DbEngine::kPostgres) {
+          BOOST_TEST(c.msg().find("duplicate key") != std::string::npos, c.msg());
+        }
+      }
+      {
+        // Learnt by a statement that waits: on PostgreSQL that statement
+        // was sent after the failure and is skipped, a 503 too.
+        Transaction inner(db);
+        db.queue(kInsert, {int64_t{7}, std::string_view("a"), 1.0, nullptr});
+        const auto n = db.exec(kCount);
+        if (db.engine() == DbEngine::kPostgres) BOOST_TEST(n.status().code() == 503);
+        BOOST_TEST(inner.commit().code() == 503);
+      }
+      {
+        // Rolled back without a commit: what it queued goes with it.
+        Transaction inner(db);
+        BOOST_TEST(db.queue(kInsert, {int64_t{8}, std::string_view("h"), 1.0, nullptr}).isOk());
+      }
+      {
+        Transaction inner(db);
+        BOOST_TEST(db.queue(kInsert, {int64_t{9}, std::string_view("i"), 1.0, nullptr}).isOk());
+        BOOST_TEST(inner.commit().isOk());
+      }
+      const Status c = outer.commit();
+      BOOST_TEST(c.isOk(), c.msg());
+    }
+    BOOST_TEST(count(*other) == 4);  // a, b, c and i
+    // A transaction that ran nothing begins and commits as well.
+    {
+      Transaction tx(db);
+      BOOST_TEST(db.inTransaction());
+      BOOST_TEST(tx.commit().isOk());
+    }
+    BOOST_TEST(!db.inTransaction());
+    // A statement the server cannot prepare is refused when queued.
+    {
+      Transaction tx(db);
+      const Status bad = db.queue(Sql{"INSERT INTO nowhere VALUES (?)"}, {int64_t{1}});
+      BOOST_TEST(bad.code() == 500, bad.msg());
+      BOOST_TEST(tx.commit().code() == 503);
+    }
+    BOOST_TEST(count(db) == 4);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_relaxed_transaction_commits_without_waiting_for_the_disk) {
+  onEveryEngine([](Db& db, const std::string& url) {
+    BOOST_TEST(db.relaxDurability().code() == 500);  // outside a transaction
+    const Sql kSetting{"SELECT 'sqlite'", "SELECT current_setting('synchronous_commit')"};
+    auto setting = [&] {
+      std::string out;
+      auto r = db.exec(kSetting, {}, [&](const Row& row) { out = std::string(row.text(0)); });
+      BOOST_TEST_REQUIRE(r.isOk(), r.status().msg());
+      return out;
+    };
+    {
+      Transaction tx(db);
+      BOOST_TEST(db.relaxDurability().isOk());
+      BOOST_TEST(db.exec(kInsert, {int64_t{1}, std::string_view("a"), 1.0, nullptr}).isOk());
+      if (db.engine() == DbEngine::kPostgres) BOOST_TEST(setting() == "off");
+      BOOST_TEST(tx.commit().isOk());
+    }
+    // For that transaction only; what it wrote is there for everyone.
+    if (db.engine() == DbEngine::kPostgres) BOOST_TEST(setting() == "on");
+    BOOST_TEST(count(*mustOpen(url)) == 1);
+  });
+}
+
 BOOST_AUTO_TEST_CASE(a_lost_postgres_connection_is_a_503_then_reopened) {
   const std::string pg = envOr("EQ_TEST_PG_URL", "");
   if (pg.empty()) {
@@ -317,6 +418,21 @@ BOOST_AUTO_TEST_CASE(a_lost_postgres_connection_is_a_503_then_reopened) {
     BOOST_TEST(db->exec(Sql{"SELECT 2"}).status().code() == 503);  // still no reconnect
     BOOST_TEST(tx.commit().code() == 503);
   }
+  BOOST_TEST(db->exec(Sql{"SELECT 1"}).isOk());
+  // The same with statements held for the next one (store::Db::queue): the
+  // held BEGIN and the queued statement go down with the connection.
+  {
+    BOOST_TEST_REQUIRE(db->exec(Sql{"SELECT pg_backend_pid()"}, {}, [&](const Row& r) {
+                           pid = r.int64(0);
+                         }).isOk());
+    Transaction tx(*db);
+    BOOST_TEST_REQUIRE(tx.status().isOk());
+    BOOST_TEST(db->queue(Sql{"SELECT ?::bigint"}, {int64_t{1}}).isOk());
+    BOOST_TEST_REQUIRE(admin->exec(Sql{"SELECT pg_terminate_backend(?, 5000)"}, {pid}).isOk());
+    BOOST_TEST(db->exec(Sql{"SELECT 1"}).status().code() == 503);
+    BOOST_TEST(tx.commit().code() == 503);
+  }
+  BOOST_TEST(!db->inTransaction());
   BOOST_TEST(db->exec(Sql{"SELECT 1"}).isOk());
   // A server that cannot be reached is a 503 at open, naming why; a URL
   // libpq cannot read a 400.

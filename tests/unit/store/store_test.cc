@@ -789,6 +789,19 @@ EQ_STORE_FIXTURE_TEST_CASE(orphaned_charges_are_settled_once_and_only_when_orpha
   // eq-api's late settle of a call the sweep already refunded finds nothing
   // to close, so it must not refund again.
   BOOST_TEST(!s.closeCharge("req_dead_sync").value());
+  // Many at once: only those still open are closed, and said to be.
+  BOOST_REQUIRE(s.openCharge(OpenCharge{"req_a", "api_live", k.account_id, "fast", "", t1 + 30'000,
+                                        t1, "", ""})
+                    .isOk());
+  BOOST_REQUIRE(s.openCharge(OpenCharge{"req_b\"{,}", "api_live", k.account_id, "fast", "",
+                                        t1 + 30'000, t1, "", ""})
+                    .isOk());
+  auto many = s.closeCharges({"req_a", "req_dead_sync", "req_b\"{,}", "req_none"});
+  BOOST_TEST_REQUIRE(many.isOk(), many.status().msg());
+  std::set<std::string> closed(many.value().begin(), many.value().end());
+  BOOST_TEST((closed == std::set<std::string>{"req_a", "req_b\"{,}"}));
+  BOOST_TEST(s.closeCharges({"req_a"}).value().empty());
+  BOOST_TEST(s.closeCharges({}).value().empty());
   // A second sweep has nothing left.
   BOOST_REQUIRE(s.begin().isOk());
   BOOST_TEST(s.settleOrphanedCharges(t1 + 60'000, 10'000, 15'000).value().empty());
