@@ -1,6 +1,11 @@
 // Admission of the two reply endpoints (Idempotency-Key, charge, the task
 // row) and their way through the broker; finish() settles what admission
 // started (the stored response, a refund, a failed task) before answering.
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
 #include "api/handlers.h"
 #include "api/request_util.h"
 #include "api/validation.h"
@@ -387,11 +392,15 @@ void ApiService::closeAnsweredCharges() {
     // The usage record's tokens, summed per account and mode, counted only
     // for the charges this process closed (a sweeper that closed one first
     // refunded it).
+    std::vector<std::string> ids;
+    ids.reserve(closes->size());
+    for (const AnsweredCharge& a : *closes) ids.push_back(a.request_id);
+    Result<std::vector<std::string>> closed = store.closeCharges(ids);
+    if (!closed.isOk()) return closed.status();
+    const std::set<std::string> mine(closed.value().begin(), closed.value().end());
     std::map<std::pair<std::string, std::string>, int64_t> tokens;
     for (const AnsweredCharge& a : *closes) {
-      Result<bool> closed = store.closeCharge(a.request_id);
-      if (!closed.isOk()) return closed.status();
-      if (closed.value() && a.tokens > 0) tokens[{a.account_id, a.mode}] += a.tokens;
+      if (a.tokens > 0 && mine.contains(a.request_id)) tokens[{a.account_id, a.mode}] += a.tokens;
     }
     for (const auto& [who, n] : tokens) {
       if (Status s = store.recordTokens(who.first, who.second, n, now); !s.isOk()) return s;
