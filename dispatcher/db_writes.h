@@ -12,7 +12,8 @@
 // (eq-api, a second dispatcher) still meet SQLite's own locking; the gate only
 // stops the two threads of one process from colliding.
 //
-// Threads: shared by the two threads; a null gate (tests, single thread)
+// Threads: shared by the two threads; a null gate (tests, a single thread,
+// and PostgreSQL, which locks rows and lets the threads write side by side)
 // locks nothing.
 #pragma once
 

@@ -139,8 +139,13 @@ int main(int argc, char** argv) {
   opts.retention.interval_ms = eq::defaults::kRetentionIntervalMs;
   opts.retention.batch = eq::defaults::kRetentionBatch;
   opts.metrics = &metrics;
-  std::mutex db_writes;  // dispatcher/db_writes.h
-  opts.db_writes = &db_writes;
+  // SQLite's one writer at a time, taken in turn by the two threads
+  // (dispatcher/db_writes.h). PostgreSQL locks rows, not the database:
+  // there the threads write side by side, as dispatchers on two hosts do.
+  std::mutex db_writes_mutex;
+  std::mutex* db_writes =
+      consumer_store.value()->engine() == eq::store::DbEngine::kSqlite ? &db_writes_mutex : nullptr;
+  opts.db_writes = db_writes;
 
   curl_global_init(CURL_GLOBAL_DEFAULT);
   int rc;
@@ -148,12 +153,12 @@ int main(int argc, char** argv) {
     // The half of settling that publishes (dispatcher/settler.h), on the
     // consumer thread with its Store, with the settler's timing.
     eq::dispatch::JobRepublisher republisher(*consumer_store.value(), config.amqp_url,
-                                             config.internal_key, opts.settler, &db_writes);
+                                             config.internal_key, opts.settler, db_writes);
     eq::dispatch::DeliverySender sender(*sender_store.value(), std::move(opts), g_stop);
     std::thread sender_thread([&sender] { sender.run(); });
     eq::dispatch::Dispatcher dispatcher(
         *consumer_store.value(), config.amqp_url, config.internal_key, g_stop,
-        [&sender] { sender.wakeup(); }, &metrics, &db_writes, &republisher);
+        [&sender] { sender.wakeup(); }, &metrics, db_writes, &republisher);
     rc = dispatcher.run();
     sender_thread.join();
   }

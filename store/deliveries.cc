@@ -17,6 +17,7 @@ using store::Sql;
 using store::Transaction;
 using store_detail::optText;
 using store_detail::readDelivery;
+using store_detail::textArray;
 
 namespace {
 
@@ -43,22 +44,6 @@ const Sql kClaimMany{"",
                      "UPDATE deliveries SET next_attempt_at = $1 WHERE id = ANY ($2::text[]) AND "
                      "status = 'pending' AND next_attempt_at <= $3 RETURNING " EQ_DELIVERY_COLUMNS};
 
-// A PostgreSQL array literal of texts: {"a","b"}, each element quoted and
-// its quotes and backslashes escaped.
-std::string textArray(const std::vector<std::string>& items) {
-  std::string out = "{";
-  for (const std::string& item : items) {
-    if (out.size() > 1) out += ',';
-    out += '"';
-    for (char c : item) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-  }
-  out += '}';
-  return out;
-}
 // The longest page of PostgreSQL's walk.
 constexpr int64_t kMaxClaimPage = 1000;
 
@@ -153,9 +138,12 @@ Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(
   // A read first: the sender scans every 200 ms, mostly finding nothing,
   // and in WAL mode a read takes no lock while an UPDATE, even of no rows,
   // takes the write lock that eq-api needs.
-  Result<bool> any = anyDeliveryDue(now_ms);
-  if (!any.isOk()) return any.status();
-  if (!any.value()) return std::vector<DeliveryRecord>();
+  // (A caller inside its own transaction has asked already: the sender.)
+  if (!inTransaction()) {
+    Result<bool> any = anyDeliveryDue(now_ms);
+    if (!any.isOk()) return any.status();
+    if (!any.value()) return std::vector<DeliveryRecord>();
+  }
   // The walk and the claims in one write transaction (BEGIN IMMEDIATE, or a
   // savepoint inside the caller's), so two dispatchers scanning at once
   // never both take a row. The walk goes down the deliveries_due index,
