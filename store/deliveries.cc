@@ -58,18 +58,21 @@ Result<DeliveryRecord> Store::createDelivery(const std::string& task_id, const s
                                              const std::string& event, int64_t now_ms) {
   // The task id is unique in deliveries: a second event for the same task
   // (a redelivered message) finds the existing row instead.
+  // The insert is queued: the read below, which waits, takes it along (one
+  // round trip on PostgreSQL).
   const std::string id = ids::newDeliveryId();
-  if (auto r = exec("create delivery",
-                    Sql{"INSERT INTO deliveries (id, task_id, account_id, url, event, status, "
-                        "created_at, next_attempt_at) SELECT ?, id, account_id, ?, ?, 'pending', "
-                        "?, ? FROM tasks WHERE id = ? ON CONFLICT (task_id) DO NOTHING",
-                        "INSERT INTO deliveries (id, task_id, account_id, url, event, status, "
-                        "created_at, next_attempt_at) SELECT ?::text, id, account_id, ?::text, "
-                        "?::text, 'pending', ?::bigint, ?::bigint FROM tasks WHERE id = ? "
-                        "ON CONFLICT (task_id) DO NOTHING"},
-                    {id, url, event, now_ms, now_ms, task_id});
-      !r.isOk()) {
-    return r.status();
+  if (Status s =
+          queue("create delivery",
+                Sql{"INSERT INTO deliveries (id, task_id, account_id, url, event, status, "
+                    "created_at, next_attempt_at) SELECT ?, id, account_id, ?, ?, 'pending', "
+                    "?, ? FROM tasks WHERE id = ? ON CONFLICT (task_id) DO NOTHING",
+                    "INSERT INTO deliveries (id, task_id, account_id, url, event, status, "
+                    "created_at, next_attempt_at) SELECT ?::text, id, account_id, ?::text, "
+                    "?::text, 'pending', ?::bigint, ?::bigint FROM tasks WHERE id = ? "
+                    "ON CONFLICT (task_id) DO NOTHING"},
+                {id, url, event, now_ms, now_ms, task_id});
+      !s.isOk()) {
+    return s;
   }
   Result<std::optional<DeliveryRecord>> d = deliveryForTask(task_id);
   if (!d.isOk()) return d.status();

@@ -65,18 +65,19 @@ Result<bool> Store::markTaskSucceeded(const std::string& task_id, const std::str
   // The usage record's tokens. A single statement after the UPDATE: callers
   // that need both in one transaction hold one (the dispatcher's events
   // consumer does); alone, a crash between them loses only a token count.
-  auto t = exec(
-      "count tokens",
-      Sql{"INSERT INTO usage_hourly (account_id, mode, hour, tokens) "
-          "VALUES (?1, ?2, ?3, coalesce(json_extract(?4, '$.tokens_used'), 0)) "
-          "ON CONFLICT (account_id, mode, hour) DO UPDATE SET "
-          "tokens = usage_hourly.tokens + excluded.tokens",
-          "INSERT INTO usage_hourly (account_id, mode, hour, tokens) "
-          "VALUES ($1, $2, $3, coalesce(($4::jsonb ->> 'tokens_used')::numeric::bigint, 0)) "
-          "ON CONFLICT (account_id, mode, hour) DO UPDATE SET "
-          "tokens = usage_hourly.tokens + excluded.tokens"},
-      {owner->first, owner->second, at_ms - at_ms % 3'600'000, result_json});
-  if (!t.isOk()) return t.status();
+  // Queued: nothing waits for its answer (store::Db::queue).
+  Status t =
+      queue("count tokens",
+            Sql{"INSERT INTO usage_hourly (account_id, mode, hour, tokens) "
+                "VALUES (?1, ?2, ?3, coalesce(json_extract(?4, '$.tokens_used'), 0)) "
+                "ON CONFLICT (account_id, mode, hour) DO UPDATE SET "
+                "tokens = usage_hourly.tokens + excluded.tokens",
+                "INSERT INTO usage_hourly (account_id, mode, hour, tokens) "
+                "VALUES ($1, $2, $3, coalesce(($4::jsonb ->> 'tokens_used')::numeric::bigint, 0)) "
+                "ON CONFLICT (account_id, mode, hour) DO UPDATE SET "
+                "tokens = usage_hourly.tokens + excluded.tokens"},
+            {owner->first, owner->second, at_ms - at_ms % 3'600'000, result_json});
+  if (!t.isOk()) return t;
   return true;
 }
 
