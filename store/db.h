@@ -186,9 +186,11 @@ class Db {
   // queue()'s engine part (called inside a transaction): by default the
   // statement runs now.
   virtual Status hold(const Sql& sql, std::span<const Value> values);
-  // Sends the held statements that change rows and waits for their
-  // answers, reporting each through noteHeld (a no-op when nothing is held).
+  // Sends what is held, unless it is only transaction control (which can
+  // wait for the next statement), and waits for the answers, reporting
+  // each through noteHeld. By default nothing is ever held.
   virtual void sendHeld() {}
+  // relaxDurability()'s engine part; by default there is nothing to relax.
   virtual Status relax() { return Status::ok(); }
   // A held statement's outcome: a failed one spoils the innermost level,
   // as any statement's; a failed transaction-control statement (a held
