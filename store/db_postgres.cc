@@ -30,6 +30,12 @@ constexpr const char* kSessionSettings = "SET statement_timeout = '10s'; SET byt
 // A row lock held longer than this by another connection fails the
 // statement waiting for it (a 503) unless setLockTimeout says otherwise.
 constexpr int kDefaultLockTimeoutMs = 5000;
+// The most statements held before they are sent without waiting for a
+// statement that waits: a pipeline is written whole before its answers are
+// read, so it must stay well within what the socket buffers hold while the
+// server answers (a few kilobytes of command tags here), or both sides
+// would wait on a full buffer.
+constexpr size_t kMaxHeld = 64;
 // How long opening (or reopening) a connection may take when the URL does
 // not say (libpq's connect_timeout; its own default is to wait for ever):
 // a server that cannot be reached answers 503 rather than hanging.
@@ -198,6 +204,7 @@ class PostgresDb final : public Db {
     Result<const Prepared*> p = preparedFor(sql, values);
     if (!p.isOk()) return p.status();
     held_.push_back(Held{p.value()->name, encode(values), false});
+    if (held_.size() >= kMaxHeld) exchange(std::nullopt);
     return Status::ok();
   }
 

@@ -343,6 +343,22 @@ BOOST_AUTO_TEST_CASE(a_queued_statement_runs_and_its_failure_spoils_its_level) {
       BOOST_TEST(c.isOk(), c.msg());
     }
     BOOST_TEST(count(*other) == 4);  // a, b, c and i
+    // Many queued without a statement that waits: sent in pipelines of a
+    // bounded length, all kept.
+    {
+      Transaction tx(db);
+      std::vector<std::string> names;
+      for (int i = 0; i < 300; ++i) names.push_back("many" + std::to_string(i));
+      for (int i = 0; i < 300; ++i) {
+        BOOST_TEST(
+            db.queue(kInsert, {int64_t{100 + i}, std::string_view(names[static_cast<size_t>(i)]),
+                               1.0, nullptr})
+                .isOk());
+      }
+      BOOST_TEST(tx.commit().isOk());
+    }
+    BOOST_TEST(count(*other) == 304);
+    BOOST_TEST(db.exec(Sql{"DELETE FROM t WHERE id >= 100"}).value() == 300);
     // A transaction that ran nothing begins and commits as well.
     {
       Transaction tx(db);
