@@ -216,12 +216,7 @@ BOOST_AUTO_TEST_CASE(rate_limit_holds_across_two_api_processes) {
   Key k = createKey("rate");  // the default 60 per minute
   // The window is the UTC minute: start early enough that 120 requests
   // finish before it turns over and resets the count.
-  using namespace std::chrono;
-  int64_t ms_in_minute =
-      duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count() % 60'000;
-  if (ms_in_minute > 40'000) {
-    std::this_thread::sleep_for(milliseconds(60'000 - ms_in_minute + 50));
-  }
+  eq::it::waitForMinuteRoom(20'000);
   int64_t limited_before = counterSum("eq_api_rate_limited_total");
 
   int ok = 0, limited = 0;

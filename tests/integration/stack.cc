@@ -141,6 +141,15 @@ int64_t nowMs() {
   return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
 }
 
+void waitForMinuteRoom(int64_t needed_ms) {
+  using namespace std::chrono;
+  const int64_t ms_in_minute =
+      duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count() % 60'000;
+  if (ms_in_minute > 60'000 - needed_ms) {
+    std::this_thread::sleep_for(milliseconds(60'000 - ms_in_minute + 50));
+  }
+}
+
 void sleepMs(int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
 Key createKey(Stack& stack, const std::string& name, const std::vector<std::string>& extra) {

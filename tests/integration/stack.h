@@ -46,6 +46,10 @@ int connectTo(int port);
 
 // Helpers every integration suite uses.
 int64_t nowMs();  // steady clock, for measuring in tests
+// Rate limits count per UTC minute: a test whose requests must fall in one
+// window waits, when fewer than `needed_ms` of the current minute are left,
+// until the next one begins.
+void waitForMinuteRoom(int64_t needed_ms);
 void sleepMs(int64_t ms);
 // A whole file (a process's log, a /proc entry); "" when it cannot be read.
 std::string readFile(const std::string& path);
