@@ -357,7 +357,10 @@ class PostgresDb final : public Db {
     bool sent = true;
     for (const Held& h : held) sent = sent && send(h);
     if (last) sent = sent && send(*last);
-    if (!sent || PQpipelineSync(conn_) != 1) {
+    // The sync point even after a failed send: the drain below reads up to
+    // it, and without one it would wait for answers never asked for.
+    const bool synced = PQpipelineSync(conn_) == 1;
+    if (!sent || !synced) {
       const std::string why = lost("send");
       drainPipeline();
       return broken(held, why);
