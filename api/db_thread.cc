@@ -223,7 +223,7 @@ void DbThread::runBatch(Batch batch) {
     }
   }
   if (!ran) {
-    // The key epoch could not be read: every request is answered busy.
+    // The batch could not start (runLocked): every request is answered busy.
     for (auto& r : batch) {
       if (r->status.isOk()) r->status = Status(503, "the database is busy");
     }

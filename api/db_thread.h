@@ -174,7 +174,9 @@ class DbThread {
   void runBatch(Batch batch);  // database thread
   // The steps of a batch that holds the write lock (database thread): the
   // keys, the rate counts, each request's work, the commit of `tx`. False
-  // when the key epoch could not be read (nothing was done: tx rolls back).
+  // when the batch could not start (the key epoch could not be read, or a
+  // batch of reads could not relax its commit): nothing was done, tx rolls
+  // back.
   bool runLocked(Batch& batch, store::Transaction& tx);
   bool authenticate(Batch& batch);
   void countRates(Batch& batch);

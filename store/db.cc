@@ -125,12 +125,8 @@ void Db::noteHeld(bool ok, int64_t changed, bool control, std::string_view why) 
   }
   if (levels_.empty()) return;
   for (size_t i = control ? 0 : levels_.size() - 1; i < levels_.size(); ++i) {
+    levels_[i].failed = true;
     if (levels_[i].why.empty()) levels_[i].why = std::string(why);
-  }
-  if (control) {
-    for (Level& level : levels_) level.failed = true;
-  } else {
-    noteResult(false, 0);
   }
 }
 

@@ -187,10 +187,10 @@ class PostgresDb final : public Db {
       held_.push_back(Held{std::move(text), {}, true});
       return Status::ok();
     }
-    Result<PgResult> res = exchange(Held{std::move(text), {}, true});
+    Result<PgResult> res = exchange(Held{text, {}, true});
     if (!res.isOk()) return res.status();
     if (PQresultStatus(res.value().get()) != PGRES_COMMAND_OK) {
-      return failure(res.value().get(), controlText(op, depth, "BEGIN"));
+      return failure(res.value().get(), text);
     }
     // COMMIT of a transaction an error aborted succeeds as a ROLLBACK.
     if (op == Control::kCommit && std::string_view(PQcmdStatus(res.value().get())) == "ROLLBACK") {
@@ -351,9 +351,11 @@ class PostgresDb final : public Db {
     if (held.empty()) {
       if (!last) return PgResult();
       if (!send(*last)) return Status(503, lost("send"));
-      return lastResult();
+      PgResult res = takeResult();
+      if (!res) return Status(503, lost("statement"));
+      return res;
     }
-    if (PQenterPipelineMode(conn_) != 1) return broken(held, lost("pipeline"));
+    if (PQenterPipelineMode(conn_) != 1) return broken(lost("pipeline"));
     bool sent = true;
     for (const Held& h : held) sent = sent && send(h);
     if (last) sent = sent && send(*last);
@@ -363,10 +365,10 @@ class PostgresDb final : public Db {
     if (!sent || !synced) {
       const std::string why = lost("send");
       drainPipeline();
-      return broken(held, why);
+      return broken(why);
     }
     for (const Held& h : held) {
-      PgResult res = nextResult();
+      PgResult res = takeResult();
       const ExecStatusType st = res ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
       const bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
       std::string why;
@@ -377,7 +379,7 @@ class PostgresDb final : public Db {
     }
     Result<PgResult> out = PgResult();
     if (last) {
-      PgResult res = nextResult();
+      PgResult res = takeResult();
       if (!res) {
         out = Status(503, lost("statement"));
       } else if (PQresultStatus(res.get()) == PGRES_PIPELINE_ABORTED) {
@@ -390,12 +392,13 @@ class PostgresDb final : public Db {
     return out;
   }
 
-  // The next statement's result in a pipeline, and the NULL that ends it.
-  PgResult nextResult() {
+  // The result of the next statement sent, read up to the NULL that ends
+  // it (in a pipeline, one statement's; outside, the last of several, as
+  // libpq's PQexec keeps); null when none came (a lost connection).
+  PgResult takeResult() {
     PgResult res(PQgetResult(conn_));
-    if (res) {
-      while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);
-    }
+    if (!res) return res;
+    while (PGresult* extra = PQgetResult(conn_)) res.reset(extra);
     return res;
   }
 
@@ -412,22 +415,10 @@ class PostgresDb final : public Db {
     }
   }
 
-  // Outside a pipeline: the one result of what was just sent.
-  Result<PgResult> lastResult() {
-    PgResult res(PQgetResult(conn_));
-    while (PGresult* extra = PQgetResult(conn_)) {
-      // The last of several results is the one that counts (libpq's PQexec
-      // keeps the last as well).
-      res.reset(extra);
-    }
-    if (!res) return Status(503, lost("statement"));
-    return res;
-  }
-
-  // The held statements could not be sent: each fails (every level is
-  // spoiled by the control statements among them).
-  Status broken(const std::vector<Held>& held, const std::string& why) {
-    if (!held.empty()) noteHeld(false, 0, /*control=*/true, why);
+  // The held statements could not be sent: each fails, and with the
+  // control statements among them, every level is spoiled.
+  Status broken(const std::string& why) {
+    noteHeld(false, 0, /*control=*/true, why);
     return Status(503, why);
   }
 
