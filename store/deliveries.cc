@@ -15,6 +15,7 @@ namespace eq {
 using store::Row;
 using store::Sql;
 using store::Transaction;
+using store_detail::int64Array;
 using store_detail::optText;
 using store_detail::readDelivery;
 using store_detail::textArray;
@@ -58,26 +59,33 @@ Result<DeliveryRecord> Store::createDelivery(const std::string& task_id, const s
                                              const std::string& event, int64_t now_ms) {
   // The task id is unique in deliveries: a second event for the same task
   // (a redelivered message) finds the existing row instead.
-  // The insert is queued: the read below, which waits, takes it along (one
-  // round trip on PostgreSQL).
-  const std::string id = ids::newDeliveryId();
-  if (Status s =
-          queue("create delivery",
-                Sql{"INSERT INTO deliveries (id, task_id, account_id, url, event, status, "
-                    "created_at, next_attempt_at) SELECT ?, id, account_id, ?, ?, 'pending', "
-                    "?, ? FROM tasks WHERE id = ? ON CONFLICT (task_id) DO NOTHING",
-                    "INSERT INTO deliveries (id, task_id, account_id, url, event, status, "
-                    "created_at, next_attempt_at) SELECT ?::text, id, account_id, ?::text, "
-                    "?::text, 'pending', ?::bigint, ?::bigint FROM tasks WHERE id = ? "
-                    "ON CONFLICT (task_id) DO NOTHING"},
-                {id, url, event, now_ms, now_ms, task_id});
-      !s.isOk()) {
-    return s;
-  }
+  Result<std::optional<DeliveryRecord>> made = insertDelivery(task_id, url, event, now_ms, now_ms);
+  if (!made.isOk()) return made.status();
+  if (made.value()) return *made.value();
   Result<std::optional<DeliveryRecord>> d = deliveryForTask(task_id);
   if (!d.isOk()) return d.status();
   if (!d.value()) return Status(500, "delivery vanished for task " + task_id);
   return *d.value();
+}
+
+Result<std::optional<DeliveryRecord>> Store::insertDelivery(const std::string& task_id,
+                                                            const std::string& url,
+                                                            const std::string& event,
+                                                            int64_t now_ms, int64_t due_at_ms) {
+  std::optional<DeliveryRecord> out;
+  auto r = exec("create delivery",
+                Sql{"INSERT INTO deliveries (id, task_id, account_id, url, event, status, "
+                    "created_at, next_attempt_at) SELECT ?, id, account_id, ?, ?, 'pending', "
+                    "?, ? FROM tasks WHERE id = ? ON CONFLICT (task_id) DO NOTHING "
+                    "RETURNING " EQ_DELIVERY_COLUMNS,
+                    "INSERT INTO deliveries (id, task_id, account_id, url, event, status, "
+                    "created_at, next_attempt_at) SELECT ?::text, id, account_id, ?::text, "
+                    "?::text, 'pending', ?::bigint, ?::bigint FROM tasks WHERE id = ? "
+                    "ON CONFLICT (task_id) DO NOTHING RETURNING " EQ_DELIVERY_COLUMNS},
+                {ids::newDeliveryId(), url, event, now_ms, due_at_ms, task_id},
+                [&](const Row& row) { out = readDelivery(row, false); });
+  if (!r.isOk()) return r.status();
+  return out;
 }
 
 Result<std::optional<DeliveryRecord>> Store::deliveryForTask(const std::string& task_id) {
@@ -217,7 +225,7 @@ Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(
     for (int64_t page = limit; static_cast<int>(ids.size()) < limit;
          page = std::min<int64_t>(page * 2, kMaxClaimPage)) {
       int64_t read = 0;
-      const std::string skip = textArray({refused.begin(), refused.end()});
+      const std::string skip = textArray(std::vector<std::string>(refused.begin(), refused.end()));
       auto walk = exec("read due deliveries", kDuePage, {now_ms, after_at, after_id, page, skip},
                        [&](const Row& row) {
                          // Only a full page's last row is where the next one starts
@@ -286,56 +294,96 @@ Result<int64_t> Store::countPendingDeliveries() {
 
 Result<bool> Store::finishAttempt(const std::string& delivery_id, const DeliveryAttempt& a,
                                   const std::string& new_status, int64_t next_attempt_at_ms) {
-  const store::Value http_status =
-      a.http_status > 0 ? store::Value(int64_t{a.http_status}) : store::Value(nullptr);
-  std::optional<int64_t> attempt;
+  Result<std::vector<bool>> r =
+      finishAttempts({FinishedAttempt{delivery_id, a, new_status, next_attempt_at_ms}});
+  if (!r.isOk()) return r.status();
+  return bool{r.value().front()};
+}
+
+Result<std::vector<bool>> Store::finishAttempts(const std::vector<FinishedAttempt>& attempts) {
+  std::vector<bool> recorded(attempts.size(), false);
+  if (attempts.empty()) return recorded;
   if (db_->engine() == store::DbEngine::kPostgres) {
-    // One statement, atomic by itself: no savepoint around it, one round
-    // trip instead of four (SAVEPOINT, UPDATE, INSERT, RELEASE) for each
-    // attempt the sender records. The cost: inside a caller's transaction a
-    // failure spoils that transaction rather than this attempt alone, and
-    // every attempt of the caller's batch is retried after its lease
-    // (at-least-once, as for a failed commit).
-    auto r = exec(
-        "finish attempt",
-        Sql{"", "WITH up AS (UPDATE deliveries SET attempts = attempts + 1, last_attempt_at = $1, "
-                "last_status = $2, status = $3, "
-                "next_attempt_at = CASE WHEN $3 = 'pending' THEN $4::bigint ELSE NULL END "
-                "WHERE id = $5 AND status = 'pending' RETURNING attempts) "
-                "INSERT INTO delivery_attempts (delivery_id, attempt, at, http_status, latency_ms, "
-                "error) SELECT $5, attempts, $1, $2, $6, $7 FROM up RETURNING attempt"},
-        {a.at, http_status, new_status, next_attempt_at_ms, delivery_id, a.latency_ms,
-         optText(a.error)},
-        [&](const Row& row) { attempt = row.int64(0); });
-    if (!r.isOk()) return r.status();
-    return attempt.has_value();
-  }
-  Transaction tx(*db_);
-  if (!tx.status().isOk()) return tx.status();
-  auto up = exec(
-      "finish attempt",
-      Sql{"UPDATE deliveries SET attempts = attempts + 1, last_attempt_at = ?1, "
-          "last_status = ?2, status = ?3, "
-          "next_attempt_at = CASE WHEN ?3 = 'pending' THEN ?4 ELSE NULL END "
-          "WHERE id = ?5 AND status = 'pending' RETURNING attempts",
-          "UPDATE deliveries SET attempts = attempts + 1, last_attempt_at = $1, "
-          "last_status = $2, status = $3, "
-          "next_attempt_at = CASE WHEN $3 = 'pending' THEN $4::bigint ELSE NULL END "
-          "WHERE id = $5 AND status = 'pending' RETURNING attempts"},
-      {a.at, http_status, new_status, next_attempt_at_ms, delivery_id},
-      [&](const Row& row) { attempt = row.int64(0); });
-  if (!up.isOk()) return up.status();
-  if (attempt) {
-    if (auto r = exec("log attempt",
-                      Sql{"INSERT INTO delivery_attempts (delivery_id, attempt, at, http_status, "
-                          "latency_ms, error) VALUES (?, ?, ?, ?, ?, ?)"},
-                      {delivery_id, *attempt, a.at, http_status, a.latency_ms, optText(a.error)});
-        !r.isOk()) {
-      return r.status();
+    // One statement for all of them, atomic by itself: one round trip for
+    // every attempt a sender's loop turn records, and no savepoint. The
+    // cost: inside a caller's transaction a failure spoils that transaction
+    // rather than one attempt, and every attempt of the caller's batch is
+    // retried after its lease (at-least-once, as for a failed commit).
+    // The attempts come as arrays, one element each (a delivery has one
+    // attempt in flight at a time, so ids do not repeat).
+    std::vector<std::string> ids, statuses;
+    std::vector<std::optional<std::string>> errors;
+    std::vector<std::optional<int64_t>> at, http_status, next_at, latency;
+    std::map<std::string, std::size_t> position;
+    for (std::size_t i = 0; i < attempts.size(); ++i) {
+      const FinishedAttempt& f = attempts[i];
+      ids.push_back(f.delivery_id);
+      statuses.push_back(f.new_status);
+      errors.push_back(f.attempt.error.empty() ? std::nullopt
+                                               : std::optional<std::string>(f.attempt.error));
+      at.push_back(f.attempt.at);
+      http_status.push_back(
+          f.attempt.http_status > 0 ? std::optional<int64_t>(f.attempt.http_status) : std::nullopt);
+      next_at.push_back(f.next_attempt_at_ms);
+      latency.push_back(f.attempt.latency_ms);
+      position.emplace(f.delivery_id, i);
     }
+    auto r = exec(
+        "finish attempts",
+        Sql{"",
+            "WITH a AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], "
+            "$4::text[], $5::bigint[], $6::bigint[], $7::text[]) "
+            "AS a (id, at, http_status, status, next_at, latency_ms, error)), "
+            "up AS (UPDATE deliveries d SET attempts = d.attempts + 1, "
+            "last_attempt_at = a.at, last_status = a.http_status, status = a.status, "
+            "next_attempt_at = CASE WHEN a.status = 'pending' THEN a.next_at END "
+            "FROM a WHERE d.id = a.id AND d.status = 'pending' "
+            "RETURNING d.id, d.attempts, a.at, a.http_status, a.latency_ms, a.error) "
+            "INSERT INTO delivery_attempts (delivery_id, attempt, at, http_status, latency_ms, "
+            "error) SELECT id, attempts, at, http_status, latency_ms, error FROM up "
+            "RETURNING delivery_id"},
+        {textArray(ids), int64Array(at), int64Array(http_status), textArray(statuses),
+         int64Array(next_at), int64Array(latency), textArray(errors)},
+        [&](const Row& row) {
+          if (auto it = position.find(std::string(row.text(0))); it != position.end()) {
+            recorded[it->second] = true;
+          }
+        });
+    if (!r.isOk()) return r.status();
+    return recorded;
   }
-  if (Status c = tx.commit(); !c.isOk()) return c;
-  return attempt.has_value();
+  // SQLite: each in a transaction (a savepoint inside the caller's) of its
+  // own, where a statement costs no round trip.
+  for (std::size_t i = 0; i < attempts.size(); ++i) {
+    const FinishedAttempt& f = attempts[i];
+    const DeliveryAttempt& a = f.attempt;
+    const store::Value http_status =
+        a.http_status > 0 ? store::Value(int64_t{a.http_status}) : store::Value(nullptr);
+    Transaction tx(*db_);
+    if (!tx.status().isOk()) return tx.status();
+    std::optional<int64_t> attempt;
+    auto up = exec("finish attempt",
+                   Sql{"UPDATE deliveries SET attempts = attempts + 1, last_attempt_at = ?1, "
+                       "last_status = ?2, status = ?3, "
+                       "next_attempt_at = CASE WHEN ?3 = 'pending' THEN ?4 ELSE NULL END "
+                       "WHERE id = ?5 AND status = 'pending' RETURNING attempts"},
+                   {a.at, http_status, f.new_status, f.next_attempt_at_ms, f.delivery_id},
+                   [&](const Row& row) { attempt = row.int64(0); });
+    if (!up.isOk()) return up.status();
+    if (attempt) {
+      if (auto r =
+              exec("log attempt",
+                   Sql{"INSERT INTO delivery_attempts (delivery_id, attempt, at, "
+                       "http_status, latency_ms, error) VALUES (?, ?, ?, ?, ?, ?)"},
+                   {f.delivery_id, *attempt, a.at, http_status, a.latency_ms, optText(a.error)});
+          !r.isOk()) {
+        return r.status();
+      }
+    }
+    if (Status c = tx.commit(); !c.isOk()) return c;
+    recorded[i] = attempt.has_value();
+  }
+  return recorded;
 }
 
 Status Store::releaseDelivery(const std::string& delivery_id, int64_t due_ms) {

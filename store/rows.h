@@ -13,18 +13,35 @@
 
 namespace eq::store_detail {
 
-// A PostgreSQL array literal of texts: {"a","b"}, each element quoted and
-// its quotes and backslashes escaped.
-inline std::string textArray(const std::vector<std::string>& items) {
+// PostgreSQL array literals: {"a","b",NULL} of texts, each element quoted
+// and its quotes and backslashes escaped; {1,2,NULL} of integers. An empty
+// optional is a NULL element.
+inline std::string textArray(const std::vector<std::optional<std::string>>& items) {
   std::string out = "{";
-  for (const std::string& item : items) {
+  for (const std::optional<std::string>& item : items) {
     if (out.size() > 1) out += ',';
+    if (!item) {
+      out += "NULL";
+      continue;
+    }
     out += '"';
-    for (char c : item) {
+    for (char c : *item) {
       if (c == '"' || c == '\\') out += '\\';
       out += c;
     }
     out += '"';
+  }
+  out += '}';
+  return out;
+}
+inline std::string textArray(const std::vector<std::string>& items) {
+  return textArray(std::vector<std::optional<std::string>>(items.begin(), items.end()));
+}
+inline std::string int64Array(const std::vector<std::optional<int64_t>>& items) {
+  std::string out = "{";
+  for (const std::optional<int64_t>& item : items) {
+    if (out.size() > 1) out += ',';
+    out += item ? std::to_string(*item) : "NULL";
   }
   out += '}';
   return out;

@@ -202,6 +202,15 @@ struct DeliveryAttempt {
   int number = 0;  // 1-based, over the delivery's whole life (filled when read)
 };
 
+// An attempt to record and the delivery's state after it
+// (Store::finishAttempts).
+struct FinishedAttempt {
+  std::string delivery_id;
+  DeliveryAttempt attempt;
+  std::string new_status;          // pending | delivered | failed
+  int64_t next_attempt_at_ms = 0;  // pending: when the next attempt is due
+};
+
 // Which deliveries eqctl delivery list shows; empty fields do not filter.
 struct DeliveryFilter {
   std::string status;  // pending | delivered | failed
@@ -485,9 +494,16 @@ class Store {
   // Without a webhook_url the account's default one (eqctl) is used, if any.
   Status createTask(const TaskRecord& task);
   Result<std::optional<TaskRecord>> task(const std::string& task_id);
+  // Those of the tasks that exist, by id (one read on PostgreSQL).
+  Result<std::map<std::string, TaskRecord>> tasks(const std::vector<std::string>& task_ids);
+  // Task transitions, guarded by the current state: true when applied.
   Result<bool> markTaskRunning(const std::string& task_id, int64_t at_ms);
+  // markTaskRunning, queued (store::Db::queue): whether it applied is not
+  // known, and a failure shows at the next statement or the commit.
+  Status queueTaskRunning(const std::string& task_id, int64_t at_ms);
+  // When applied and `after` is given, the task as it now is.
   Result<bool> markTaskSucceeded(const std::string& task_id, const std::string& result_json,
-                                 int64_t at_ms);
+                                 int64_t at_ms, TaskRecord* after = nullptr);
   // Also refunds the task's quota unit, in the same transaction.
   Result<bool> markTaskFailed(const std::string& task_id, int code, const std::string& msg,
                               int64_t at_ms);
@@ -503,6 +519,14 @@ class Store {
   // so a redelivered event never sends twice).
   Result<DeliveryRecord> createDelivery(const std::string& task_id, const std::string& url,
                                         const std::string& event, int64_t now_ms);
+  // Inserts the task's delivery, pending and due at due_at_ms: now, or the
+  // end of a claim's lease when the caller sends the first attempt itself
+  // (the dispatcher's consumer, dispatcher/slots.h). Nullopt, and nothing
+  // inserted, when the task has a delivery already.
+  Result<std::optional<DeliveryRecord>> insertDelivery(const std::string& task_id,
+                                                       const std::string& url,
+                                                       const std::string& event, int64_t now_ms,
+                                                       int64_t due_at_ms);
   Result<std::optional<DeliveryRecord>> deliveryForTask(const std::string& task_id);
   Result<std::optional<DeliveryRecord>> delivery(const std::string& delivery_id);
   // Newest first, with last_error filled.
@@ -533,6 +557,11 @@ class Store {
   // it was not pending (or no longer exists).
   Result<bool> finishAttempt(const std::string& delivery_id, const DeliveryAttempt& attempt,
                              const std::string& new_status, int64_t next_attempt_at_ms);
+  // finishAttempt for each: whether each was recorded, in their order. On
+  // PostgreSQL in one statement (all or none); on SQLite each in a
+  // transaction of its own (a savepoint inside the caller's), and a failure
+  // stops at that attempt.
+  Result<std::vector<bool>> finishAttempts(const std::vector<FinishedAttempt>& attempts);
   // Hands a claimed delivery back without an attempt (shutdown): due at due_ms.
   Status releaseDelivery(const std::string& delivery_id, int64_t due_ms);
   // eqctl delivery replay: a delivered or failed delivery becomes pending

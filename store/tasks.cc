@@ -24,6 +24,36 @@ Status Store::createTask(const TaskRecord& t) {
                 t.created_at});
 }
 
+Result<std::map<std::string, TaskRecord>> Store::tasks(const std::vector<std::string>& task_ids) {
+  std::map<std::string, TaskRecord> out;
+  if (task_ids.empty()) return out;
+  if (db_->engine() != store::DbEngine::kPostgres) {
+    // SQLite: a statement costs no round trip.
+    for (const std::string& id : task_ids) {
+      Result<std::optional<TaskRecord>> t = task(id);
+      if (!t.isOk()) return t.status();
+      if (t.value()) out.emplace(id, std::move(*t.value()));
+    }
+    return out;
+  }
+  Status bad;
+  auto r = exec("read tasks",
+                Sql{"", "SELECT " EQ_TASK_COLUMNS(
+                            "coalesce(result_json, '')") " FROM tasks WHERE id = ANY ($1::text[])"},
+                {store_detail::textArray(task_ids)}, [&](const Row& row) {
+                  std::optional<TaskRecord> t = taskFromRow(row);
+                  if (!t) {
+                    bad = store_detail::unknownTaskStatus(row);
+                    return;
+                  }
+                  std::string id = t->task_id;
+                  out.emplace(std::move(id), std::move(*t));
+                });
+  if (!r.isOk()) return r.status();
+  if (!bad.isOk()) return bad;
+  return out;
+}
+
 Result<std::optional<TaskRecord>> Store::task(const std::string& task_id) {
   std::optional<TaskRecord> out;
   Status bad;
@@ -39,29 +69,47 @@ Result<std::optional<TaskRecord>> Store::task(const std::string& task_id) {
   return out;
 }
 
+namespace {
+
+// queued -> running; a redelivered task that was already running keeps its
+// first started_at.
+const Sql kMarkRunning{
+    "UPDATE tasks SET status = 'running', started_at = coalesce(started_at, ?) "
+    "WHERE id = ? AND status = 'queued'"};
+
+}  // namespace
+
 Result<bool> Store::markTaskRunning(const std::string& task_id, int64_t at_ms) {
-  // queued -> running; a redelivered task that was already running keeps its
-  // first started_at.
-  auto r = exec("mark running",
-                Sql{"UPDATE tasks SET status = 'running', started_at = coalesce(started_at, ?) "
-                    "WHERE id = ? AND status = 'queued'"},
-                {at_ms, task_id});
+  auto r = exec("mark running", kMarkRunning, {at_ms, task_id});
   if (!r.isOk()) return r.status();
   return r.value() == 1;
 }
 
+Status Store::queueTaskRunning(const std::string& task_id, int64_t at_ms) {
+  return queue("mark running", kMarkRunning, {at_ms, task_id});
+}
+
 Result<bool> Store::markTaskSucceeded(const std::string& task_id, const std::string& result_json,
-                                      int64_t at_ms) {
-  std::optional<std::pair<std::string, std::string>> owner;  // account, mode
+                                      int64_t at_ms, TaskRecord* after) {
+  // The task as it is now comes back with the update (but its result, which
+  // the caller has), so a caller that goes on with it reads nothing more.
+  std::optional<TaskRecord> task;
+  Status bad;
   auto r = exec("mark succeeded",
                 Sql{"UPDATE tasks SET status = 'succeeded', result_json = ?, finished_at = ?, "
                     "started_at = coalesce(started_at, ?) WHERE id = ? AND "
-                    "status IN ('queued', 'running') RETURNING account_id, mode"},
+                    "status IN ('queued', 'running') RETURNING " EQ_TASK_COLUMNS("''")},
                 {result_json, at_ms, at_ms, task_id}, [&](const Row& row) {
-                  owner.emplace(std::string(row.text(0)), std::string(row.text(1)));
+                  task = taskFromRow(row);
+                  if (!task) bad = store_detail::unknownTaskStatus(row);
                 });
   if (!r.isOk()) return r.status();
-  if (!owner) return false;
+  if (!bad.isOk()) return bad;
+  if (!task) return false;
+  task->result_json = result_json;
+  const std::optional<std::pair<std::string, std::string>> owner{std::in_place, task->account_id,
+                                                                 task->mode};
+  if (after != nullptr) *after = std::move(*task);
   // The usage record's tokens. A single statement after the UPDATE: callers
   // that need both in one transaction hold one (the dispatcher's events
   // consumer does); alone, a crash between them loses only a token count.

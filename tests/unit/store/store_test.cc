@@ -504,6 +504,40 @@ EQ_STORE_TEST_CASE(a_claim_walks_on_through_rows_due_at_the_same_moment) {
   BOOST_TEST(!db.store->anyDeliveryDue(2000).value());
 }
 
+// A sender's loop turn records its attempts together (one statement on
+// PostgreSQL): each one as finishAttempt would, errors with quotes, braces
+// and backslashes intact, and a delivery no longer pending left alone.
+EQ_STORE_TEST_CASE(attempts_recorded_together_each_land_on_their_delivery) {
+  TempDb db;
+  CreatedKey k = db.newKey();
+  std::vector<std::string> ids;
+  for (const char* t : {"tsk_m1", "tsk_m2", "tsk_m3"}) {
+    finishedTask(db, k, t, 1000);
+    ids.push_back(
+        db.store->createDelivery(t, "http://h/", "task.succeeded", 1000).value().delivery_id);
+  }
+  BOOST_REQUIRE(db.store->finishAttempt(ids[2], attemptAt(1000, 204), "delivered", 0).value());
+  const std::string odd = R"(refused: "a\b" {x,y} NULL)";
+  auto recorded =
+      db.store->finishAttempts({FinishedAttempt{ids[0], attemptAt(2000, 503, odd), "pending", 9000},
+                                FinishedAttempt{ids[1], attemptAt(2000, 0), "failed", 0},
+                                FinishedAttempt{ids[2], attemptAt(2000, 500), "pending", 9000}});
+  BOOST_REQUIRE(recorded.isOk());
+  BOOST_TEST((recorded.value() == std::vector<bool>{true, true, false}));
+  DeliveryRecord d0 = db.store->delivery(ids[0]).value().value();
+  BOOST_TEST(d0.status == "pending");
+  BOOST_TEST(d0.next_attempt_at == 9000);
+  BOOST_TEST(d0.last_status == 503);
+  BOOST_TEST(d0.last_error == odd);
+  DeliveryRecord d1 = db.store->delivery(ids[1]).value().value();
+  BOOST_TEST(d1.status == "failed");
+  BOOST_TEST(d1.last_status == 0);
+  BOOST_TEST(d1.last_error == "");
+  BOOST_TEST(db.store->delivery(ids[2]).value()->status == "delivered");
+  BOOST_TEST(db.store->deliveryAttempts(ids[2]).value().size() == 1u);
+  BOOST_TEST(db.store->finishAttempts({}).value().empty());
+}
+
 EQ_STORE_TEST_CASE(attempts_are_logged_and_final_states_stay_final) {
   TempDb db;
   CreatedKey k = db.newKey();
