@@ -239,6 +239,7 @@ Status Dispatcher::applyTogether(const std::vector<BatchItem>& items) {
   // insert (it would only wait on the write gate for rows it cannot see).
   in_batch_ = true;
   due_in_batch_ = false;
+  batch_secrets_.clear();
   Status applied = [&] {
     std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
     store::Transaction tx = store_.transaction();
@@ -250,6 +251,7 @@ Status Dispatcher::applyTogether(const std::vector<BatchItem>& items) {
     return tx.commit();
   }();
   in_batch_ = false;
+  endHandOver(applied.isOk());
   // Logged after the commit and outside the gate: a log write that blocks
   // (a stalled stderr pipe) must not hold SQLite's write lock, which eq-api
   // needs for every request. A failed batch logs nothing: it is applied
@@ -273,11 +275,24 @@ void Dispatcher::logLater(std::function<void()> line) {
 
 Status Dispatcher::apply(const msg::TaskEvent& e) {
   int64_t at = e.at_ms > 0 ? e.at_ms : nowMs();
+  if (e.event == "task.running" && in_batch_) {
+    // Nothing here waits for it: queued, it goes to the database with the
+    // batch's next statement (one round trip fewer a task on PostgreSQL),
+    // and whether it applied is not known.
+    if (Status s = store_.queueTaskRunning(e.task_id, at); !s.isOk()) return s;
+    logLater([id = e.task_id, event = e.event] {
+      log::info("task transition", {{"task_id", id}, {"event", event}});
+    });
+    return Status::ok();
+  }
   Result<bool> changed = false;
+  std::optional<TaskRecord> task;  // as it now is, when the transition says
   if (e.event == "task.running") {
     changed = store_.markTaskRunning(e.task_id, at);
   } else if (e.event == "task.succeeded") {
-    changed = store_.markTaskSucceeded(e.task_id, e.result_json, at);
+    TaskRecord after;
+    changed = store_.markTaskSucceeded(e.task_id, e.result_json, at, &after);
+    if (changed.isOk() && changed.value()) task = std::move(after);
   } else {
     changed = store_.markTaskFailed(e.task_id, e.error_code > 0 ? e.error_code : 500,
                                     e.error_msg.empty() ? "generation failed" : e.error_msg, at);
@@ -288,7 +303,7 @@ Status Dispatcher::apply(const msg::TaskEvent& e) {
               {{"task_id", id}, {"event", event}, {"applied", static_cast<long long>(applied)}});
   });
   if (e.event == "task.running") return Status::ok();
-  return createDeliveryIfFinal(e.task_id);
+  return createDeliveryIfFinal(e.task_id, std::move(task));
 }
 
 Status Dispatcher::applyDeadLetter(const amqp::Delivery& d) {
@@ -321,19 +336,26 @@ Status Dispatcher::applyDeadLetter(const amqp::Delivery& d) {
   return createDeliveryIfFinal(task_id);
 }
 
-Status Dispatcher::createDeliveryIfFinal(const std::string& task_id) {
-  Result<std::optional<TaskRecord>> t = store_.task(task_id);
+Status Dispatcher::createDeliveryIfFinal(const std::string& task_id,
+                                         std::optional<TaskRecord> known) {
+  Result<std::optional<TaskRecord>> t =
+      known ? Result<std::optional<TaskRecord>>(std::move(known)) : store_.task(task_id);
   if (!t.isOk()) return t.status();
   if (!t.value()) {
     logLater([task_id] { log::warn("event for unknown task", {{"task_id", task_id}}); });
     return Status::ok();
   }
-  const TaskRecord& task = *t.value();
+  TaskRecord& task = *t.value();
   if (task.webhook_url.empty() ||
       (task.status != TaskStatus::kSucceeded && task.status != TaskStatus::kFailed)) {
     return Status::ok();
   }
   std::string event = task.status == TaskStatus::kSucceeded ? "task.succeeded" : "task.failed";
+  if (in_batch_ && slots_ != nullptr) {
+    Result<bool> claimed = createClaimedDelivery(task, event);
+    if (!claimed.isOk()) return claimed.status();
+    if (claimed.value()) return Status::ok();
+  }
   Result<DeliveryRecord> d = store_.createDelivery(task_id, task.webhook_url, event, nowMs());
   if (!d.isOk()) return d.status();
   if (d.value().status == "pending" && d.value().attempts == 0) {
@@ -348,6 +370,62 @@ Status Dispatcher::createDeliveryIfFinal(const std::string& task_id) {
     on_delivery_due_();
   }
   return Status::ok();
+}
+
+Result<bool> Dispatcher::createClaimedDelivery(TaskRecord& task, const std::string& event) {
+  const std::string account_id = task.account_id;
+  if (slots_->takeForHandOver(account_id) != SenderSlots::Take::kTaken) return false;
+  auto giveBack = [&](Status s) {
+    slots_->give(account_id);
+    return s;
+  };
+  int64_t now = nowMs();
+  // The attempt signs with the account's secrets: read once per account
+  // and batch (a rotation between here and the attempt is as if it came
+  // just after it: the previous secret still signs during the overlap).
+  auto secrets = batch_secrets_.find(account_id);
+  if (secrets == batch_secrets_.end()) {
+    Result<std::pair<std::string, std::string>> read = store_.signingSecrets(account_id, now);
+    if (!read.isOk()) return giveBack(read.status());
+    secrets = batch_secrets_.emplace(account_id, std::move(read).value()).first;
+  }
+  Result<std::optional<DeliveryRecord>> d =
+      store_.insertDelivery(task.task_id, task.webhook_url, event, now, now + slots_->leaseMs());
+  if (!d.isOk()) return giveBack(d.status());
+  if (!d.value()) {
+    // The task has its delivery already (a redelivered event): it is the
+    // scans' to send, as it was.
+    slots_->give(account_id);
+    return true;
+  }
+  logLater([task_id = task.task_id, id = d.value()->delivery_id, event] {
+    log::info("webhook delivery created",
+              {{"task_id", task_id}, {"delivery_id", id}, {"event", event}});
+  });
+  handed_over_.push_back(HandedOver{std::move(*d.value()), std::move(task), secrets->second.first,
+                                    secrets->second.second});
+  return true;
+}
+
+void Dispatcher::endHandOver(bool committed) {
+  if (handed_over_.empty()) return;
+  if (committed && slots_->handOver(handed_over_)) return;
+  // Rolled back: the deliveries do not exist. Or the sender has stopped:
+  // they exist, leased to a process that will not send them; handed back
+  // due now, the next process sends them at once.
+  for (const HandedOver& h : handed_over_) {
+    slots_->give(h.delivery.account_id);
+    if (!committed) continue;
+    Status released = [&] {
+      std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
+      return store_.releaseDelivery(h.delivery.delivery_id, nowMs());
+    }();
+    if (!released.isOk()) {
+      log::warn("delivery not handed back; due after its lease",
+                {{"delivery_id", h.delivery.delivery_id}, {"error", released.msg()}});
+    }
+  }
+  handed_over_.clear();
 }
 
 }  // namespace eq::dispatch

@@ -1,8 +1,13 @@
 // The dispatcher's consumer: reads task events (and dead-lettered jobs),
 // records each task transition in SQLite and, when a task reaches a final
-// state and has a webhook URL, inserts its pending delivery, due now. It does
-// no HTTP: the sender (dispatcher/sender.h), on its own thread, sends due
-// deliveries and retries them; `on_delivery_due` tells it to look at once.
+// state and has a webhook URL, inserts its pending delivery. It does no
+// HTTP: the sender (dispatcher/sender.h), on its own thread, sends
+// deliveries and retries them. When the sender's slots (dispatcher/slots.h)
+// have room for the task's account, the delivery is inserted claimed for
+// this process and handed over to the sender after the commit, with the
+// task and the signing secrets, so its first attempt starts at once;
+// otherwise it is inserted due now and `on_delivery_due` tells the sender to
+// scan for it.
 //
 // Events are applied a read batch at a time (everything the broker has sent,
 // up to 256, with a prefetch of 1024), in one SQLite transaction, and acked only after
@@ -36,12 +41,15 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/amqp.h"
 #include "common/messages.h"
 #include "dispatcher/metrics.h"
 #include "dispatcher/settler.h"
+#include "dispatcher/slots.h"
 #include "store/store.h"
 
 namespace eq::dispatch {
@@ -49,11 +57,12 @@ namespace eq::dispatch {
 class Dispatcher {
  public:
   // internal_key: EQ_INTERNAL_KEY; every task event and dead letter
-  // consumed must carry its signature (common/msg_auth.h).
+  // consumed must carry its signature (common/msg_auth.h). Without slots,
+  // every delivery is inserted due, for the sender's scan.
   Dispatcher(Store& store, std::string amqp_url, std::string internal_key,
              const std::atomic<bool>& stop, std::function<void()> on_delivery_due = {},
              DispatcherMetrics* metrics = nullptr, std::mutex* db_writes = nullptr,
-             JobRepublisher* republisher = nullptr)
+             JobRepublisher* republisher = nullptr, SenderSlots* slots = nullptr)
       : store_(store),
         amqp_url_(std::move(amqp_url)),
         internal_key_(std::move(internal_key)),
@@ -61,7 +70,8 @@ class Dispatcher {
         on_delivery_due_(std::move(on_delivery_due)),
         metrics_(metrics),
         db_writes_(db_writes),
-        republisher_(republisher) {}
+        republisher_(republisher),
+        slots_(slots) {}
 
   int run();
 
@@ -82,8 +92,9 @@ class Dispatcher {
     const amqp::Delivery* delivery;
     std::optional<msg::TaskEvent> event;
   };
-  // Applies the items in one transaction, all or none, and wakes the sender
-  // once after the commit if a delivery was created. Exposed for tests.
+  // Applies the items in one transaction, all or none; after the commit,
+  // hands the deliveries it created claimed over to the sender, and wakes
+  // it once if it created one due. Exposed for tests.
   Status applyTogether(const std::vector<BatchItem>& items);
 
  private:
@@ -91,7 +102,16 @@ class Dispatcher {
   // Applies one read batch in one transaction, then acks it (or requeues it
   // all when the transaction fails).
   Status applyBatch(amqp::Connection& conn, std::vector<amqp::Delivery>& batch);
-  Status createDeliveryIfFinal(const std::string& task_id);
+  // `known`: the task as it now is, when the caller has it (else read).
+  Status createDeliveryIfFinal(const std::string& task_id,
+                               std::optional<TaskRecord> known = std::nullopt);
+  // Inside a batch, with slots: when one is free for the task's account,
+  // inserts its delivery claimed for this process and keeps it for the
+  // hand-over after the commit. False when no slot is free.
+  Result<bool> createClaimedDelivery(TaskRecord& task, const std::string& event);
+  // After the batch's transaction: hands what it created claimed over to
+  // the sender (committed), or gives their slots back (rolled back).
+  void endHandOver(bool committed);
   // The batch's transaction failed because the database cannot write:
   // keeps it unacked and applies it again every kStorageRetryMs until that
   // succeeds, fails for another reason, or stop; `applied` is the batch's
@@ -116,10 +136,14 @@ class Dispatcher {
   DispatcherMetrics* metrics_;   // optional, borrowed
   std::mutex* db_writes_;        // optional, borrowed (dispatcher/db_writes.h)
   JobRepublisher* republisher_;  // optional, borrowed
+  SenderSlots* slots_;           // optional, borrowed (the sender's)
   std::deque<amqp::Delivery> held_;  // arrived while a batch was held, not yet read
   bool in_batch_ = false;        // applyBatch's transaction is open: wake after it
   bool due_in_batch_ = false;    // ... and a delivery was created in it
   std::vector<std::function<void()>> deferred_logs_;  // ... and what it will log
+  std::vector<HandedOver> handed_over_;               // ... and what it created claimed
+  // ... and the signing secrets it read, by account (current, previous)
+  std::unordered_map<std::string, std::pair<std::string, std::string>> batch_secrets_;
 };
 
 }  // namespace eq::dispatch

@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
     std::thread sender_thread([&sender] { sender.run(); });
     eq::dispatch::Dispatcher dispatcher(
         *consumer_store.value(), config.amqp_url, config.internal_key, g_stop,
-        [&sender] { sender.wakeup(); }, &metrics, db_writes, &republisher);
+        [&sender] { sender.wakeup(); }, &metrics, db_writes, &republisher, &sender.slots());
     rc = dispatcher.run();
     sender_thread.join();
   }

@@ -38,7 +38,8 @@ DeliverySender::DeliverySender(Store& store, SenderOptions opts, const std::atom
       opts_(std::move(opts)),
       stop_(stop),
       multi_(curl_multi_init()),
-      share_(opts_.max_in_flight_per_account),
+      slots_(opts_.max_in_flight, opts_.max_in_flight_per_account,
+             opts_.timeout_ms + opts_.lease_margin_ms),
       purger_(store, opts_.retention),
       settler_(store, opts_.settler),
       rng_(std::random_device{}()) {
@@ -51,6 +52,9 @@ DeliverySender::DeliverySender(Store& store, SenderOptions opts, const std::atom
   settler_.deferLogsTo(&after_commit_);
   // Idle connections kept for reuse: one per slot is plenty.
   curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(opts_.max_in_flight));
+  // A hand-over only needs the loop awake (run() starts it every turn),
+  // not a scan.
+  slots_.onHandOver([this] { curl_multi_wakeup(multi_); });
 }
 
 DeliverySender::~DeliverySender() {
@@ -72,17 +76,29 @@ void DeliverySender::run() {
             {{"max_attempts", static_cast<long long>(opts_.policy.maxAttempts())},
              {"timeout_ms", static_cast<long long>(opts_.timeout_ms)},
              {"max_in_flight", static_cast<long long>(opts_.max_in_flight)},
-             {"max_in_flight_per_account", static_cast<long long>(share_.perAccount())}});
+             {"max_in_flight_per_account", static_cast<long long>(slots_.perAccount())}});
   next_scan_ms_ = 0;  // scan at once: deliveries a previous process left due
   int64_t stop_deadline = 0;
   while (true) {
     int64_t now = nowMs();
     bool stopping = stop_.load();
     if (stopping) {
-      if (stop_deadline == 0) stop_deadline = now + opts_.stop_grace_ms;
+      if (stop_deadline == 0) {
+        stop_deadline = now + opts_.stop_grace_ms;
+        // Handed over and not started: back to the database, due now, so
+        // the next process sends them at once rather than after the lease.
+        std::vector<std::string> ids;
+        for (HandedOver& h : slots_.close()) {
+          slots_.give(h.delivery.account_id);
+          ids.push_back(std::move(h.delivery.delivery_id));
+        }
+        handBack(ids, now);
+      }
       if (in_flight_.empty() || now >= stop_deadline) break;
+    } else {
+      startHandedOver(now);
     }
-    bool has_room = static_cast<int>(in_flight_.size()) < opts_.max_in_flight;
+    bool has_room = slots_.free() > 0;
     bool retry_due = !retries_due_.empty() && retries_due_.top() <= now;
     if (!stopping && has_room &&
         (woken_.exchange(false) || now >= next_scan_ms_ || more_due_ || share_freed_ ||
@@ -128,7 +144,7 @@ void DeliverySender::run() {
     // Retry-After are kept to the millisecond. With every slot busy only a
     // finished transfer (socket activity) or the periodic tick matter.
     now = nowMs();
-    has_room = static_cast<int>(in_flight_.size()) < opts_.max_in_flight;
+    has_room = slots_.free() > 0;
     int64_t wake_at = now + opts_.scan_interval_ms;
     if (stopping) {
       wake_at = now + 50;
@@ -147,20 +163,26 @@ void DeliverySender::run() {
 }
 
 void DeliverySender::scan(int64_t now_ms) {
-  int room = opts_.max_in_flight - static_cast<int>(in_flight_.size());
+  int room = slots_.free();
+  if (room <= 0) return;
   std::vector<std::unique_ptr<Transfer>> ready;
-  // The claims of this scan count against their accounts' shares as if
-  // their attempts had started (the few that cannot start are leased and
-  // come due again: the share only errs on the side of fewer).
-  AccountShare picking = share_;
+  // Each delivery the walk admits takes a slot of its account at once
+  // (`admitted`); those whose claim does not happen (another dispatcher's,
+  // a rollback) or whose attempt cannot start give it back below.
+  std::vector<std::string> admitted;
   std::set<std::string> waiting;
   auto admit = [&](const std::string& account_id) {
-    if (!picking.hasRoom(account_id)) {
-      waiting.insert(account_id);
-      return false;
+    switch (slots_.take(account_id)) {
+      case SenderSlots::Take::kTaken:
+        admitted.push_back(account_id);
+        return true;
+      case SenderSlots::Take::kAccountFull:
+        waiting.insert(account_id);
+        return false;
+      case SenderSlots::Take::kFull:  // the consumer took the last ones meanwhile
+        return false;
     }
-    picking.take(account_id);
-    return true;
+    return false;
   };
   Status read = [&] {
     // A read first, outside any transaction: most periodic scans find
@@ -180,19 +202,26 @@ void DeliverySender::scan(int64_t now_ms) {
     // their leases, and they are sent again (deliveries are at-least-once).
     if (Status s = store_.relaxDurability(); !s.isOk()) return s;
     Result<std::vector<DeliveryRecord>> due =
-        store_.claimDueDeliveries(now_ms, now_ms + opts_.timeout_ms + opts_.lease_margin_ms, room,
-                                  admit);
+        store_.claimDueDeliveries(now_ms, now_ms + slots_.leaseMs(), room, admit);
     if (!due.isOk()) return due.status();  // rolled back by tx
     // Rows left waiting for their account's share do not count: they are
     // scanned for again when a slot of theirs frees (share_freed_), not in a
     // loop that would find them still waiting.
     more_due_ = static_cast<int>(due.value().size()) == room;
-    for (const DeliveryRecord& d : due.value()) {
-      if (std::unique_ptr<Transfer> t = prepare(d, now_ms)) ready.push_back(std::move(t));
-    }
+    ready = prepare(due.value(), now_ms);
     return tx.commit();
   }();
+  if (!read.isOk()) ready.clear();
+  // The attempts about to start keep their slots; every other admitted
+  // delivery (not claimed after all, not started, rolled back) gives its
+  // back.
+  for (const std::unique_ptr<Transfer>& t : ready) {
+    auto it = std::find(admitted.begin(), admitted.end(), t->delivery.account_id);
+    if (it != admitted.end()) admitted.erase(it);
+  }
+  for (const std::string& account_id : admitted) slots_.give(account_id);
   flushAfterCommit();
+  slots_.setBacklog(!read.isOk() || more_due_ || !waiting.empty());
   if (!read.isOk()) {
     // Claimed rows are leased: they become due again, nothing is lost.
     log::warn("cannot read due deliveries", {{"error", read.msg()}});
@@ -203,6 +232,28 @@ void DeliverySender::scan(int64_t now_ms) {
   noteWaiting(std::move(waiting));
 }
 
+void DeliverySender::startHandedOver(int64_t now_ms) {
+  for (HandedOver& h : slots_.takeHandedOver()) {
+    std::unique_ptr<Transfer> t =
+        makeTransfer(h.delivery, h.delivery.task_id.empty() ? nullptr : &h.task, h.secret,
+                     h.previous_secret, now_ms);
+    launch(std::move(t));
+  }
+}
+
+void DeliverySender::handBack(const std::vector<std::string>& delivery_ids, int64_t now_ms) {
+  for (const std::string& id : delivery_ids) {
+    Status released = [&] {
+      std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
+      return store_.releaseDelivery(id, now_ms);
+    }();
+    if (!released.isOk()) {
+      log::warn("delivery not handed back; due after its lease",
+                {{"delivery_id", id}, {"error", released.msg()}});
+    }
+  }
+}
+
 void DeliverySender::noteWaiting(std::set<std::string> waiting) {
   // Logged when an account starts waiting, not at every scan while it
   // waits: an account whose receivers hang waits for minutes.
@@ -210,53 +261,80 @@ void DeliverySender::noteWaiting(std::set<std::string> waiting) {
     if (waiting_.count(account_id) != 0) continue;
     log::warn("webhook deliveries of an account wait for its share of slots",
               {{"account_id", account_id},
-               {"in_flight", static_cast<long long>(share_.inFlight(account_id))},
-               {"max_in_flight_per_account", static_cast<long long>(share_.perAccount())}});
+               {"in_flight", static_cast<long long>(slots_.inFlight(account_id))},
+               {"max_in_flight_per_account", static_cast<long long>(slots_.perAccount())}});
   }
   waiting_ = std::move(waiting);
   if (opts_.metrics != nullptr) opts_.metrics->setAccountsWaiting(waiting_.size());
 }
 
-std::unique_ptr<DeliverySender::Transfer> DeliverySender::prepare(const DeliveryRecord& d,
-                                                                  int64_t now_ms) {
-  // A test event (the developer center's button) has no task.
-  bool test_event = d.task_id.empty();
-  Result<std::optional<TaskRecord>> task =
-      test_event ? Result<std::optional<TaskRecord>>(std::optional<TaskRecord>(TaskRecord{}))
-                 : store_.task(d.task_id);
-  Result<std::pair<std::string, std::string>> secret = Status(500, "no task");
-  if (task.isOk() && task.value()) secret = store_.signingSecrets(d.account_id, now_ms);
-  if (!task.isOk() || !secret.isOk()) {
-    // The database is busy or down: the claim's lease makes the delivery
-    // due again later, so nothing is lost by leaving it.
-    std::string why = task.isOk() ? secret.status().msg() : task.status().msg();
-    after_commit_.push_back([id = d.delivery_id, why] {
-      log::warn("delivery not started; retried after its lease",
-                {{"delivery_id", id}, {"error", why}});
+std::vector<std::unique_ptr<DeliverySender::Transfer>> DeliverySender::prepare(
+    const std::vector<DeliveryRecord>& claimed, int64_t now_ms) {
+  std::vector<std::unique_ptr<Transfer>> out;
+  // Their tasks in one read (a test event, from the developer center's
+  // button, has none), and each account's secrets once.
+  std::vector<std::string> task_ids;
+  for (const DeliveryRecord& d : claimed) {
+    if (!d.task_id.empty()) task_ids.push_back(d.task_id);
+  }
+  Result<std::map<std::string, TaskRecord>> tasks = store_.tasks(task_ids);
+  std::map<std::string, std::pair<std::string, std::string>> secrets;
+  Status failed = tasks.status();
+  for (const DeliveryRecord& d : claimed) {
+    if (!failed.isOk()) break;
+    const TaskRecord* task = nullptr;
+    if (!d.task_id.empty()) {
+      auto it = tasks.value().find(d.task_id);
+      if (it == tasks.value().end()) {
+        // Cannot happen while foreign keys hold; fail it rather than loop
+        // on it. (The caller holds the write gate and a transaction.)
+        recordAttempts(
+            {Finished{d, d.task_id, now_ms, AttemptOutcome{}, "task no longer exists", 0}});
+        continue;
+      }
+      task = &it->second;
+    }
+    auto secret = secrets.find(d.account_id);
+    if (secret == secrets.end()) {
+      Result<std::pair<std::string, std::string>> read =
+          store_.signingSecrets(d.account_id, now_ms);
+      if (!read.isOk()) {
+        failed = read.status();
+        break;
+      }
+      secret = secrets.emplace(d.account_id, std::move(read).value()).first;
+    }
+    out.push_back(makeTransfer(d, task, secret->second.first, secret->second.second, now_ms));
+  }
+  if (!failed.isOk()) {
+    // The database is busy or down: the claims' leases make the deliveries
+    // due again later, so nothing is lost by leaving them.
+    after_commit_.push_back([n = claimed.size(), why = failed.msg()] {
+      log::warn("deliveries not started; retried after their leases",
+                {{"deliveries", static_cast<long long>(n)}, {"error", why}});
     });
-    return nullptr;
+    out.clear();
   }
-  if (!task.value()) {
-    // Cannot happen while foreign keys hold; fail it rather than loop on it.
-    // (The caller holds the write gate and a transaction.)
-    recordOutcome(Finished{d, d.task_id, now_ms, AttemptOutcome{}, "task no longer exists", 0});
-    return nullptr;
-  }
+  return out;
+}
 
+std::unique_ptr<DeliverySender::Transfer> DeliverySender::makeTransfer(
+    const DeliveryRecord& d, const TaskRecord* task, const std::string& secret,
+    const std::string& previous_secret, int64_t now_ms) {
   auto t = std::make_unique<Transfer>();
   t->delivery = d;
   t->task_id = d.task_id;
   t->event_at_ms = d.replayed_at > 0 ? d.replayed_at
-                  : test_event       ? d.created_at
-                                     : task.value()->finished_at;
+                   : task == nullptr ? d.created_at
+                                     : task->finished_at;
   t->allowed = &opts_.allowed;
   WebhookRequest req;
   req.url = d.url;
   req.timestamp = now_ms / 1000;  // fresh on every attempt: re-signed each time
-  req.body = test_event ? testEventBody(d, req.timestamp)
-                       : webhookBody(*task.value(), d.event, req.timestamp);
-  req.secret = secret.value().first;
-  req.previous_secret = secret.value().second;
+  req.body = task == nullptr ? testEventBody(d, req.timestamp)
+                             : webhookBody(*task, d.event, req.timestamp);
+  req.secret = secret;
+  req.previous_secret = previous_secret;
   req.delivery_id = d.delivery_id;
   req.event = d.event;
   for (const std::string& h : webhookHeaders(req)) {
@@ -272,6 +350,7 @@ void DeliverySender::launch(std::unique_ptr<Transfer> t) {
   if (easy == nullptr) {
     log::error("curl_easy_init failed; delivery retried after its lease",
                {{"delivery_id", d.delivery_id}});
+    slots_.give(d.account_id);
     return;
   }
   curl_easy_setopt(easy, CURLOPT_URL, d.url.c_str());
@@ -298,9 +377,9 @@ void DeliverySender::launch(std::unique_ptr<Transfer> t) {
     log::error("curl_multi_add_handle failed; delivery retried after its lease",
                {{"delivery_id", d.delivery_id}, {"error", curl_multi_strerror(mc)}});
     curl_easy_cleanup(easy);
+    slots_.give(d.account_id);
     return;
   }
-  share_.take(t->delivery.account_id);
   in_flight_.emplace(easy, std::move(t));
 }
 
@@ -309,7 +388,7 @@ void DeliverySender::finish(CURL* easy, CURLcode rc, std::vector<Finished>& done
   if (it == in_flight_.end()) return;  // not ours: impossible, but harmless
   std::unique_ptr<Transfer> t = std::move(it->second);
   in_flight_.erase(it);
-  share_.give(t->delivery.account_id);
+  slots_.give(t->delivery.account_id);
   if (waiting_.count(t->delivery.account_id) != 0) share_freed_ = true;
   long code = 0;
   curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &code);
@@ -370,10 +449,10 @@ void DeliverySender::releaseHeld(int64_t now_ms, bool all, std::vector<Finished>
 void DeliverySender::recordOutcomes(const std::vector<Finished>& done) {
   if (done.empty()) return;
   // Every attempt finished in this loop turn in one transaction: one commit
-  // for many attempts. If the transaction cannot be opened, each attempt is
-  // still recorded in its own (finishAttempt opens one when none is open);
-  // if the commit fails, the attempts are lost but their deliveries come
-  // due again after their leases (at-least-once, receivers dedupe).
+  // for many attempts. If the transaction cannot be opened, the attempts
+  // are still recorded (Store::finishAttempts opens its own); if the commit
+  // fails, the attempts are lost but their deliveries come due again after
+  // their leases (at-least-once, receivers dedupe).
   Status committed;
   {
     std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
@@ -381,7 +460,7 @@ void DeliverySender::recordOutcomes(const std::vector<Finished>& done) {
     // Nor need the outcomes: a forgotten one leaves its delivery leased,
     // and it is sent again once the lease ends.
     if (tx.status().isOk()) store_.relaxDurability();
-    for (const Finished& f : done) recordOutcome(f);
+    recordAttempts(done);
     if (tx.status().isOk()) committed = tx.commit();
   }
   flushAfterCommit();
@@ -391,73 +470,92 @@ void DeliverySender::recordOutcomes(const std::vector<Finished>& done) {
   }
 }
 
-void DeliverySender::recordOutcome(const Finished& f) {
-  const DeliveryRecord& d = f.delivery;
-  const std::string& task_id = f.task_id;
-  int64_t started_ms = f.started_ms;
-  const AttemptOutcome& outcome = f.outcome;
-  const std::string& error = f.error;
-  int64_t event_at_ms = f.event_at_ms;
-  int64_t now = nowMs();
-  int number = d.attempts + 1;
-  int in_schedule = number - d.schedule_offset;
-  int http_status = outcome.http_status;
-  RetryDecision decision = decideRetry(opts_.policy, in_schedule, outcome,
-                                       std::uniform_real_distribution<double>(0.0, 1.0)(rng_));
-  // A test event is tried once: the person who pressed the button is
-  // watching for its answer, not for a retry hours later (replay sends it
-  // again).
-  if (d.task_id.empty() && decision.verdict == DeliveryVerdict::kRetry) {
-    decision.verdict = DeliveryVerdict::kFailed;
-    decision.reason = "test events are not retried";
-    decision.delay_ms = 0;
+void DeliverySender::recordAttempts(const std::vector<Finished>& done) {
+  // Each attempt's verdict first, then all of them recorded in one call
+  // (one statement on PostgreSQL), then what follows from each.
+  struct Decided {
+    int number;
+    int in_schedule;
+    RetryDecision decision;
+    int64_t now;
+  };
+  std::vector<Decided> decided;
+  std::vector<FinishedAttempt> attempts;
+  for (const Finished& f : done) {
+    const DeliveryRecord& d = f.delivery;
+    int64_t now = nowMs();
+    int number = d.attempts + 1;
+    int in_schedule = number - d.schedule_offset;
+    RetryDecision decision = decideRetry(opts_.policy, in_schedule, f.outcome,
+                                         std::uniform_real_distribution<double>(0.0, 1.0)(rng_));
+    // A test event is tried once: the person who pressed the button is
+    // watching for its answer, not for a retry hours later (replay sends it
+    // again).
+    if (d.task_id.empty() && decision.verdict == DeliveryVerdict::kRetry) {
+      decision.verdict = DeliveryVerdict::kFailed;
+      decision.reason = "test events are not retried";
+      decision.delay_ms = 0;
+    }
+    attempts.push_back(FinishedAttempt{
+        d.delivery_id,
+        DeliveryAttempt{f.started_ms, f.outcome.http_status, now - f.started_ms, f.error, number},
+        decision.verdict == DeliveryVerdict::kRetry ? "pending" : verdictName(decision.verdict),
+        now + decision.delay_ms});
+    decided.push_back(Decided{number, in_schedule, std::move(decision), now});
   }
-  std::string new_status =
-      decision.verdict == DeliveryVerdict::kRetry ? "pending" : verdictName(decision.verdict);
-  int64_t next_at = now + decision.delay_ms;
-  DeliveryAttempt attempt{started_ms, http_status, now - started_ms, error, number};
-  Result<bool> saved = store_.finishAttempt(d.delivery_id, attempt, new_status, next_at);
-  // The retry gets a scan of its own when it falls due (see run()).
-  if (saved.isOk() && decision.verdict == DeliveryVerdict::kRetry) retries_due_.push(next_at);
-  // Logged once the transaction is committed and the write gate released: a
-  // log write that blocks (a stalled stderr pipe) must not hold SQLite's
-  // write lock, which eq-api needs for every request.
-  after_commit_.push_back([this, d, task_id, number, in_schedule, http_status, attempt, decision,
-                           error, event_at_ms, now, saved] {
-    log::write(
-        decision.verdict == DeliveryVerdict::kDelivered ? log::Level::kInfo : log::Level::kWarn,
-        "webhook attempt",
-        {{"task_id", task_id},
-         {"delivery_id", d.delivery_id},
-         {"attempt", static_cast<long long>(number)},
-         {"attempt_in_schedule", static_cast<long long>(in_schedule)},
-         {"http_status", static_cast<long long>(http_status)},
-         {"latency_ms", static_cast<long long>(attempt.latency_ms)},
-         {"outcome", verdictName(decision.verdict)},
-         {"reason", decision.reason},
-         {"next_attempt_in_ms",
-          static_cast<long long>(decision.verdict == DeliveryVerdict::kRetry ? decision.delay_ms
-                                                                             : -1)},
-         {"error", error}});
-    if (opts_.metrics != nullptr) {
-      std::optional<double> since_event;
-      // Wall clocks of different hosts (the worker stamped the event) may
-      // disagree a little; never report a negative latency.
-      if (event_at_ms > 0)
-        since_event = static_cast<double>(std::max<int64_t>(now - event_at_ms, 0)) / 1000.0;
-      opts_.metrics->attemptFinished(verdictName(decision.verdict),
-                                     static_cast<double>(attempt.latency_ms) / 1000.0, since_event);
+  Result<std::vector<bool>> recorded = store_.finishAttempts(attempts);
+  for (std::size_t i = 0; i < done.size(); ++i) {
+    const Finished& f = done[i];
+    const Decided& c = decided[i];
+    Result<bool> saved =
+        recorded.isOk() ? Result<bool>(bool{recorded.value()[i]}) : Result<bool>(recorded.status());
+    // The retry gets a scan of its own when it falls due (see run()).
+    if (saved.isOk() && c.decision.verdict == DeliveryVerdict::kRetry) {
+      retries_due_.push(attempts[i].next_attempt_at_ms);
     }
-    if (!saved.isOk()) {
-      // The attempt happened but is not recorded: the claim's lease makes the
-      // delivery due again, and at-least-once delivery allows the repeat.
-      log::error("webhook attempt not recorded; retried after its lease",
-                 {{"delivery_id", d.delivery_id}, {"error", saved.status().msg()}});
-    } else if (!saved.value()) {
-      log::warn("webhook attempt for a delivery no longer pending; not recorded",
-                {{"delivery_id", d.delivery_id}});
-    }
-  });
+    // Logged once the transaction is committed and the write gate released:
+    // a log write that blocks (a stalled stderr pipe) must not hold SQLite's
+    // write lock, which eq-api needs for every request.
+    after_commit_.push_back([this, d = f.delivery, task_id = f.task_id, number = c.number,
+                             in_schedule = c.in_schedule, http_status = f.outcome.http_status,
+                             attempt = attempts[i].attempt, decision = c.decision, error = f.error,
+                             event_at_ms = f.event_at_ms, now = c.now, saved] {
+      log::write(
+          decision.verdict == DeliveryVerdict::kDelivered ? log::Level::kInfo : log::Level::kWarn,
+          "webhook attempt",
+          {{"task_id", task_id},
+           {"delivery_id", d.delivery_id},
+           {"attempt", static_cast<long long>(number)},
+           {"attempt_in_schedule", static_cast<long long>(in_schedule)},
+           {"http_status", static_cast<long long>(http_status)},
+           {"latency_ms", static_cast<long long>(attempt.latency_ms)},
+           {"outcome", verdictName(decision.verdict)},
+           {"reason", decision.reason},
+           {"next_attempt_in_ms",
+            static_cast<long long>(decision.verdict == DeliveryVerdict::kRetry ? decision.delay_ms
+                                                                               : -1)},
+           {"error", error}});
+      if (opts_.metrics != nullptr) {
+        std::optional<double> since_event;
+        // Wall clocks of different hosts (the worker stamped the event) may
+        // disagree a little; never report a negative latency.
+        if (event_at_ms > 0)
+          since_event = static_cast<double>(std::max<int64_t>(now - event_at_ms, 0)) / 1000.0;
+        opts_.metrics->attemptFinished(verdictName(decision.verdict),
+                                       static_cast<double>(attempt.latency_ms) / 1000.0,
+                                       since_event);
+      }
+      if (!saved.isOk()) {
+        // The attempt happened but is not recorded: the claim's lease makes the
+        // delivery due again, and at-least-once delivery allows the repeat.
+        log::error("webhook attempt not recorded; retried after its lease",
+                   {{"delivery_id", d.delivery_id}, {"error", saved.status().msg()}});
+      } else if (!saved.value()) {
+        log::warn("webhook attempt for a delivery no longer pending; not recorded",
+                  {{"delivery_id", d.delivery_id}});
+      }
+    });
+  }
 }
 
 void DeliverySender::flushAfterCommit() {
@@ -470,24 +568,16 @@ void DeliverySender::abandonInFlight() {
   // Stopping: attempts still running after the grace are cut off and their
   // deliveries handed back due now, so the next process sends them at once
   // instead of after the lease.
-  int64_t now = nowMs();
+  std::vector<std::string> ids;
   for (auto& [easy, t] : in_flight_) {
     curl_multi_remove_handle(multi_, easy);
     curl_easy_cleanup(easy);
-    // Named outside the lambda: clang 14 cannot capture a structured binding.
-    const Transfer& transfer = *t;
-    Status released = [&] {
-      std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
-      return store_.releaseDelivery(transfer.delivery.delivery_id, now);
-    }();
-    if (Status s = released; !s.isOk()) {
-      log::warn("delivery not handed back; due after its lease",
-                {{"delivery_id", t->delivery.delivery_id}, {"error", s.msg()}});
-    }
+    slots_.give(t->delivery.account_id);
     log::info("webhook attempt abandoned at shutdown", {{"delivery_id", t->delivery.delivery_id}});
+    ids.push_back(t->delivery.delivery_id);
   }
   in_flight_.clear();
-  share_.clear();
+  handBack(ids, nowMs());
 }
 
 // libcurl calls this with the address it is about to connect to, after DNS

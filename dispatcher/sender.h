@@ -11,9 +11,12 @@
 // while the broker is away (seconds), and each side's SQLite writes may wait
 // up to the busy timeout for another process's lock. With one thread a
 // broker outage would stop webhook retries, and a slow receiver would hold
-// up acks. The two threads share nothing but SQLite and wakeup(): the
-// consumer calls it after inserting a delivery, so the first attempt starts
-// at once instead of at the next scan.
+// up acks. The two threads share the database, wakeup() and the slots
+// (dispatcher/slots.h): the consumer creates a delivery already claimed
+// when a slot is free for its account and hands it over with what its
+// attempt needs, so the first attempt starts at once, without a claim of
+// the sender's; otherwise it calls wakeup() after inserting the delivery
+// due, and the sender's next scan claims it.
 //
 // Concurrency. One libcurl multi handle drives every attempt in flight (up
 // to max_in_flight, one easy handle each) with non-blocking I/O and
@@ -21,7 +24,7 @@
 // attempts to the same receiver reuse them. A slow or dead receiver only
 // holds its own slots, each for at most the attempt timeout; others go on.
 // An account holds at most max_in_flight_per_account of the slots
-// (dispatcher/account_share.h): the scan leaves the due deliveries of an
+// (dispatcher/slots.h): the scan leaves the due deliveries of an
 // account at its share due and unclaimed, claims the later ones of other
 // accounts, and scans again as soon as an attempt of a waiting account ends.
 // So one account's dead receivers delay only that account's webhooks.
@@ -64,11 +67,11 @@
 #include <vector>
 
 #include "common/netaddr.h"
-#include "dispatcher/account_share.h"
 #include "dispatcher/metrics.h"
 #include "dispatcher/retention.h"
 #include "dispatcher/retry.h"
 #include "dispatcher/settler.h"
+#include "dispatcher/slots.h"
 #include "store/store.h"
 
 namespace eq::dispatch {
@@ -102,6 +105,8 @@ class DeliverySender {
   void run();
   // Thread-safe: makes the loop scan for due deliveries now.
   void wakeup();
+  // Thread-safe; the consumer takes slots and hands deliveries over here.
+  SenderSlots& slots() { return slots_; }
 
  private:
   struct Transfer;
@@ -121,19 +126,33 @@ class DeliverySender {
   // Records which accounts the scan left waiting at their share (log line
   // for the new ones, metric).
   void noteWaiting(std::set<std::string> waiting);
-  // Reads what the attempt needs (caller holds the write gate and a
-  // transaction); null when it cannot start now.
-  std::unique_ptr<Transfer> prepare(const DeliveryRecord& d, int64_t now_ms);
+  // Reads what the claimed deliveries' attempts need (caller holds the
+  // write gate and a transaction); the attempts that can start now.
+  std::vector<std::unique_ptr<Transfer>> prepare(const std::vector<DeliveryRecord>& claimed,
+                                                 int64_t now_ms);
+  // The attempt of a delivery, its task (none for a test event) and its
+  // account's signing secrets.
+  std::unique_ptr<Transfer> makeTransfer(const DeliveryRecord& d, const TaskRecord* task,
+                                         const std::string& secret,
+                                         const std::string& previous_secret, int64_t now_ms);
+  // Starts what the consumer handed over (dispatcher/slots.h).
+  void startHandedOver(int64_t now_ms);
+  // Starts the attempt; its delivery already holds a slot, given back here
+  // if the attempt cannot start.
   void launch(std::unique_ptr<Transfer> t);
+  // Hands claimed deliveries that will not be attempted back to the
+  // database, due at now_ms (a failure leaves them due after their lease).
+  void handBack(const std::vector<std::string>& delivery_ids, int64_t now_ms);
   void finish(CURL* easy, CURLcode rc, std::vector<Finished>& done);
   // Moves the held test events whose time has come (all of them when
   // `all`) to `done`.
   void releaseHeld(int64_t now_ms, bool all, std::vector<Finished>& done);
   // Records the attempts in one transaction, under the write gate.
   void recordOutcomes(const std::vector<Finished>& done);
-  // Caller holds the write gate. Its log line and metrics wait in
-  // after_commit_ for flushAfterCommit().
-  void recordOutcome(const Finished& f);
+  // Records the attempts and their deliveries' next states; caller holds
+  // the write gate. Their log lines and metrics wait in after_commit_ for
+  // flushAfterCommit().
+  void recordAttempts(const std::vector<Finished>& done);
   // Runs what was deferred until the transaction ended and the gate was
   // released (log writes may block; SQLite's write lock must not wait on them).
   void flushAfterCommit();
@@ -148,7 +167,9 @@ class DeliverySender {
   const std::atomic<bool>& stop_;
   CURLM* multi_;
   std::map<CURL*, std::unique_ptr<Transfer>> in_flight_;
-  AccountShare share_;  // in_flight_, counted by account
+  // Taken by in_flight_ and by claims about to start (the consumer's
+  // hand-overs, a scan's claims).
+  SenderSlots slots_;
   // Accounts whose due deliveries the last scan left waiting because the
   // account had its share in flight; an attempt of one of them that ends
   // sets share_freed_, which brings the next scan forward to now.

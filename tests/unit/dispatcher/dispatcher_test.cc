@@ -1,5 +1,6 @@
 // The consumer's side of delivery: a final event records the transition and
-// leaves a pending delivery, due now, for the sender; it never sends itself.
+// leaves a pending delivery for the sender, due now or claimed and handed
+// over with the sender's slots; it never sends itself.
 #include "dispatcher/dispatcher.h"
 
 #include <unistd.h>
@@ -21,7 +22,13 @@ struct Fixture : test::TempDb {
   // Destroyed before the base's store, which it borrows.
   std::unique_ptr<Dispatcher> dispatcher =
       std::make_unique<Dispatcher>(*store, "amqp://unused", "", stop, [this] { ++wakeups; });
-  Fixture() : TempDb("dispatch") {}
+  // The sender's slots, two, both for one account at most, and a consumer
+  // that creates deliveries claimed while they last.
+  static constexpr int64_t kLeaseMs = 15'000;
+  SenderSlots slots{2, 2, kLeaseMs};
+  std::unique_ptr<Dispatcher> claiming = std::make_unique<Dispatcher>(
+      *store, "amqp://unused", "", stop, [this] { ++wakeups; }, nullptr, nullptr, nullptr, &slots);
+  Fixture() : TempDb("dispatch") { slots.setBacklog(false); }
   void task(const std::string& id, const std::string& webhook_url) {
     TaskRecord t{
         id, key.account_id, key.key_id, "req", "fast", TaskStatus::kQueued, webhook_url, "", 0,
@@ -149,6 +156,102 @@ EQ_STORE_TEST_CASE(a_batch_applies_together_and_wakes_the_sender_once) {
   int before = f.wakeups;
   BOOST_REQUIRE(f.dispatcher->applyTogether(running_only).isOk());
   BOOST_TEST(f.wakeups == before);
+}
+
+// With the sender's slots, a final event's delivery is created claimed for
+// this process while a slot of its account is free, and handed over after
+// the commit with what its attempt needs; the rest are created due, for the
+// sender's scan, which is woken for them.
+EQ_STORE_TEST_CASE(deliveries_are_handed_over_claimed_while_slots_are_free) {
+  Fixture f;
+  for (const char* id : {"tsk_1", "tsk_2", "tsk_3"}) f.task(id, "http://hook.example/h");
+  std::vector<Dispatcher::BatchItem> items;
+  for (const char* id : {"tsk_1", "tsk_2", "tsk_3"}) {
+    items.push_back({nullptr, f.event("task.succeeded", id)});
+  }
+  const int64_t before = nowMs();
+  BOOST_REQUIRE(f.claiming->applyTogether(items).isOk());
+  BOOST_TEST(f.slots.free() == 0);
+  BOOST_TEST(f.wakeups == 1, "woken for the one created due");
+
+  std::vector<HandedOver> handed = f.slots.takeHandedOver();
+  BOOST_REQUIRE(handed.size() == 2u);
+  auto secrets = f.store->signingSecrets(f.key.account_id, nowMs()).value();
+  for (const HandedOver& h : handed) {
+    // Leased, so no scan (of this or another dispatcher) takes it.
+    BOOST_TEST(h.delivery.next_attempt_at >= before + Fixture::kLeaseMs);
+    BOOST_TEST(h.delivery.status == "pending");
+    BOOST_TEST(h.task.task_id == h.delivery.task_id);
+    // The task as the transition left it (what the webhook's body says).
+    TaskRecord read = f.store->task(h.task.task_id).value().value();
+    BOOST_TEST((h.task.status == TaskStatus::kSucceeded));
+    BOOST_TEST(h.task.result_json == read.result_json);
+    BOOST_TEST(h.task.finished_at == read.finished_at);
+    BOOST_TEST(h.task.started_at == read.started_at);
+    BOOST_TEST(h.task.webhook_url == read.webhook_url);
+    BOOST_TEST(h.task.request_id == read.request_id);
+    BOOST_TEST(h.secret == secrets.first);
+    BOOST_TEST(f.store->delivery(h.delivery.delivery_id).value()->next_attempt_at ==
+               h.delivery.next_attempt_at);
+  }
+  auto due = f.store->claimDueDeliveries(nowMs(), nowMs() + 1000, 10, {});
+  BOOST_REQUIRE(due.value().size() == 1u);
+  BOOST_TEST(due.value()[0].task_id == "tsk_3");
+
+  // A redelivered batch hands nothing over and takes no slot.
+  for (const HandedOver& h : handed) f.slots.give(h.delivery.account_id);
+  BOOST_REQUIRE(f.claiming->applyTogether(items).isOk());
+  BOOST_TEST(f.slots.takeHandedOver().empty());
+  BOOST_TEST(f.slots.free() == 2);
+  BOOST_TEST(f.store->listDeliveries(DeliveryFilter{}).value().size() == 3u);
+}
+
+// A batch that rolls back hands nothing over and gives its slots back; the
+// sender stopped (slots closed) means deliveries created due.
+EQ_STORE_TEST_CASE(a_rolled_back_batch_gives_its_slots_back) {
+  Fixture f;
+  f.task("tsk_ok", "http://hook.example/h");
+  f.task("tsk_bad", "http://hook.example/h");
+  // The second event's transition fails, after the first one's delivery
+  // was created claimed.
+  auto raw = f.raw();
+  BOOST_REQUIRE(
+      raw->script(test::currentEngine() == test::Engine::kSqlite
+                      ? "CREATE TRIGGER refuse BEFORE UPDATE ON tasks WHEN NEW.id = 'tsk_bad' "
+                        "BEGIN SELECT RAISE(ABORT, 'refused'); END"
+                      : "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+                        "$$ BEGIN RAISE EXCEPTION 'refused'; END $$; "
+                        "CREATE TRIGGER refuse BEFORE UPDATE ON tasks FOR EACH ROW "
+                        "WHEN (NEW.id = 'tsk_bad') EXECUTE FUNCTION refuse()")
+          .isOk());
+  std::vector<Dispatcher::BatchItem> items;
+  items.push_back({nullptr, f.event("task.succeeded", "tsk_ok")});
+  items.push_back({nullptr, f.event("task.succeeded", "tsk_bad")});
+  BOOST_TEST(!f.claiming->applyTogether(items).isOk());
+  BOOST_TEST(f.slots.free() == 2);
+  BOOST_TEST(f.slots.takeHandedOver().empty());
+  BOOST_TEST(!f.store->deliveryForTask("tsk_ok").value().has_value());
+
+  f.slots.close();
+  items.pop_back();
+  BOOST_REQUIRE(f.claiming->applyTogether(items).isOk());
+  auto d = f.store->deliveryForTask("tsk_ok").value();
+  BOOST_REQUIRE(d.has_value());
+  BOOST_TEST(d->next_attempt_at <= nowMs(), "due: no slot was free");
+}
+
+// While the sender has due deliveries it has not claimed (a backlog), new
+// ones are created due, behind them, even with slots free.
+EQ_STORE_TEST_CASE(a_backlog_makes_new_deliveries_wait_their_turn) {
+  Fixture f;
+  f.task("tsk_late", "http://hook.example/h");
+  f.slots.setBacklog(true);
+  BOOST_REQUIRE(
+      f.claiming->applyTogether({{nullptr, f.event("task.succeeded", "tsk_late")}}).isOk());
+  BOOST_TEST(f.slots.takeHandedOver().empty());
+  BOOST_TEST(f.slots.free() == 2);
+  BOOST_TEST(f.store->deliveryForTask("tsk_late").value()->next_attempt_at <= nowMs());
+  BOOST_TEST(f.wakeups == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
