@@ -9,7 +9,7 @@
 namespace eq::store {
 namespace {
 
-constexpr std::array<Migration, 9> kMigrations = {{
+constexpr std::array<Migration, 10> kMigrations = {{
     {"schema/migrations/001_init.sql", "schema/migrations/postgres/001_init.sql"},
     {"schema/migrations/002_contract.sql", "schema/migrations/postgres/002_contract.sql"},
     {"schema/migrations/003_delivery.sql", "schema/migrations/postgres/003_delivery.sql"},
@@ -19,6 +19,8 @@ constexpr std::array<Migration, 9> kMigrations = {{
     {"schema/migrations/007_republish.sql", "schema/migrations/postgres/007_republish.sql"},
     {"schema/migrations/008_signin_ids.sql", "schema/migrations/postgres/008_signin_ids.sql"},
     {"schema/migrations/009_delivery_page.sql", "schema/migrations/postgres/009_delivery_page.sql"},
+    {"schema/migrations/010_deferred_account_checks.sql",
+     "schema/migrations/postgres/010_deferred_account_checks.sql"},
 }};
 
 // The advisory lock every host's migrate() takes on PostgreSQL: any fixed
