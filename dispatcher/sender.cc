@@ -233,12 +233,20 @@ void DeliverySender::scan(int64_t now_ms) {
 }
 
 void DeliverySender::startHandedOver(int64_t now_ms) {
+  std::vector<std::string> late;
   for (HandedOver& h : slots_.takeHandedOver()) {
-    std::unique_ptr<Transfer> t =
-        makeTransfer(h.delivery, h.delivery.task_id.empty() ? nullptr : &h.task, h.secret,
-                     h.previous_secret, now_ms);
-    launch(std::move(t));
+    // The lease must outlast the attempt. A loop held up past the lease's
+    // margin (a slow database) hands the delivery back, due now, rather
+    // than race another dispatcher's scan once the lease ends.
+    if (now_ms + opts_.timeout_ms > h.delivery.next_attempt_at) {
+      slots_.give(h.delivery.account_id);
+      late.push_back(h.delivery.delivery_id);
+      continue;
+    }
+    launch(makeTransfer(h.delivery, h.delivery.task_id.empty() ? nullptr : &h.task, h.secret,
+                        h.previous_secret, now_ms));
   }
+  handBack(late, now_ms);
 }
 
 void DeliverySender::handBack(const std::vector<std::string>& delivery_ids, int64_t now_ms) {
