@@ -81,6 +81,15 @@ inline Status unknownTaskStatus(const store::Row& r) {
                          std::string(r.text(5)) + "'");
 }
 
+// The row callback of a read of one task: the task into `out`; a row whose
+// status is unknown leaves its 500 in `bad`.
+inline store::RowFn readTaskInto(std::optional<TaskRecord>& out, Status& bad) {
+  return [&out, &bad](const store::Row& row) {
+    out = taskFromRow(row);
+    if (!out) bad = unknownTaskStatus(row);
+  };
+}
+
 // The row callback of a task listing: each task appended to `out`; a row
 // whose status is unknown leaves its 500 in `bad`.
 inline store::RowFn appendTask(std::vector<TaskRecord>& out, Status& bad) {

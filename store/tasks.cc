@@ -11,7 +11,6 @@ using store::Row;
 using store::Sql;
 using store::Transaction;
 using store_detail::optText;
-using store_detail::taskFromRow;
 
 // ---------------------------------------------------------------- tasks
 
@@ -36,21 +35,18 @@ Result<std::map<std::string, TaskRecord>> Store::tasks(const std::vector<std::st
     }
     return out;
   }
+  std::vector<TaskRecord> read;
   Status bad;
   auto r = exec("read tasks",
                 Sql{"", "SELECT " EQ_TASK_COLUMNS(
                             "coalesce(result_json, '')") " FROM tasks WHERE id = ANY ($1::text[])"},
-                {store_detail::textArray(task_ids)}, [&](const Row& row) {
-                  std::optional<TaskRecord> t = taskFromRow(row);
-                  if (!t) {
-                    bad = store_detail::unknownTaskStatus(row);
-                    return;
-                  }
-                  std::string id = t->task_id;
-                  out.emplace(std::move(id), std::move(*t));
-                });
+                {store_detail::textArray(task_ids)}, store_detail::appendTask(read, bad));
   if (!r.isOk()) return r.status();
   if (!bad.isOk()) return bad;
+  for (TaskRecord& t : read) {
+    std::string id = t.task_id;
+    out.emplace(std::move(id), std::move(t));
+  }
   return out;
 }
 
@@ -60,10 +56,7 @@ Result<std::optional<TaskRecord>> Store::task(const std::string& task_id) {
   auto r =
       exec("read task",
            Sql{"SELECT " EQ_TASK_COLUMNS("coalesce(result_json, '')") " FROM tasks WHERE id = ?"},
-           {task_id}, [&](const Row& row) {
-             out = taskFromRow(row);
-             if (!out) bad = store_detail::unknownTaskStatus(row);
-           });
+           {task_id}, store_detail::readTaskInto(out, bad));
   if (!r.isOk()) return r.status();
   if (!bad.isOk()) return bad;
   return out;
@@ -99,17 +92,10 @@ Result<bool> Store::markTaskSucceeded(const std::string& task_id, const std::str
                 Sql{"UPDATE tasks SET status = 'succeeded', result_json = ?, finished_at = ?, "
                     "started_at = coalesce(started_at, ?) WHERE id = ? AND "
                     "status IN ('queued', 'running') RETURNING " EQ_TASK_COLUMNS("''")},
-                {result_json, at_ms, at_ms, task_id}, [&](const Row& row) {
-                  task = taskFromRow(row);
-                  if (!task) bad = store_detail::unknownTaskStatus(row);
-                });
+                {result_json, at_ms, at_ms, task_id}, store_detail::readTaskInto(task, bad));
   if (!r.isOk()) return r.status();
   if (!bad.isOk()) return bad;
   if (!task) return false;
-  task->result_json = result_json;
-  const std::optional<std::pair<std::string, std::string>> owner{std::in_place, task->account_id,
-                                                                 task->mode};
-  if (after != nullptr) *after = std::move(*task);
   // The usage record's tokens. A single statement after the UPDATE: callers
   // that need both in one transaction hold one (the dispatcher's events
   // consumer does); alone, a crash between them loses only a token count.
@@ -124,8 +110,12 @@ Result<bool> Store::markTaskSucceeded(const std::string& task_id, const std::str
                 "VALUES ($1, $2, $3, coalesce(($4::jsonb ->> 'tokens_used')::numeric::bigint, 0)) "
                 "ON CONFLICT (account_id, mode, hour) DO UPDATE SET "
                 "tokens = usage_hourly.tokens + excluded.tokens"},
-            {owner->first, owner->second, at_ms - at_ms % 3'600'000, result_json});
+            {task->account_id, task->mode, at_ms - at_ms % 3'600'000, result_json});
   if (!t.isOk()) return t;
+  if (after != nullptr) {
+    *after = std::move(*task);
+    after->result_json = result_json;
+  }
   return true;
 }
 
