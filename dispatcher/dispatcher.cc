@@ -380,15 +380,9 @@ Result<bool> Dispatcher::createClaimedDelivery(TaskRecord& task, const std::stri
     return s;
   };
   int64_t now = nowMs();
-  // The attempt signs with the account's secrets: read once per account
-  // and batch (a rotation between here and the attempt is as if it came
-  // just after it: the previous secret still signs during the overlap).
-  auto secrets = batch_secrets_.find(account_id);
-  if (secrets == batch_secrets_.end()) {
-    Result<std::pair<std::string, std::string>> read = store_.signingSecrets(account_id, now);
-    if (!read.isOk()) return giveBack(read.status());
-    secrets = batch_secrets_.emplace(account_id, std::move(read).value()).first;
-  }
+  // The attempt signs with the account's secrets, read once per batch.
+  Result<const SigningSecrets::Pair*> secrets = batch_secrets_.get(store_, account_id, now);
+  if (!secrets.isOk()) return giveBack(secrets.status());
   Result<std::optional<DeliveryRecord>> d =
       store_.insertDelivery(task.task_id, task.webhook_url, event, now, now + slots_->leaseMs());
   if (!d.isOk()) return giveBack(d.status());
@@ -402,8 +396,8 @@ Result<bool> Dispatcher::createClaimedDelivery(TaskRecord& task, const std::stri
     log::info("webhook delivery created",
               {{"task_id", task_id}, {"delivery_id", id}, {"event", event}});
   });
-  handed_over_.push_back(HandedOver{std::move(*d.value()), std::move(task), secrets->second.first,
-                                    secrets->second.second});
+  handed_over_.push_back(HandedOver{std::move(*d.value()), std::move(task), secrets.value()->first,
+                                    secrets.value()->second});
   return true;
 }
 
@@ -413,19 +407,13 @@ void Dispatcher::endHandOver(bool committed) {
   // Rolled back: the deliveries do not exist. Or the sender has stopped:
   // they exist, leased to a process that will not send them; handed back
   // due now, the next process sends them at once.
+  std::vector<std::string> ids;
   for (const HandedOver& h : handed_over_) {
     slots_->give(h.delivery.account_id);
-    if (!committed) continue;
-    Status released = [&] {
-      std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
-      return store_.releaseDelivery(h.delivery.delivery_id, nowMs());
-    }();
-    if (!released.isOk()) {
-      log::warn("delivery not handed back; due after its lease",
-                {{"delivery_id", h.delivery.delivery_id}, {"error", released.msg()}});
-    }
+    ids.push_back(h.delivery.delivery_id);
   }
   handed_over_.clear();
+  if (committed) handBack(store_, db_writes_, ids, nowMs());
 }
 
 }  // namespace eq::dispatch

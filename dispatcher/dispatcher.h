@@ -41,8 +41,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
-#include <utility>
 #include <vector>
 
 #include "common/amqp.h"
@@ -142,8 +140,7 @@ class Dispatcher {
   bool due_in_batch_ = false;    // ... and a delivery was created in it
   std::vector<std::function<void()>> deferred_logs_;  // ... and what it will log
   std::vector<HandedOver> handed_over_;               // ... and what it created claimed
-  // ... and the signing secrets it read, by account (current, previous)
-  std::unordered_map<std::string, std::pair<std::string, std::string>> batch_secrets_;
+  SigningSecrets batch_secrets_;                      // ... and the signing secrets it read
 };
 
 }  // namespace eq::dispatch

@@ -87,12 +87,7 @@ void DeliverySender::run() {
         stop_deadline = now + opts_.stop_grace_ms;
         // Handed over and not started: back to the database, due now, so
         // the next process sends them at once rather than after the lease.
-        std::vector<std::string> ids;
-        for (HandedOver& h : slots_.close()) {
-          slots_.give(h.delivery.account_id);
-          ids.push_back(std::move(h.delivery.delivery_id));
-        }
-        handBack(ids, now);
+        handBack(store_, opts_.db_writes, slots_.close(), now);
       }
       if (in_flight_.empty() || now >= stop_deadline) break;
     } else {
@@ -243,23 +238,10 @@ void DeliverySender::startHandedOver(int64_t now_ms) {
       late.push_back(h.delivery.delivery_id);
       continue;
     }
-    launch(makeTransfer(h.delivery, h.delivery.task_id.empty() ? nullptr : &h.task, h.secret,
-                        h.previous_secret, now_ms));
+    // (The consumer hands over deliveries of tasks only, never a test event.)
+    launch(makeTransfer(h.delivery, &h.task, h.secret, h.previous_secret, now_ms));
   }
-  handBack(late, now_ms);
-}
-
-void DeliverySender::handBack(const std::vector<std::string>& delivery_ids, int64_t now_ms) {
-  for (const std::string& id : delivery_ids) {
-    Status released = [&] {
-      std::unique_lock<std::mutex> gate = lockDbWrites(opts_.db_writes);
-      return store_.releaseDelivery(id, now_ms);
-    }();
-    if (!released.isOk()) {
-      log::warn("delivery not handed back; due after its lease",
-                {{"delivery_id", id}, {"error", released.msg()}});
-    }
-  }
+  handBack(store_, opts_.db_writes, late, now_ms);
 }
 
 void DeliverySender::noteWaiting(std::set<std::string> waiting) {
@@ -286,7 +268,7 @@ std::vector<std::unique_ptr<DeliverySender::Transfer>> DeliverySender::prepare(
     if (!d.task_id.empty()) task_ids.push_back(d.task_id);
   }
   Result<std::map<std::string, TaskRecord>> tasks = store_.tasks(task_ids);
-  std::map<std::string, std::pair<std::string, std::string>> secrets;
+  SigningSecrets secrets;
   Status failed = tasks.status();
   for (const DeliveryRecord& d : claimed) {
     if (!failed.isOk()) break;
@@ -302,17 +284,12 @@ std::vector<std::unique_ptr<DeliverySender::Transfer>> DeliverySender::prepare(
       }
       task = &it->second;
     }
-    auto secret = secrets.find(d.account_id);
-    if (secret == secrets.end()) {
-      Result<std::pair<std::string, std::string>> read =
-          store_.signingSecrets(d.account_id, now_ms);
-      if (!read.isOk()) {
-        failed = read.status();
-        break;
-      }
-      secret = secrets.emplace(d.account_id, std::move(read).value()).first;
+    Result<const SigningSecrets::Pair*> secret = secrets.get(store_, d.account_id, now_ms);
+    if (!secret.isOk()) {
+      failed = secret.status();
+      break;
     }
-    out.push_back(makeTransfer(d, task, secret->second.first, secret->second.second, now_ms));
+    out.push_back(makeTransfer(d, task, secret.value()->first, secret.value()->second, now_ms));
   }
   if (!failed.isOk()) {
     // The database is busy or down: the claims' leases make the deliveries
@@ -585,7 +562,7 @@ void DeliverySender::abandonInFlight() {
     ids.push_back(t->delivery.delivery_id);
   }
   in_flight_.clear();
-  handBack(ids, nowMs());
+  handBack(store_, opts_.db_writes, ids, nowMs());
 }
 
 // libcurl calls this with the address it is about to connect to, after DNS

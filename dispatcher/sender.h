@@ -140,9 +140,6 @@ class DeliverySender {
   // Starts the attempt; its delivery already holds a slot, given back here
   // if the attempt cannot start.
   void launch(std::unique_ptr<Transfer> t);
-  // Hands claimed deliveries that will not be attempted back to the
-  // database, due at now_ms (a failure leaves them due after their lease).
-  void handBack(const std::vector<std::string>& delivery_ids, int64_t now_ms);
   void finish(CURL* easy, CURLcode rc, std::vector<Finished>& done);
   // Moves the held test events whose time has come (all of them when
   // `all`) to `done`.

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "common/log.h"
+#include "dispatcher/db_writes.h"
 
 namespace eq::dispatch {
 
@@ -90,12 +91,44 @@ std::vector<HandedOver> SenderSlots::takeHandedOver() {
   return out;
 }
 
-std::vector<HandedOver> SenderSlots::close() {
-  std::lock_guard<std::mutex> lock(mu_);
-  closed_ = true;
-  std::vector<HandedOver> out;
-  out.swap(handed_over_);
-  return out;
+std::vector<std::string> SenderSlots::close() {
+  std::vector<HandedOver> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    left.swap(handed_over_);
+  }
+  std::vector<std::string> ids;
+  for (HandedOver& h : left) {
+    give(h.delivery.account_id);
+    ids.push_back(std::move(h.delivery.delivery_id));
+  }
+  return ids;
+}
+
+Result<const SigningSecrets::Pair*> SigningSecrets::get(Store& store, const std::string& account_id,
+                                                        int64_t now_ms) {
+  auto it = read_.find(account_id);
+  if (it == read_.end()) {
+    Result<Pair> read = store.signingSecrets(account_id, now_ms);
+    if (!read.isOk()) return read.status();
+    it = read_.emplace(account_id, std::move(read).value()).first;
+  }
+  return &it->second;
+}
+
+void handBack(Store& store, std::mutex* db_writes, const std::vector<std::string>& delivery_ids,
+              int64_t now_ms) {
+  for (const std::string& id : delivery_ids) {
+    Status released = [&] {
+      std::unique_lock<std::mutex> gate = lockDbWrites(db_writes);
+      return store.releaseDelivery(id, now_ms);
+    }();
+    if (!released.isOk()) {
+      log::warn("delivery not handed back; due after its lease",
+                {{"delivery_id", id}, {"error", released.msg()}});
+    }
+  }
 }
 
 }  // namespace eq::dispatch

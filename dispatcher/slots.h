@@ -44,6 +44,27 @@ struct HandedOver {
   std::string previous_secret;  // empty outside a rotation's overlap
 };
 
+// Each account's signing secrets (Store::signingSecrets: the current one,
+// and the previous one during a rotation's overlap), read once for as long
+// as one is kept: a sender's scan, a consumer's batch. A rotation meanwhile
+// is as if it came just after: the previous secret still signs during the
+// overlap.
+class SigningSecrets {
+ public:
+  using Pair = std::pair<std::string, std::string>;  // current, previous
+  Result<const Pair*> get(Store& store, const std::string& account_id, int64_t now_ms);
+  void clear() { read_.clear(); }
+
+ private:
+  std::unordered_map<std::string, Pair> read_;
+};
+
+// Hands claimed deliveries that will not be attempted here back to the
+// database, due at now_ms, under the write gate (dispatcher/db_writes.h);
+// one that cannot be is logged and comes due after its lease.
+void handBack(Store& store, std::mutex* db_writes, const std::vector<std::string>& delivery_ids,
+              int64_t now_ms);
+
 class SenderSlots {
  public:
   // capacity and per_account must be at least 1 (common/config.cc checks
@@ -66,7 +87,6 @@ class SenderSlots {
   // could not tell (the database failed).
   void setBacklog(bool backlog);
 
-  int capacity() const { return capacity_; }
   int perAccount() const { return per_account_; }
   int64_t leaseMs() const { return lease_ms_; }
   int free() const;
@@ -87,8 +107,9 @@ class SenderSlots {
   void onHandOver(std::function<void()> wake) { wake_ = std::move(wake); }
 
   // Sender, when it stops: nothing more is taken or handed over; returns
-  // what was handed over and not taken, for the sender to hand back.
-  std::vector<HandedOver> close();
+  // the ids of what was handed over and not taken, their slots given back,
+  // for the sender to hand back.
+  std::vector<std::string> close();
 
  private:
   Take takeLocked(const std::string& account_id);  // caller holds mu_
