@@ -145,7 +145,7 @@ void writeDelivery(Writer& w, const DeliveryRecord& d) {
   putString(w, "task_id", d.task_id);
   putString(w, "event", d.event);
   putString(w, "url", d.url);
-  putString(w, "status", d.status);
+  putString(w, "status", deliveryStatusName(d.status));
   w.Key("attempts");
   w.Int(d.attempts);
   putTime(w, "created_at", d.created_at);
@@ -178,11 +178,12 @@ Status meJson(Store& store, const PortalSession& s, int64_t now, const std::stri
   Result<std::vector<UsageRow>> today = store.usage(s.account_id, midnight);
   if (!today.isOk()) return today.status();
   TaskFilter failed;
-  failed.status = "failed";
+  failed.status = TaskStatus::kFailed;
   failed.limit = 5;
   Result<std::vector<TaskRecord>> errors = store.accountTasks(s.account_id, failed);
   if (!errors.isOk()) return errors.status();
-  Result<std::vector<DeliveryRecord>> bad = store.accountDeliveries(s.account_id, "failed", 5);
+  Result<std::vector<DeliveryRecord>> bad =
+      store.accountDeliveries(s.account_id, DeliveryStatus::kFailed, 5);
   if (!bad.isOk()) return bad.status();
   rapidjson::StringBuffer sb;
   Writer w(sb);
@@ -1147,7 +1148,8 @@ void ApiService::portalWebhooks(const CallPtr& c) {
   portalSimple(c, [now](Store& store, const PortalSession& s, Status&, std::string& data) -> Status {
     Result<WebhookSettings> ws = store.webhookSettings(s.account_id, now);
     if (!ws.isOk()) return ws.status();
-    Result<std::vector<DeliveryRecord>> log = store.accountDeliveries(s.account_id, "", 50);
+    Result<std::vector<DeliveryRecord>> log =
+        store.accountDeliveries(s.account_id, std::nullopt, 50);
     if (!log.isOk()) return log.status();
     rapidjson::StringBuffer sb;
     Writer w(sb);
@@ -1343,9 +1345,10 @@ void ApiService::portalDeliveryReplay(const CallPtr& c) {
 
 void ApiService::portalTasks(const CallPtr& c) {
   TaskFilter f;
-  f.status = queryParam(c->req.query, "status");
+  const std::string status = queryParam(c->req.query, "status");
+  f.status = parseTaskStatus(status);
   f.mode = queryParam(c->req.query, "mode");
-  if (!f.status.empty() && !parseTaskStatus(f.status)) {
+  if (!status.empty() && !f.status) {
     portalAnswer(c->info, c->res,
                  Status(400, "status: queued, running, succeeded or failed"), "", "");
     return;

@@ -144,7 +144,7 @@ std::string taskJson(const TaskRecord& task, const DeliveryRecord* rec) {
   } else {
     w.StartObject();
     putString(w, "url", task.webhook_url);
-    putString(w, "status", rec != nullptr ? rec->status : "none");
+    putString(w, "status", rec != nullptr ? deliveryStatusName(rec->status) : "none");
     w.Key("attempts");
     w.Int(rec != nullptr ? rec->attempts : 0);
     putTime(w, "last_attempt_at", rec != nullptr ? rec->last_attempt_at : 0);

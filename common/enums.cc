@@ -40,6 +40,29 @@ const char* taskStatusName(TaskStatus s) {
 
 std::ostream& operator<<(std::ostream& out, TaskStatus s) { return out << taskStatusName(s); }
 
+std::optional<DeliveryStatus> parseDeliveryStatus(std::string_view s) {
+  if (s == "pending") return DeliveryStatus::kPending;
+  if (s == "delivered") return DeliveryStatus::kDelivered;
+  if (s == "failed") return DeliveryStatus::kFailed;
+  return std::nullopt;
+}
+
+const char* deliveryStatusName(DeliveryStatus s) {
+  switch (s) {
+    case DeliveryStatus::kPending:
+      return "pending";
+    case DeliveryStatus::kDelivered:
+      return "delivered";
+    case DeliveryStatus::kFailed:
+      return "failed";
+  }
+  return "pending";  // unreachable
+}
+
+std::ostream& operator<<(std::ostream& out, DeliveryStatus s) {
+  return out << deliveryStatusName(s);
+}
+
 std::optional<JobKind> parseJobKind(std::string_view s) {
   if (s == "reply") return JobKind::kReply;
   if (s == "analyze") return JobKind::kAnalyze;

@@ -358,7 +358,7 @@ Status Dispatcher::createDeliveryIfFinal(const std::string& task_id,
   }
   Result<DeliveryRecord> d = store_.createDelivery(task_id, task.webhook_url, event, nowMs());
   if (!d.isOk()) return d.status();
-  if (d.value().status == "pending" && d.value().attempts == 0) {
+  if (d.value().status == DeliveryStatus::kPending && d.value().attempts == 0) {
     logLater([task_id, id = d.value().delivery_id, event] {
       log::info("webhook delivery created",
                 {{"task_id", task_id}, {"delivery_id", id}, {"event", event}});

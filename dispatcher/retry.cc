@@ -18,6 +18,18 @@ const char* verdictName(DeliveryVerdict v) {
   return "failed";
 }
 
+DeliveryStatus statusAfter(DeliveryVerdict v) {
+  switch (v) {
+    case DeliveryVerdict::kDelivered:
+      return DeliveryStatus::kDelivered;
+    case DeliveryVerdict::kRetry:
+      return DeliveryStatus::kPending;
+    case DeliveryVerdict::kFailed:
+      return DeliveryStatus::kFailed;
+  }
+  return DeliveryStatus::kFailed;
+}
+
 int64_t jittered(int64_t step_ms, double jitter, double unit) {
   unit = std::clamp(unit, 0.0, 1.0);
   double factor = 1.0 - jitter + 2.0 * jitter * unit;

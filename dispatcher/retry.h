@@ -22,6 +22,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/enums.h"
+
 namespace eq::dispatch {
 
 struct RetryPolicy {
@@ -43,6 +45,9 @@ struct AttemptOutcome {
 
 enum class DeliveryVerdict { kDelivered, kRetry, kFailed };
 const char* verdictName(DeliveryVerdict v);  // "delivered", "retry", "failed"
+// The delivery's state after an attempt with this verdict (a retry stays
+// pending).
+DeliveryStatus statusAfter(DeliveryVerdict v);
 
 struct RetryDecision {
   DeliveryVerdict verdict = DeliveryVerdict::kFailed;

@@ -484,8 +484,7 @@ void DeliverySender::recordAttempts(const std::vector<Finished>& done) {
     attempts.push_back(FinishedAttempt{
         d.delivery_id,
         DeliveryAttempt{f.started_ms, f.outcome.http_status, now - f.started_ms, f.error, number},
-        decision.verdict == DeliveryVerdict::kRetry ? "pending" : verdictName(decision.verdict),
-        now + decision.delay_ms});
+        statusAfter(decision.verdict), now + decision.delay_ms});
     decided.push_back(Decided{number, in_schedule, std::move(decision), now});
   }
   Result<std::vector<bool>> recorded = store_.finishAttempts(attempts);

@@ -15,9 +15,10 @@ namespace eq {
 using store::Row;
 using store::Sql;
 using store::Transaction;
+using store_detail::appendDelivery;
 using store_detail::int64Array;
 using store_detail::optText;
-using store_detail::readDelivery;
+using store_detail::readDeliveryInto;
 using store_detail::textArray;
 
 namespace {
@@ -73,6 +74,7 @@ Result<std::optional<DeliveryRecord>> Store::insertDelivery(const std::string& t
                                                             const std::string& event,
                                                             int64_t now_ms, int64_t due_at_ms) {
   std::optional<DeliveryRecord> out;
+  Status bad;
   auto r = exec("create delivery",
                 Sql{"INSERT INTO deliveries (id, task_id, account_id, url, event, status, "
                     "created_at, next_attempt_at) SELECT ?, id, account_id, ?, ?, 'pending', "
@@ -83,27 +85,32 @@ Result<std::optional<DeliveryRecord>> Store::insertDelivery(const std::string& t
                     "?::text, 'pending', ?::bigint, ?::bigint FROM tasks WHERE id = ? "
                     "ON CONFLICT (task_id) DO NOTHING RETURNING " EQ_DELIVERY_COLUMNS},
                 {ids::newDeliveryId(), url, event, now_ms, due_at_ms, task_id},
-                [&](const Row& row) { out = readDelivery(row, false); });
+                readDeliveryInto(out, bad, false));
   if (!r.isOk()) return r.status();
+  if (!bad.isOk()) return bad;
   return out;
 }
 
 Result<std::optional<DeliveryRecord>> Store::deliveryForTask(const std::string& task_id) {
   std::optional<DeliveryRecord> out;
-  auto r = exec("read delivery",
-                Sql{"SELECT " EQ_DELIVERY_COLUMNS " FROM deliveries WHERE task_id = ?"}, {task_id},
-                [&](const Row& row) { out = readDelivery(row, false); });
+  Status bad;
+  auto r =
+      exec("read delivery", Sql{"SELECT " EQ_DELIVERY_COLUMNS " FROM deliveries WHERE task_id = ?"},
+           {task_id}, readDeliveryInto(out, bad, false));
   if (!r.isOk()) return r.status();
+  if (!bad.isOk()) return bad;
   return out;
 }
 
 Result<std::optional<DeliveryRecord>> Store::delivery(const std::string& delivery_id) {
   std::optional<DeliveryRecord> out;
+  Status bad;
   auto r = exec(
       "read delivery",
       Sql{"SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR " FROM deliveries WHERE id = ?"},
-      {delivery_id}, [&](const Row& row) { out = readDelivery(row, true); });
+      {delivery_id}, readDeliveryInto(out, bad, true));
   if (!r.isOk()) return r.status();
+  if (!bad.isOk()) return bad;
   return out;
 }
 
@@ -111,17 +118,20 @@ Result<std::vector<DeliveryRecord>> Store::listDeliveries(const DeliveryFilter& 
   // ?1/?2 are NULL when not filtering; SQLite still uses the (status,
   // created_at) index for a given status.
   std::vector<DeliveryRecord> out;
-  auto r = exec("list deliveries",
-                Sql{"SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
-                    " FROM deliveries WHERE (?1 IS NULL OR status = ?1) AND "
-                    "(?2 IS NULL OR task_id = ?2) ORDER BY created_at DESC, id DESC LIMIT ?3",
-                    "SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
-                    " FROM deliveries WHERE ($1::text IS NULL OR status = $1::text) AND "
-                    "($2::text IS NULL OR task_id = $2::text) "
-                    "ORDER BY created_at DESC, id DESC LIMIT $3"},
-                {optText(f.status), optText(f.task_id), int64_t{f.limit}},
-                [&](const Row& row) { out.push_back(readDelivery(row, true)); });
+  Status bad;
+  const std::string status = f.status ? deliveryStatusName(*f.status) : "";
+  auto r =
+      exec("list deliveries",
+           Sql{"SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
+               " FROM deliveries WHERE (?1 IS NULL OR status = ?1) AND "
+               "(?2 IS NULL OR task_id = ?2) ORDER BY created_at DESC, id DESC LIMIT ?3",
+               "SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
+               " FROM deliveries WHERE ($1::text IS NULL OR status = $1::text) AND "
+               "($2::text IS NULL OR task_id = $2::text) "
+               "ORDER BY created_at DESC, id DESC LIMIT $3"},
+           {optText(status), optText(f.task_id), int64_t{f.limit}}, appendDelivery(out, bad, true));
   if (!r.isOk()) return r.status();
+  if (!bad.isOk()) return bad;
   return out;
 }
 
@@ -218,6 +228,7 @@ Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(
     if (static_cast<int>(ids.size()) >= limit) row.stop();
   };
   std::vector<DeliveryRecord> out;
+  Status bad;
   if (db_->engine() == store::DbEngine::kPostgres) {
     // Where the last page ended: the next goes on after (at, id).
     int64_t after_at = std::numeric_limits<int64_t>::min();
@@ -244,12 +255,9 @@ Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(
     std::map<std::string, std::size_t> position;
     for (std::size_t i = 0; i < ids.size(); ++i) position.emplace(ids[i], i);
     auto r = exec("claim deliveries", kClaimMany, {lease_until_ms, textArray(ids), now_ms},
-                  [&](const Row& row) {
-                    DeliveryRecord d = readDelivery(row, false);
-                    d.next_attempt_at = lease_until_ms;
-                    out.push_back(std::move(d));
-                  });
+                  appendDelivery(out, bad, false));
     if (!r.isOk()) return r.status();
+    if (!bad.isOk()) return bad;
     std::sort(out.begin(), out.end(), [&](const DeliveryRecord& a, const DeliveryRecord& b) {
       return position.at(a.delivery_id) < position.at(b.delivery_id);
     });
@@ -265,12 +273,9 @@ Result<std::vector<DeliveryRecord>> Store::claimDueDeliveries(
         exec("claim deliveries",
              Sql{"UPDATE deliveries SET next_attempt_at = ?1 WHERE id = ?2 AND "
                  "status = 'pending' AND next_attempt_at <= ?3 RETURNING " EQ_DELIVERY_COLUMNS},
-             {lease_until_ms, id, now_ms}, [&](const Row& row) {
-               DeliveryRecord d = readDelivery(row, false);
-               d.next_attempt_at = lease_until_ms;
-               out.push_back(std::move(d));
-             });
+             {lease_until_ms, id, now_ms}, appendDelivery(out, bad, false));
     if (!r.isOk()) return r.status();
+    if (!bad.isOk()) return bad;
   }
   if (Status c = tx.commit(); !c.isOk()) return c;
   return out;
@@ -293,7 +298,7 @@ Result<int64_t> Store::countPendingDeliveries() {
 }
 
 Result<bool> Store::finishAttempt(const std::string& delivery_id, const DeliveryAttempt& a,
-                                  const std::string& new_status, int64_t next_attempt_at_ms) {
+                                  DeliveryStatus new_status, int64_t next_attempt_at_ms) {
   Result<std::vector<bool>> r =
       finishAttempts({FinishedAttempt{delivery_id, a, new_status, next_attempt_at_ms}});
   if (!r.isOk()) return r.status();
@@ -318,7 +323,7 @@ Result<std::vector<bool>> Store::finishAttempts(const std::vector<FinishedAttemp
     for (std::size_t i = 0; i < attempts.size(); ++i) {
       const FinishedAttempt& f = attempts[i];
       ids.push_back(f.delivery_id);
-      statuses.push_back(f.new_status);
+      statuses.emplace_back(deliveryStatusName(f.new_status));
       errors.push_back(f.attempt.error.empty() ? std::nullopt
                                                : std::optional<std::string>(f.attempt.error));
       at.push_back(f.attempt.at);
@@ -362,13 +367,14 @@ Result<std::vector<bool>> Store::finishAttempts(const std::vector<FinishedAttemp
     Transaction tx(*db_);
     if (!tx.status().isOk()) return tx.status();
     std::optional<int64_t> attempt;
-    auto up = exec("finish attempt",
-                   Sql{"UPDATE deliveries SET attempts = attempts + 1, last_attempt_at = ?1, "
-                       "last_status = ?2, status = ?3, "
-                       "next_attempt_at = CASE WHEN ?3 = 'pending' THEN ?4 ELSE NULL END "
-                       "WHERE id = ?5 AND status = 'pending' RETURNING attempts"},
-                   {a.at, http_status, f.new_status, f.next_attempt_at_ms, f.delivery_id},
-                   [&](const Row& row) { attempt = row.int64(0); });
+    auto up = exec(
+        "finish attempt",
+        Sql{"UPDATE deliveries SET attempts = attempts + 1, last_attempt_at = ?1, "
+            "last_status = ?2, status = ?3, "
+            "next_attempt_at = CASE WHEN ?3 = 'pending' THEN ?4 ELSE NULL END "
+            "WHERE id = ?5 AND status = 'pending' RETURNING attempts"},
+        {a.at, http_status, deliveryStatusName(f.new_status), f.next_attempt_at_ms, f.delivery_id},
+        [&](const Row& row) { attempt = row.int64(0); });
     if (!up.isOk()) return up.status();
     if (attempt) {
       if (auto r =

@@ -625,20 +625,23 @@ Result<DeliveryRecord> Store::createTestDelivery(const std::string& account_id,
 // ---------------------------------------------------------------- listings
 
 Result<std::vector<DeliveryRecord>> Store::accountDeliveries(const std::string& account_id,
-                                                             const std::string& status,
+                                                             std::optional<DeliveryStatus> status,
                                                              int limit) {
   std::vector<DeliveryRecord> out;
-  auto r = exec("list deliveries",
-                Sql{"SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
-                    " FROM deliveries WHERE account_id = ?1 AND (?2 IS NULL OR status = ?2) "
-                    "ORDER BY created_at DESC, id DESC LIMIT ?3",
-                    "SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
-                    " FROM deliveries WHERE account_id = $1 AND "
-                    "($2::text IS NULL OR status = $2::text) "
-                    "ORDER BY created_at DESC, id DESC LIMIT $3"},
-                {account_id, optText(status), int64_t{limit}},
-                [&](const Row& row) { out.push_back(store_detail::readDelivery(row, true)); });
+  Status bad;
+  auto r = exec(
+      "list deliveries",
+      Sql{"SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
+          " FROM deliveries WHERE account_id = ?1 AND (?2 IS NULL OR status = ?2) "
+          "ORDER BY created_at DESC, id DESC LIMIT ?3",
+          "SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
+          " FROM deliveries WHERE account_id = $1 AND "
+          "($2::text IS NULL OR status = $2::text) "
+          "ORDER BY created_at DESC, id DESC LIMIT $3"},
+      {account_id, status ? store::Value(deliveryStatusName(*status)) : nullptr, int64_t{limit}},
+      store_detail::appendDelivery(out, bad, true));
   if (!r.isOk()) return r.status();
+  if (!bad.isOk()) return bad;
   return out;
 }
 
@@ -647,14 +650,16 @@ Result<std::vector<TaskRecord>> Store::accountTasks(const std::string& account_i
   std::vector<TaskRecord> out;
   Status bad;
   auto r = exec("list tasks",
-                Sql{"SELECT " EQ_TASK_COLUMNS("''") " FROM tasks WHERE account_id = ?1 AND "
-                    "(?2 IS NULL OR status = ?2) AND (?3 IS NULL OR mode = ?3) "
-                    "ORDER BY created_at DESC, id DESC LIMIT ?4",
+                Sql{"SELECT " EQ_TASK_COLUMNS(
+                        "''") " FROM tasks WHERE account_id = ?1 AND "
+                              "(?2 IS NULL OR status = ?2) AND (?3 IS NULL OR mode = ?3) "
+                              "ORDER BY created_at DESC, id DESC LIMIT ?4",
                     "SELECT " EQ_TASK_COLUMNS("''") " FROM tasks WHERE account_id = $1 AND "
-                    "($2::text IS NULL OR status = $2::text) AND "
-                    "($3::text IS NULL OR mode = $3::text) "
-                    "ORDER BY created_at DESC, id DESC LIMIT $4"},
-                {account_id, optText(f.status), optText(f.mode), int64_t{f.limit}},
+                                                    "($2::text IS NULL OR status = $2::text) AND "
+                                                    "($3::text IS NULL OR mode = $3::text) "
+                                                    "ORDER BY created_at DESC, id DESC LIMIT $4"},
+                {account_id, f.status ? store::Value(taskStatusName(*f.status)) : nullptr,
+                 optText(f.mode), int64_t{f.limit}},
                 store_detail::appendTask(out, bad));
   if (!r.isOk()) return r.status();
   if (!bad.isOk()) return bad;

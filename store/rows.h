@@ -113,13 +113,18 @@ inline store::RowFn appendTask(std::vector<TaskRecord>& out, Status& bad) {
   ", coalesce((SELECT error FROM delivery_attempts a WHERE a.delivery_id = deliveries.id " \
   "ORDER BY a.attempt DESC LIMIT 1), '')"
 
-inline DeliveryRecord readDelivery(const store::Row& r, bool with_last_error) {
+// A delivery from a row of EQ_DELIVERY_COLUMNS (and EQ_DELIVERY_LAST_ERROR
+// when with_last_error); nothing when its status is none of
+// DeliveryStatus's.
+inline std::optional<DeliveryRecord> deliveryFromRow(const store::Row& r, bool with_last_error) {
+  const std::optional<DeliveryStatus> status = parseDeliveryStatus(r.text(4));
+  if (!status) return std::nullopt;
   DeliveryRecord d;
   d.delivery_id = r.text(0);
   d.task_id = r.text(1);  // empty for a test event
   d.url = r.text(2);
   d.event = r.text(3);
-  d.status = r.text(4);
+  d.status = *status;
   d.attempts = static_cast<int>(r.int64(5));
   d.last_attempt_at = r.int64(6);
   d.last_status = static_cast<int>(r.int64(7));
@@ -130,6 +135,35 @@ inline DeliveryRecord readDelivery(const store::Row& r, bool with_last_error) {
   d.account_id = r.text(12);
   if (with_last_error) d.last_error = r.text(13);
   return d;
+}
+
+inline Status unknownDeliveryStatus(const store::Row& r) {
+  return Status(500, "delivery " + std::string(r.text(0)) + " has an unknown status '" +
+                         std::string(r.text(4)) + "'");
+}
+
+// The row callback of a read of one delivery: it goes into `out`; a row
+// whose status is unknown leaves its 500 in `bad`.
+inline store::RowFn readDeliveryInto(std::optional<DeliveryRecord>& out, Status& bad,
+                                     bool with_last_error) {
+  return [&out, &bad, with_last_error](const store::Row& row) {
+    out = deliveryFromRow(row, with_last_error);
+    if (!out) bad = unknownDeliveryStatus(row);
+  };
+}
+
+// The row callback of a delivery listing: each appended to `out`; a row
+// whose status is unknown leaves its 500 in `bad`.
+inline store::RowFn appendDelivery(std::vector<DeliveryRecord>& out, Status& bad,
+                                   bool with_last_error) {
+  return [&out, &bad, with_last_error](const store::Row& row) {
+    std::optional<DeliveryRecord> d = deliveryFromRow(row, with_last_error);
+    if (d) {
+      out.push_back(std::move(*d));
+    } else {
+      bad = unknownDeliveryStatus(row);
+    }
+  };
 }
 
 // An optional text: NULL when empty.

@@ -181,8 +181,8 @@ struct DeliveryRecord {
   std::string account_id;
   std::string url;
   std::string event;
-  std::string status;  // pending | delivered | failed
-  int attempts = 0;    // every attempt ever made, replays included
+  DeliveryStatus status = DeliveryStatus::kPending;
+  int attempts = 0;  // every attempt ever made, replays included
   int64_t last_attempt_at = 0;
   int last_status = 0;          // HTTP status of the last attempt; 0 when none came back
   int64_t next_attempt_at = 0;  // pending: when the next attempt is due; else 0
@@ -207,13 +207,13 @@ struct DeliveryAttempt {
 struct FinishedAttempt {
   std::string delivery_id;
   DeliveryAttempt attempt;
-  std::string new_status;          // pending | delivered | failed
+  DeliveryStatus new_status = DeliveryStatus::kPending;
   int64_t next_attempt_at_ms = 0;  // pending: when the next attempt is due
 };
 
 // Which deliveries eqctl delivery list shows; empty fields do not filter.
 struct DeliveryFilter {
-  std::string status;  // pending | delivered | failed
+  std::optional<DeliveryStatus> status;
   std::string task_id;
   int limit = 100;  // newest first
 };
@@ -310,7 +310,7 @@ struct WebhookSettings {
 };
 
 struct TaskFilter {
-  std::string status;
+  std::optional<TaskStatus> status;
   std::string mode;
   int limit = 50;  // newest first
 };
@@ -556,7 +556,7 @@ class Store {
   // "delivered" / "failed". Only a pending delivery is changed; false when
   // it was not pending (or no longer exists).
   Result<bool> finishAttempt(const std::string& delivery_id, const DeliveryAttempt& attempt,
-                             const std::string& new_status, int64_t next_attempt_at_ms);
+                             DeliveryStatus new_status, int64_t next_attempt_at_ms);
   // finishAttempt for each: whether each was recorded, in their order. On
   // PostgreSQL in one statement (all or none); on SQLite each in a
   // transaction of its own (a savepoint inside the caller's), and a failure
@@ -743,7 +743,8 @@ class Store {
   Result<DeliveryRecord> createTestDelivery(const std::string& account_id, const std::string& url,
                                             int64_t now_ms);
   Result<std::vector<DeliveryRecord>> accountDeliveries(const std::string& account_id,
-                                                        const std::string& status, int limit);
+                                                        std::optional<DeliveryStatus> status,
+                                                        int limit);
   Result<std::vector<TaskRecord>> accountTasks(const std::string& account_id,
                                                const TaskFilter& filter);
   // Expired sessions, links and failures, and finished test deliveries

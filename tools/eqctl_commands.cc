@@ -699,7 +699,7 @@ void putDelivery(Writer& w, const DeliveryRecord& d) {
   putString(w, "task_id", d.task_id);
   putString(w, "url", d.url);
   putString(w, "event", d.event);
-  putString(w, "status", d.status);
+  putString(w, "status", deliveryStatusName(d.status));
   w.Key("attempts");
   w.Int(d.attempts);
   putOptString(w, "last_attempt_at", d.last_attempt_at == 0 ? "" : iso8601(d.last_attempt_at));
@@ -728,13 +728,13 @@ int deliveryList(Store& store, const Args& a, std::ostream& out, std::ostream& e
     err << "eqctl: give --failed or --status, not both\n";
     return 2;
   }
-  if (a.has("failed")) f.status = "failed";
+  if (a.has("failed")) f.status = DeliveryStatus::kFailed;
   if (auto st = a.options.find("status"); st != a.options.end()) {
-    if (st->second != "pending" && st->second != "delivered" && st->second != "failed") {
+    f.status = parseDeliveryStatus(st->second);
+    if (!f.status) {
       err << "eqctl: --status must be pending, delivered or failed\n";
       return 2;
     }
-    f.status = st->second;
   }
   if (auto t = a.options.find("task"); t != a.options.end()) f.task_id = t->second;
   int64_t limit = f.limit;
@@ -758,7 +758,7 @@ int deliveryList(Store& store, const Args& a, std::ostream& out, std::ostream& e
   Table t({"DELIVERY_ID", "TASK_ID", "STATUS", "ATTEMPTS", "LAST", "LAST_ATTEMPT_AT",
            "NEXT_ATTEMPT_AT", "URL"});
   for (const DeliveryRecord& d : list.value()) {
-    t.add({d.delivery_id, d.task_id, d.status, std::to_string(d.attempts),
+    t.add({d.delivery_id, d.task_id, deliveryStatusName(d.status), std::to_string(d.attempts),
            d.last_status > 0 ? std::to_string(d.last_status) : "-", timeOrDash(d.last_attempt_at),
            timeOrDash(d.next_attempt_at), d.url});
   }
@@ -844,7 +844,6 @@ int deliveryReplay(Store& store, const std::string& id, const Args& a, std::ostr
 
 // ---------------------------------------------------------------- tasks
 
-bool validTaskStatus(const std::string& s) { return parseTaskStatus(s).has_value(); }
 bool validMode(const std::string& m) { return isModeName(m); }
 
 // b - a in ms, or -1 when either time is missing. Negative spans (the worker's
@@ -988,11 +987,11 @@ int taskList(Store& store, const Args& a, std::ostream& out, std::ostream& err) 
   }
   TaskFilter f;
   if (auto st = a.options.find("status"); st != a.options.end()) {
-    if (!validTaskStatus(st->second)) {
+    f.status = parseTaskStatus(st->second);
+    if (!f.status) {
       err << "eqctl: --status must be queued, running, succeeded or failed\n";
       return kExitUsage;
     }
-    f.status = st->second;
   }
   if (auto m = a.options.find("mode"); m != a.options.end()) {
     if (!validMode(m->second)) {

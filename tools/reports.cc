@@ -15,14 +15,17 @@ Result<std::vector<TaskRecord>> Reports::listTasks(const TaskFilter& f) {
   Status bad;
   auto r = store_.exec(
       "list tasks",
-      Sql{"SELECT " EQ_TASK_COLUMNS("''") " FROM tasks WHERE (?1 IS NULL OR account_id = ?1) AND "
-          "(?2 IS NULL OR status = ?2) AND (?3 IS NULL OR mode = ?3) "
-          "ORDER BY created_at DESC, id DESC LIMIT ?4",
+      Sql{"SELECT " EQ_TASK_COLUMNS(
+              "''") " FROM tasks WHERE (?1 IS NULL OR account_id = ?1) AND "
+                    "(?2 IS NULL OR status = ?2) AND (?3 IS NULL OR mode = ?3) "
+                    "ORDER BY created_at DESC, id DESC LIMIT ?4",
           "SELECT " EQ_TASK_COLUMNS("''") " FROM tasks WHERE "
-          "($1::text IS NULL OR account_id = $1::text) AND "
-          "($2::text IS NULL OR status = $2::text) AND ($3::text IS NULL OR mode = $3::text) "
-          "ORDER BY created_at DESC, id DESC LIMIT $4"},
-      {optText(f.account_id), optText(f.status), optText(f.mode), int64_t{f.limit}},
+                                          "($1::text IS NULL OR account_id = $1::text) AND "
+                                          "($2::text IS NULL OR status = $2::text) AND ($3::text "
+                                          "IS NULL OR mode = $3::text) "
+                                          "ORDER BY created_at DESC, id DESC LIMIT $4"},
+      {optText(f.account_id), f.status ? store::Value(taskStatusName(*f.status)) : nullptr,
+       optText(f.mode), int64_t{f.limit}},
       store_detail::appendTask(out, bad));
   if (!r.isOk()) return r.status();
   if (!bad.isOk()) return bad;

@@ -19,7 +19,7 @@ namespace eq::tools {
 // Which tasks `eqctl task list` shows; empty fields do not filter.
 struct TaskFilter {
   std::string account_id;  // the account of --key KEY_ID (a rotated key's tasks included)
-  std::string status;      // queued | running | succeeded | failed
+  std::optional<TaskStatus> status;
   std::string mode;        // fast | standard | perfect
   int limit = 50;          // newest first
 };

@@ -1,5 +1,6 @@
 // Each enum's parse/name pair round-trips, refuses anything else, and the
-// SQL CHECK constraints of tasks refuse what the parse functions refuse.
+// SQL CHECK constraints of tasks and deliveries refuse what the parse
+// functions refuse.
 #include "common/enums.h"
 
 #include <sqlite3.h>
@@ -32,6 +33,10 @@ BOOST_AUTO_TEST_CASE(names_round_trip) {
                        TaskStatus::kFailed}) {
     BOOST_TEST((parseTaskStatus(taskStatusName(s)) == s));
   }
+  for (DeliveryStatus s :
+       {DeliveryStatus::kPending, DeliveryStatus::kDelivered, DeliveryStatus::kFailed}) {
+    BOOST_TEST((parseDeliveryStatus(deliveryStatusName(s)) == s));
+  }
   for (JobKind k : {JobKind::kReply, JobKind::kAnalyze}) {
     BOOST_TEST((parseJobKind(jobKindName(k)) == k));
   }
@@ -39,6 +44,7 @@ BOOST_AUTO_TEST_CASE(names_round_trip) {
   BOOST_TEST(!parseMode("Fast").has_value());
   BOOST_TEST(!parseMode("").has_value());
   BOOST_TEST(!parseTaskStatus("lost").has_value());
+  BOOST_TEST(!parseDeliveryStatus("retry").has_value());
   BOOST_TEST(!parseJobKind("poison").has_value());
 }
 
@@ -63,7 +69,15 @@ BOOST_AUTO_TEST_CASE(sql_checks_refuse_what_the_enums_refuse) {
     BOOST_TEST(execRaw(db.path, std::string("UPDATE tasks SET mode = '") + modeName(m) + "'") ==
                SQLITE_OK);
   }
+  BOOST_REQUIRE(
+      db.store->createDelivery(t.task_id, "https://example.com/hook", "task.succeeded", 1).isOk());
+  for (DeliveryStatus s :
+       {DeliveryStatus::kPending, DeliveryStatus::kDelivered, DeliveryStatus::kFailed}) {
+    BOOST_TEST(execRaw(db.path, std::string("UPDATE deliveries SET status = '") +
+                                    deliveryStatusName(s) + "'") == SQLITE_OK);
+  }
   // ...and anything else is refused by the database itself.
+  BOOST_TEST(execRaw(db.path, "UPDATE deliveries SET status = 'retry'") == SQLITE_CONSTRAINT);
   BOOST_TEST(execRaw(db.path, "UPDATE tasks SET status = 'lost'") == SQLITE_CONSTRAINT);
   BOOST_TEST(execRaw(db.path, "UPDATE tasks SET mode = 'slow'") == SQLITE_CONSTRAINT);
   t.task_id = "tsk_enum2";

@@ -60,7 +60,7 @@ EQ_STORE_TEST_CASE(final_event_creates_one_pending_delivery_and_wakes_the_sender
   BOOST_REQUIRE(f.dispatcher->apply(f.event("task.succeeded", "tsk_1")).isOk());
   auto d = f.store->deliveryForTask("tsk_1").value();
   BOOST_REQUIRE(d.has_value());
-  BOOST_TEST(d->status == "pending");
+  BOOST_TEST(d->status == DeliveryStatus::kPending);
   BOOST_TEST(d->attempts == 0);  // no HTTP here: the sender does it
   BOOST_TEST(d->event == "task.succeeded");
   BOOST_TEST(d->url == "http://hook.example/1");
@@ -180,7 +180,7 @@ EQ_STORE_TEST_CASE(deliveries_are_handed_over_claimed_while_slots_are_free) {
   for (const HandedOver& h : handed) {
     // Leased, so no scan (of this or another dispatcher) takes it.
     BOOST_TEST(h.delivery.next_attempt_at >= before + Fixture::kLeaseMs);
-    BOOST_TEST(h.delivery.status == "pending");
+    BOOST_TEST(h.delivery.status == DeliveryStatus::kPending);
     BOOST_TEST(h.task.task_id == h.delivery.task_id);
     // The task as the transition left it (what the webhook's body says).
     TaskRecord read = f.store->task(h.task.task_id).value().value();

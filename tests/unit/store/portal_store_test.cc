@@ -422,15 +422,16 @@ EQ_STORE_TEST_CASE(test_deliveries_belong_to_the_account_and_are_purged_when_old
   BOOST_REQUIRE(d.isOk());
   BOOST_TEST(d.value().task_id.empty());
   BOOST_TEST(d.value().event == "test");
-  BOOST_TEST(db.store->accountDeliveries(k.account_id, "", 10).value().size() == 1u);
-  BOOST_TEST(db.store->accountDeliveries(other.account_id, "", 10).value().empty());
+  BOOST_TEST(db.store->accountDeliveries(k.account_id, std::nullopt, 10).value().size() == 1u);
+  BOOST_TEST(db.store->accountDeliveries(other.account_id, std::nullopt, 10).value().empty());
   // Pending deliveries are never purged; finished old ones are.
   BOOST_REQUIRE(db.store->purgePortalBefore(now + 1, now, 100).isOk());
-  BOOST_TEST(db.store->accountDeliveries(k.account_id, "", 10).value().size() == 1u);
+  BOOST_TEST(db.store->accountDeliveries(k.account_id, std::nullopt, 10).value().size() == 1u);
   DeliveryAttempt a{now, 200, 5, "", 1};
-  BOOST_REQUIRE(db.store->finishAttempt(d.value().delivery_id, a, "delivered", 0).value());
+  BOOST_REQUIRE(
+      db.store->finishAttempt(d.value().delivery_id, a, DeliveryStatus::kDelivered, 0).value());
   BOOST_REQUIRE(db.store->purgePortalBefore(now + 1, now, 100).isOk());
-  BOOST_TEST(db.store->accountDeliveries(k.account_id, "", 10).value().empty());
+  BOOST_TEST(db.store->accountDeliveries(k.account_id, std::nullopt, 10).value().empty());
 }
 
 EQ_STORE_TEST_CASE(one_test_event_at_a_time_and_a_bound_on_keys) {
@@ -443,7 +444,8 @@ EQ_STORE_TEST_CASE(one_test_event_at_a_time_and_a_bound_on_keys) {
       db.store->createTestDelivery(k.account_id, "http://127.0.0.1:9/hook", now).status().code() ==
       409);
   DeliveryAttempt a{now, 500, 5, "", 1};
-  BOOST_REQUIRE(db.store->finishAttempt(first.value().delivery_id, a, "failed", 0).value());
+  BOOST_REQUIRE(
+      db.store->finishAttempt(first.value().delivery_id, a, DeliveryStatus::kFailed, 0).value());
   BOOST_TEST(db.store->createTestDelivery(k.account_id, "http://127.0.0.1:9/hook", now).isOk());
 
   for (int64_t i = 1; i < Store::kMaxActiveKeys; ++i) {  // newKey made the first

@@ -360,7 +360,7 @@ EQ_STORE_TEST_CASE(delivery_is_one_per_task_and_claimed_only_when_due) {
   finishedTask(db, k, "tsk_d1", 1000);
   DeliveryRecord d =
       db.store->createDelivery("tsk_d1", "http://hook.example/x", "task.succeeded", 1000).value();
-  BOOST_TEST(d.status == "pending");
+  BOOST_TEST(d.status == DeliveryStatus::kPending);
   BOOST_TEST(d.delivery_id.rfind("dlv_", 0) == 0u);
   BOOST_TEST(d.next_attempt_at == 1000);
   // A redelivered event finds the same delivery, unchanged.
@@ -437,7 +437,7 @@ EQ_STORE_TEST_CASE(a_claim_passes_over_the_accounts_it_is_told_to_and_leaves_the
   // so the next scan (or another dispatcher) takes them, oldest first.
   for (const char* id : {"tsk_s1", "tsk_s2", "tsk_s3"}) {
     DeliveryRecord d = db.store->delivery(delivery_of[id]).value().value();
-    BOOST_TEST(d.status == "pending");
+    BOOST_TEST(d.status == DeliveryStatus::kPending);
     BOOST_TEST(d.next_attempt_at == 1000 + (id[5] - '0'), id);
   }
   auto next = db.store->claimDueDeliveries(2000, 9000, 10).value();
@@ -516,24 +516,25 @@ EQ_STORE_TEST_CASE(attempts_recorded_together_each_land_on_their_delivery) {
     ids.push_back(
         db.store->createDelivery(t, "http://h/", "task.succeeded", 1000).value().delivery_id);
   }
-  BOOST_REQUIRE(db.store->finishAttempt(ids[2], attemptAt(1000, 204), "delivered", 0).value());
+  BOOST_REQUIRE(
+      db.store->finishAttempt(ids[2], attemptAt(1000, 204), DeliveryStatus::kDelivered, 0).value());
   const std::string odd = R"(refused: "a\b" {x,y} NULL)";
-  auto recorded =
-      db.store->finishAttempts({FinishedAttempt{ids[0], attemptAt(2000, 503, odd), "pending", 9000},
-                                FinishedAttempt{ids[1], attemptAt(2000, 0), "failed", 0},
-                                FinishedAttempt{ids[2], attemptAt(2000, 500), "pending", 9000}});
+  auto recorded = db.store->finishAttempts(
+      {FinishedAttempt{ids[0], attemptAt(2000, 503, odd), DeliveryStatus::kPending, 9000},
+       FinishedAttempt{ids[1], attemptAt(2000, 0), DeliveryStatus::kFailed, 0},
+       FinishedAttempt{ids[2], attemptAt(2000, 500), DeliveryStatus::kPending, 9000}});
   BOOST_REQUIRE(recorded.isOk());
   BOOST_TEST((recorded.value() == std::vector<bool>{true, true, false}));
   DeliveryRecord d0 = db.store->delivery(ids[0]).value().value();
-  BOOST_TEST(d0.status == "pending");
+  BOOST_TEST(d0.status == DeliveryStatus::kPending);
   BOOST_TEST(d0.next_attempt_at == 9000);
   BOOST_TEST(d0.last_status == 503);
   BOOST_TEST(d0.last_error == odd);
   DeliveryRecord d1 = db.store->delivery(ids[1]).value().value();
-  BOOST_TEST(d1.status == "failed");
+  BOOST_TEST(d1.status == DeliveryStatus::kFailed);
   BOOST_TEST(d1.last_status == 0);
   BOOST_TEST(d1.last_error == "");
-  BOOST_TEST(db.store->delivery(ids[2]).value()->status == "delivered");
+  BOOST_TEST(db.store->delivery(ids[2]).value()->status == DeliveryStatus::kDelivered);
   BOOST_TEST(db.store->deliveryAttempts(ids[2]).value().size() == 1u);
   BOOST_TEST(db.store->finishAttempts({}).value().empty());
 }
@@ -544,12 +545,12 @@ EQ_STORE_TEST_CASE(attempts_are_logged_and_final_states_stay_final) {
   finishedTask(db, k, "tsk_a1", 1000);
   std::string id =
       db.store->createDelivery("tsk_a1", "http://h/", "task.succeeded", 1000).value().delivery_id;
-  BOOST_TEST(
-      db.store
-          ->finishAttempt(id, attemptAt(1000, 500, "receiver answered HTTP 500"), "pending", 6000)
-          .value());
+  BOOST_TEST(db.store
+                 ->finishAttempt(id, attemptAt(1000, 500, "receiver answered HTTP 500"),
+                                 DeliveryStatus::kPending, 6000)
+                 .value());
   DeliveryRecord d = db.store->delivery(id).value().value();
-  BOOST_TEST(d.status == "pending");
+  BOOST_TEST(d.status == DeliveryStatus::kPending);
   BOOST_TEST(d.attempts == 1);
   BOOST_TEST(d.last_status == 500);
   BOOST_TEST(d.last_attempt_at == 1000);
@@ -558,16 +559,20 @@ EQ_STORE_TEST_CASE(attempts_are_logged_and_final_states_stay_final) {
   BOOST_TEST(db.store->claimDueDeliveries(5999, 20000, 10).value().empty());
 
   // A timeout has no HTTP status: last_status goes back to none.
-  BOOST_TEST(db.store->finishAttempt(id, attemptAt(6000, 0, "timed out"), "pending", 7000).value());
+  BOOST_TEST(
+      db.store->finishAttempt(id, attemptAt(6000, 0, "timed out"), DeliveryStatus::kPending, 7000)
+          .value());
   BOOST_TEST(db.store->deliveryForTask("tsk_a1").value()->last_status == 0);
 
-  BOOST_TEST(db.store->finishAttempt(id, attemptAt(7000, 204), "delivered", 0).value());
+  BOOST_TEST(
+      db.store->finishAttempt(id, attemptAt(7000, 204), DeliveryStatus::kDelivered, 0).value());
   d = db.store->delivery(id).value().value();
-  BOOST_TEST(d.status == "delivered");
+  BOOST_TEST(d.status == DeliveryStatus::kDelivered);
   BOOST_TEST(d.next_attempt_at == 0);
   BOOST_TEST(d.last_error == "");
   // A late duplicate outcome does not touch a delivery that is no longer pending.
-  BOOST_TEST(!db.store->finishAttempt(id, attemptAt(8000, 500), "pending", 9000).value());
+  BOOST_TEST(
+      !db.store->finishAttempt(id, attemptAt(8000, 500), DeliveryStatus::kPending, 9000).value());
   BOOST_TEST(db.store->delivery(id).value()->attempts == 3);
   BOOST_TEST(db.store->claimDueDeliveries(100'000, 200'000, 10).value().empty());
 
@@ -590,12 +595,14 @@ EQ_STORE_TEST_CASE(replay_keeps_the_id_and_count_and_restarts_the_schedule) {
       db.store->createDelivery("tsk_r1", "http://h/", "task.succeeded", 1000).value().delivery_id;
   BOOST_TEST(db.store->replayDelivery(id, 2000).status().code() == 409);  // still pending
   BOOST_TEST(db.store->replayDelivery("dlv_nope", 2000).status().code() == 404);
-  BOOST_REQUIRE(db.store->finishAttempt(id, attemptAt(1000, 500), "pending", 1500).value());
-  BOOST_REQUIRE(db.store->finishAttempt(id, attemptAt(1500, 410), "failed", 0).value());
+  BOOST_REQUIRE(
+      db.store->finishAttempt(id, attemptAt(1000, 500), DeliveryStatus::kPending, 1500).value());
+  BOOST_REQUIRE(
+      db.store->finishAttempt(id, attemptAt(1500, 410), DeliveryStatus::kFailed, 0).value());
 
   DeliveryRecord r = db.store->replayDelivery(id, 3000).value();
   BOOST_TEST(r.delivery_id == id);
-  BOOST_TEST(r.status == "pending");
+  BOOST_TEST(r.status == DeliveryStatus::kPending);
   BOOST_TEST(r.attempts == 2);
   BOOST_TEST(r.schedule_offset == 2);
   BOOST_TEST(r.next_attempt_at == 3000);
@@ -603,7 +610,8 @@ EQ_STORE_TEST_CASE(replay_keeps_the_id_and_count_and_restarts_the_schedule) {
   auto claimed = db.store->claimDueDeliveries(3000, 9000, 10).value();
   BOOST_REQUIRE(claimed.size() == 1u);
   BOOST_TEST(claimed[0].schedule_offset == 2);
-  BOOST_REQUIRE(db.store->finishAttempt(id, attemptAt(3000, 200), "delivered", 0).value());
+  BOOST_REQUIRE(
+      db.store->finishAttempt(id, attemptAt(3000, 200), DeliveryStatus::kDelivered, 0).value());
   BOOST_TEST(db.store->delivery(id).value()->attempts == 3);
   // A delivered one can be replayed too (a receiver that lost it).
   BOOST_TEST(db.store->replayDelivery(id, 4000).value().schedule_offset == 3);
@@ -618,20 +626,25 @@ EQ_STORE_TEST_CASE(deliveries_list_filters_by_status_and_task_newest_first) {
     std::string d =
         db.store->createDelivery(id, "http://h/", "task.succeeded", 1000 + i).value().delivery_id;
     if (i % 2 == 1) {
-      BOOST_REQUIRE(db.store->finishAttempt(d, attemptAt(2000, 410, "gone"), "failed", 0).value());
+      BOOST_REQUIRE(
+          db.store->finishAttempt(d, attemptAt(2000, 410, "gone"), DeliveryStatus::kFailed, 0)
+              .value());
     }
   }
   auto all = db.store->listDeliveries(DeliveryFilter{}).value();
   BOOST_REQUIRE(all.size() == 4u);
   BOOST_TEST(all[0].task_id == "tsk_f3");
   BOOST_TEST(all[3].task_id == "tsk_f0");
-  auto failed = db.store->listDeliveries(DeliveryFilter{"failed", "", 100}).value();
+  auto failed = db.store->listDeliveries(DeliveryFilter{DeliveryStatus::kFailed, "", 100}).value();
   BOOST_REQUIRE(failed.size() == 2u);
   BOOST_TEST(failed[0].task_id == "tsk_f3");
   BOOST_TEST(failed[0].last_error == "gone");
-  BOOST_TEST(db.store->listDeliveries(DeliveryFilter{"", "tsk_f2", 100}).value().size() == 1u);
-  BOOST_TEST(db.store->listDeliveries(DeliveryFilter{"failed", "tsk_f2", 100}).value().empty());
-  BOOST_TEST(db.store->listDeliveries(DeliveryFilter{"", "", 3}).value().size() == 3u);
+  BOOST_TEST(db.store->listDeliveries(DeliveryFilter{std::nullopt, "tsk_f2", 100}).value().size() ==
+             1u);
+  BOOST_TEST(db.store->listDeliveries(DeliveryFilter{DeliveryStatus::kFailed, "tsk_f2", 100})
+                 .value()
+                 .empty());
+  BOOST_TEST(db.store->listDeliveries(DeliveryFilter{std::nullopt, "", 3}).value().size() == 3u);
 }
 
 // ---------------------------------------------------------------- retention
@@ -648,7 +661,8 @@ EQ_STORE_TEST_CASE(retention_purges_old_tasks_with_their_deliveries_in_batches) 
                         .value()
                         .delivery_id;
     BOOST_REQUIRE(
-        db.store->finishAttempt(d, attemptAt(now - 8 * day, 200), "delivered", 0).value());
+        db.store->finishAttempt(d, attemptAt(now - 8 * day, 200), DeliveryStatus::kDelivered, 0)
+            .value());
   }
   // Old, but its delivery is still being retried: kept until it finishes.
   finishedTask(db, k, "tsk_oldpending", now - 8 * day);
@@ -668,7 +682,8 @@ EQ_STORE_TEST_CASE(retention_purges_old_tasks_with_their_deliveries_in_batches) 
   BOOST_TEST(db.scalar("SELECT count(*) FROM deliveries") == "1");
   BOOST_TEST(db.scalar("SELECT count(*) FROM delivery_attempts") == "0");
 
-  BOOST_REQUIRE(db.store->finishAttempt(pending, attemptAt(now, 410), "failed", 0).value());
+  BOOST_REQUIRE(
+      db.store->finishAttempt(pending, attemptAt(now, 410), DeliveryStatus::kFailed, 0).value());
   BOOST_TEST(db.store->purgeTasksBefore(cutoff, 2).value() == 1);
   BOOST_TEST(db.column("SELECT id FROM tasks") == "tsk_new");
   BOOST_TEST(db.scalar("SELECT count(*) FROM deliveries") == "0");

@@ -247,7 +247,10 @@ std::string failedDelivery(Fixture& f, const std::string& key_id, const std::str
     bool last = i == attempts;
     DeliveryAttempt a{nowMs(), last ? 410 : 0, 30 + i,
                       last ? "receiver answered HTTP 410" : "timed out after 10000 ms", 0};
-    BOOST_REQUIRE(f.store->finishAttempt(id, a, last ? "failed" : "pending", nowMs()).value());
+    BOOST_REQUIRE(f.store
+                      ->finishAttempt(
+                          id, a, last ? DeliveryStatus::kFailed : DeliveryStatus::kPending, nowMs())
+                      .value());
   }
   return id;
 }
@@ -308,7 +311,7 @@ BOOST_AUTO_TEST_CASE(delivery_list_show_and_replay) {
   BOOST_TEST(str(replayed["status"]) == "pending");
   BOOST_TEST(replayed["attempts"].GetInt() == 3);
   DeliveryRecord d = f.store->delivery(failed).value().value();
-  BOOST_TEST(d.status == "pending");
+  BOOST_TEST(d.status == DeliveryStatus::kPending);
   BOOST_TEST(d.schedule_offset == 3);
   BOOST_TEST(d.next_attempt_at <= nowMs());
   // Already pending: refused, nothing changes.
