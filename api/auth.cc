@@ -52,6 +52,29 @@ void ApiService::authorize(const CallPtr& c, DbWork work, bool writes, Then then
     portalAuthorize(c, std::move(work), std::move(then));
     return;
   }
+  auto r = std::make_unique<DbRequest>();
+  r->writes = writes;
+  r->work = std::move(work);
+  keyStep(c, std::move(r),
+          [then = std::move(then)](const CallPtr& call, DbRequest&) { then(call); });
+}
+
+void ApiService::authorizeQuotaRead(const CallPtr& c, QuotaThen then) {
+  auto r = std::make_unique<DbRequest>();
+  r->writes = false;
+  r->reads_quota = true;
+  keyStep(c, std::move(r), [this, then = std::move(then)](const CallPtr& call, DbRequest& done) {
+    // Read for every admitted request of a committed batch; a batch that
+    // failed answered 503 before this.
+    if (!done.quota) {
+      unavailable(call->info, call->res, "the quota could not be read");
+      return;
+    }
+    then(call, *done.quota);
+  });
+}
+
+void ApiService::keyStep(const CallPtr& c, std::unique_ptr<DbRequest> r, StepThen then) {
   // 401 for anything but a well-formed key, before any database step: a
   // malformed key never waits for the database.
   // Two Authorization headers are refused even when one of them is good:
@@ -63,7 +86,6 @@ void ApiService::authorize(const CallPtr& c, DbWork work, bool writes, Then then
     unauthorized(c->info, c->res);
     return;
   }
-  auto r = std::make_unique<DbRequest>();
   r->now_ms = ctx_.clock->nowMs();
   r->deadline_ms = dbDeadline();
   r->key_digest = crypto::sha256(key);
@@ -73,8 +95,6 @@ void ApiService::authorize(const CallPtr& c, DbWork work, bool writes, Then then
     r->auth_epoch = e->epoch;
   }
   r->count_rate = true;  // every authenticated request counts
-  r->writes = writes;
-  r->work = std::move(work);
   r->done = [this, c, then = std::move(then)](DbRequest& done) {
     const Info& info = c->info;
     auth_cache_.sawEpoch(done.key_epoch);
@@ -114,7 +134,7 @@ void ApiService::authorize(const CallPtr& c, DbWork work, bool writes, Then then
                     std::to_string(d.reset_seconds) + " s");
       return;
     }
-    then(c);
+    then(c, done);
   };
   ctx_.db->submit(std::move(r));
 }

@@ -252,6 +252,7 @@ bool DbThread::runLocked(Batch& batch, store::Transaction& tx) {
     if (Status s = store_->relaxDurability(); !s.isOk()) return false;
   }
   countRates(batch);
+  readQuotas(batch);
   runWork(batch);
   // One commit for all of it.
   Status c = store_->inTransaction() ? tx.commit()
@@ -331,14 +332,50 @@ void DbThread::countRates(Batch& batch) {
   }
 }
 
+namespace {
+
+// Whether the request's reads and work run: nothing failed it, its key (if
+// it has one) is good, and it is within its rate limit.
+bool admitted(const DbRequest& r) {
+  if (!r.status.isOk()) return false;
+  if (!r.key_digest.empty() && !r.authenticated) return false;
+  return !(r.rate_counted && !r.rate.allowed);
+}
+
+}  // namespace
+
+void DbThread::readQuotas(Batch& batch) {
+  std::vector<DbRequest*> readers;
+  std::vector<std::string> accounts;
+  for (auto& r : batch) {
+    if (!r->reads_quota || !admitted(*r) || !r->auth) continue;
+    readers.push_back(r.get());
+    accounts.push_back(r->auth->account_id);
+  }
+  if (readers.empty()) return;
+  std::sort(accounts.begin(), accounts.end());
+  accounts.erase(std::unique(accounts.begin(), accounts.end()), accounts.end());
+  Result<std::map<std::string, AccountQuota>> read = store_->quotas(accounts);
+  for (DbRequest* r : readers) {
+    if (!read.isOk()) {
+      r->status = read.status();
+      continue;
+    }
+    auto it = read.value().find(r->auth->account_id);
+    if (it == read.value().end()) {
+      r->status = Status(404, "no account " + r->auth->account_id);
+    } else {
+      r->quota = it->second;
+    }
+  }
+}
+
 void DbThread::runWork(Batch& batch) {
   // Each admitted request's own work, its writes in a savepoint of their
   // own: a request that fails undoes only its own statements.
   for (auto& r : batch) {
     if (!store_->inTransaction()) break;  // lost to an error: handled by the commit
-    if (!r->status.isOk() || !r->work) continue;
-    if (!r->key_digest.empty() && !r->authenticated) continue;
-    if (r->rate_counted && !r->rate.allowed) continue;
+    if (!r->work || !admitted(*r)) continue;
     const AuthContext* who = r->auth ? &*r->auth : nullptr;
     if (!r->writes) {
       r->status = r->work(*store_, who);

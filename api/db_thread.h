@@ -102,6 +102,10 @@ struct DbRequest {
   std::string env;
   bool count_rate = false;  // count this request against auth's rate limit
   bool writes = true;       // work writes: run it inside a SAVEPOINT
+  // Read the caller's account quota into `quota`: the read clients poll,
+  // made for every request of a batch that asks in one statement, before
+  // any work runs (so it sees none of the batch's charges).
+  bool reads_quota = false;
   // Runs on the database thread inside the batch transaction, only when the
   // request is authenticated (if it needs to be) and within its rate limit.
   // An error rolls back this request's own statements and answers 503.
@@ -118,6 +122,7 @@ struct DbRequest {
   RateDecision rate;
   bool rate_counted = false;
   bool work_ran = false;
+  std::optional<AccountQuota> quota;  // reads_quota's answer
 };
 
 class DbThread {
@@ -180,6 +185,7 @@ class DbThread {
   bool runLocked(Batch& batch, store::Transaction& tx);
   bool authenticate(Batch& batch);
   void countRates(Batch& batch);
+  void readQuotas(Batch& batch);
   void runWork(Batch& batch);
   bool takeInbox(Batch& into);  // moves queued requests into `into`, up to kMaxBatch
   void handOver(Batch& done);

@@ -260,6 +260,13 @@ class ApiService {
   // same batch: 401, 429 or 503 are answered here; `then` runs (on the loop)
   // only for an authenticated request within its limit whose work ran.
   void authorize(const CallPtr& c, DbWork work, bool writes, Then then);
+  // The same for GET /quota, whose read the database thread makes for
+  // every such request of a batch at once (DbRequest::reads_quota).
+  using QuotaThen = std::function<void(const CallPtr& call, const AccountQuota& quota)>;
+  void authorizeQuotaRead(const CallPtr& c, QuotaThen then);
+  // Both: `r` gets the key and its rate count; `then` runs as authorize()'s.
+  using StepThen = std::function<void(const CallPtr& call, DbRequest& done)>;
+  void keyStep(const CallPtr& c, std::unique_ptr<DbRequest> r, StepThen then);
   // Both reply endpoints: Idempotency-Key admission, charge and (async) the
   // task row in one database step.
   void reply(const CallPtr& c, bool async);

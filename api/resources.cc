@@ -50,28 +50,21 @@ void ApiService::analyze(const CallPtr& c) {
 }
 
 void ApiService::quota(const CallPtr& c) {
-  auto q = std::make_shared<AccountQuota>();
-  DbWork work = [q](Store& store, const AuthContext* who) -> Status {
-    Result<AccountQuota> r = store.quota(who->account_id);
-    if (!r.isOk()) return r.status();
-    *q = r.value();
-    return Status::ok();
-  };
-  authorize(c, std::move(work), false, [this, q](const CallPtr& call) {
+  authorizeQuotaRead(c, [this](const CallPtr& call, const AccountQuota& q) {
     rapidjson::StringBuffer sb;
     Writer w(sb);
     w.StartObject();
     w.Key("quota");
     w.StartObject();
     w.Key("standard");
-    w.Int64(q->remaining.standard);
+    w.Int64(q.remaining.standard);
     w.Key("fast");
-    w.Int64(q->remaining.fast);
+    w.Int64(q.remaining.fast);
     w.Key("perfect");
-    w.Int64(q->remaining.perfect);
+    w.Int64(q.remaining.perfect);
     w.EndObject();
-    putString(w, "expire_at", iso8601Offset(q->expire_at_ms));
-    putString(w, "tier", q->tier);
+    putString(w, "expire_at", iso8601Offset(q.expire_at_ms));
+    putString(w, "tier", q.tier);
     w.EndObject();
     sendJson(call->info, call->res, 200, std::string_view(sb.GetString(), sb.GetSize()), "ok");
   });

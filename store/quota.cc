@@ -68,22 +68,56 @@ Status Store::countUsage(const std::string& account_id, const std::string& mode,
                {account_id, mode, now_ms - now_ms % 3'600'000, calls, refunded});
 }
 
+namespace {
+
+// The columns of an account's quota, read by readQuota from `first` on.
+#define EQ_QUOTA_COLUMNS "quota_fast, quota_standard, quota_perfect, quota_expire_at, tier"
+
+AccountQuota readQuota(const store::Row& row, int first) {
+  AccountQuota q;
+  q.remaining = QuotaUnits{row.int64(first), row.int64(first + 1), row.int64(first + 2)};
+  q.expire_at_ms = row.int64(first + 3);
+  q.tier = row.text(first + 4);
+  return q;
+}
+
+}  // namespace
+
 Result<AccountQuota> Store::quota(const std::string& account_id) {
   std::optional<AccountQuota> out;
-  auto r = exec("read quota",
-                Sql{"SELECT quota_fast, quota_standard, quota_perfect, quota_expire_at, tier "
-                    "FROM accounts WHERE id = ?"},
-                {account_id}, [&](const Row& row) {
-                  AccountQuota q;
-                  q.remaining = QuotaUnits{row.int64(0), row.int64(1), row.int64(2)};
-                  q.expire_at_ms = row.int64(3);
-                  q.tier = row.text(4);
-                  out = std::move(q);
-                });
+  auto r = exec("read quota", Sql{"SELECT " EQ_QUOTA_COLUMNS " FROM accounts WHERE id = ?"},
+                {account_id}, [&](const Row& row) { out = readQuota(row, 0); });
   if (!r.isOk()) return r.status();
   if (!out) return Status(404, "no account " + account_id);
   return *out;
 }
+
+Result<std::map<std::string, AccountQuota>> Store::quotas(
+    const std::vector<std::string>& account_ids) {
+  std::map<std::string, AccountQuota> out;
+  if (account_ids.empty()) return out;
+  if (db_->engine() != store::DbEngine::kPostgres) {
+    // SQLite: a statement costs no round trip.
+    for (const std::string& id : account_ids) {
+      Result<AccountQuota> q = quota(id);
+      if (q.isOk()) {
+        out.emplace(id, std::move(q).value());
+      } else if (q.status().code() != 404) {
+        return q.status();
+      }
+    }
+    return out;
+  }
+  auto r =
+      exec("read quotas",
+           Sql{"", "SELECT id, " EQ_QUOTA_COLUMNS " FROM accounts WHERE id = ANY ($1::text[])"},
+           {store_detail::textArray(account_ids)},
+           [&](const Row& row) { out.emplace(std::string(row.text(0)), readQuota(row, 1)); });
+  if (!r.isOk()) return r.status();
+  return out;
+}
+
+#undef EQ_QUOTA_COLUMNS
 
 Status Store::setQuota(const std::string& account_id, const QuotaChange& units,
                        std::optional<int64_t> expire_at_ms, std::optional<std::string> tier) {

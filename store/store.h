@@ -452,6 +452,9 @@ class Store {
   Status refundQuota(const std::string& account_id, const std::string& mode,
                      int64_t now_ms = eq::nowMs());
   Result<AccountQuota> quota(const std::string& account_id);
+  // The quota of several accounts, by account id (one statement on
+  // PostgreSQL); an account that does not exist is absent.
+  Result<std::map<std::string, AccountQuota>> quotas(const std::vector<std::string>& account_ids);
   // One UPDATE; modes absent from `units` are not written, so a charge
   // landing meanwhile is never undone.
   Status setQuota(const std::string& account_id, const QuotaChange& units,

@@ -120,6 +120,61 @@ EQ_STORE_FIXTURE_TEST_CASE(a_failing_request_rolls_back_only_its_own_writes, DbF
   BOOST_TEST(number("SELECT quota_fast FROM accounts") == 98, "two charges kept, one undone");
 }
 
+EQ_STORE_FIXTURE_TEST_CASE(quota_reads_of_a_batch_each_get_their_own_account, DbFixture) {
+  NewKeyRequest req;
+  req.name = "other";
+  req.quota = QuotaUnits{7, 8, 9};
+  req.expire_at_ms = nowMs() + 86'400'000;
+  req.rate_limit_per_min = 10;
+  std::unique_ptr<Store> other = openAnother();
+  Result<CreatedKey> second = other->createKey(req);
+  BOOST_REQUIRE(second.isOk());
+
+  // Submitted in one loop turn: one batch, whose reads come before its
+  // work (the charge between them is not seen by either read of A).
+  std::vector<std::optional<AccountQuota>> read(3);
+  const std::string digests[] = {digest, crypto::sha256(second.value().api_key), digest};
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto r = authed();
+    r->key_digest = digests[i];
+    r->writes = false;
+    r->reads_quota = true;
+    r->done = [&read, i, this](DbRequest& d) {
+      ++answered;
+      BOOST_TEST(d.status.isOk());
+      read[i] = d.quota;
+    };
+    db->submit(std::move(r));
+    if (i == 0) {
+      auto charge = request();
+      charge->work = [this](Store& s, const AuthContext*) -> Status {
+        return s.chargeQuota(key.account_id, "fast", nowMs()).status();
+      };
+      db->submit(std::move(charge));
+    }
+  }
+  run(4);
+  BOOST_REQUIRE(read[0] && read[1] && read[2]);
+  BOOST_TEST(read[0]->remaining.fast == 100);
+  BOOST_TEST(read[2]->remaining.fast == 100);
+  BOOST_TEST(read[1]->remaining.fast == 7);
+  BOOST_TEST(read[1]->remaining.standard == 8);
+  BOOST_TEST(read[1]->remaining.perfect == 9);
+  BOOST_TEST(db->batches() == 1);
+
+  // The next batch sees the charge.
+  auto after = authed();
+  after->writes = false;
+  after->reads_quota = true;
+  after->done = [&](DbRequest& d) {
+    ++answered;
+    BOOST_REQUIRE(d.quota.has_value());
+    BOOST_TEST(d.quota->remaining.fast == 99);
+  };
+  db->submit(std::move(after));
+  run(5);
+}
+
 EQ_STORE_FIXTURE_TEST_CASE(a_cached_key_is_refused_once_revoked, DbFixture) {
   int64_t epoch = -1;
   std::optional<AuthContext> who;

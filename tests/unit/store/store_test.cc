@@ -72,6 +72,22 @@ EQ_STORE_TEST_CASE(quota_charges_down_to_zero_then_refuses) {
               ChargeOutcome::kExpired));
 }
 
+EQ_STORE_TEST_CASE(quotas_are_read_by_account_and_unknown_accounts_left_out) {
+  TempDb db;
+  CreatedKey a = db.newKey(2);
+  CreatedKey b = db.newKey(5);
+  BOOST_TEST(
+      (db.store->chargeQuota(b.account_id, "perfect", nowMs()).value() == ChargeOutcome::kCharged));
+  Result<std::map<std::string, AccountQuota>> q =
+      db.store->quotas({a.account_id, "acc_missing", b.account_id});
+  BOOST_REQUIRE(q.isOk());
+  BOOST_TEST(q.value().size() == 2u);
+  BOOST_TEST(q.value().at(a.account_id).remaining.fast == 2);
+  BOOST_TEST(q.value().at(b.account_id).remaining.perfect == 4);
+  BOOST_TEST(q.value().at(b.account_id).tier == db.store->quota(b.account_id).value().tier);
+  BOOST_TEST(db.store->quotas({}).value().empty());
+}
+
 EQ_STORE_TEST_CASE(rate_counter_allows_the_limit_per_window) {
   TempDb db;
   CreatedKey k = db.newKey();
