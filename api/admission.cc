@@ -111,29 +111,17 @@ void ApiService::reply(const CallPtr& c, bool async) {
       }
       if (!a->parsed.isOk()) return Status::ok();  // 400, recorded by finish()
       const ReplyRequest& r = a->parsed.value();
-      Result<ChargeOutcome> ch = store.chargeQuota(who->account_id, r.mode, now);
+      // Charged, the charge stays open until finish() settles it; if this
+      // process dies first, eq-dispatcher settles it
+      // (Store::settleOrphanedCharges). An async call's task is made with it.
+      Result<ChargeOutcome> ch =
+          store.chargeAndOpen(OpenCharge{request_id, instance, who->account_id, r.mode, a->task_id,
+                                         deadline, now, a->job, a->idem ? a->idem->key : ""},
+                              who->key_id, r.webhook_url);
       if (!ch.isOk()) return ch.status();
       a->charge = ch.value();
       a->charged = ch.value() == ChargeOutcome::kCharged;
-      if (!a->charged) return Status::ok();
-      // Open until finish() settles it; if this process dies first,
-      // eq-dispatcher settles it (Store::settleOrphanedCharges).
-      if (Status s =
-              store.openCharge(OpenCharge{request_id, instance, who->account_id, r.mode, a->task_id,
-                                          deadline, now, a->job, a->idem ? a->idem->key : ""});
-          !s.isOk()) {
-        return s;
-      }
-      if (a->task_id.empty()) return Status::ok();
-      TaskRecord t;
-      t.task_id = a->task_id;
-      t.account_id = who->account_id;
-      t.key_id = who->key_id;
-      t.request_id = request_id;
-      t.mode = r.mode;
-      t.webhook_url = r.webhook_url;
-      t.created_at = now;
-      return store.createTask(t);
+      return Status::ok();
     };
   }
   authorize(c, std::move(work), true, [this, async, a](const CallPtr& call) {

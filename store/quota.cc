@@ -9,6 +9,7 @@ namespace eq {
 using store::Row;
 using store::Sql;
 using store_detail::optInt;
+using store_detail::optText;
 
 namespace {
 
@@ -29,6 +30,34 @@ const Sql kRefund[] = {
     Sql{"UPDATE accounts SET quota_perfect = quota_perfect + 1 WHERE id = ?"},
 };
 
+// chargeAndOpen's PostgreSQL statement for one mode's column: the charge,
+// and from its row (none when not charged) the hour's usage, the open
+// charge and the task (when $7, its id, is given); its one row counts the
+// accounts charged. The statement's parts all see the accounts row as it
+// was before the charge, and each other's rows not at all: none reads
+// another's.
+std::string chargeAndOpenText(std::string_view column) {
+  const std::string c(column);
+  return "WITH charged AS (UPDATE accounts SET " + c + " = " + c + " - 1 WHERE id = $1 AND " + c +
+         " > 0 AND quota_expire_at > $2 RETURNING id, default_webhook_url), "
+         "usage AS (INSERT INTO usage_hourly (account_id, mode, hour, calls, refunded) "
+         "SELECT id, $3::text, $4, 1, 0 FROM charged ON CONFLICT (account_id, mode, hour) "
+         "DO UPDATE SET calls = usage_hourly.calls + 1), "
+         "opened AS (INSERT INTO open_charges (request_id, instance_id, account_id, mode, "
+         "task_id, deadline_at, created_at, job, idem_key) SELECT $5::text, $6::text, id, "
+         "$3::text, $7::text, $8, $2, $9::text, $10::text FROM charged), "
+         "task AS (INSERT INTO tasks (id, account_id, key_id, request_id, mode, status, "
+         "webhook_url, created_at) SELECT $7::text, id, $11::text, $5::text, $3::text, "
+         "'queued', coalesce($12::text, default_webhook_url), $2 FROM charged "
+         "WHERE $7::text IS NOT NULL) "
+         "SELECT count(*) FROM charged";
+}
+const std::string kChargeAndOpenText[] = {chargeAndOpenText("quota_fast"),
+                                          chargeAndOpenText("quota_standard"),
+                                          chargeAndOpenText("quota_perfect")};
+
+int64_t hourOf(int64_t ms) { return ms - ms % 3'600'000; }
+
 }  // namespace
 
 // ---------------------------------------------------------------- quota
@@ -43,10 +72,46 @@ Result<ChargeOutcome> Store::chargeQuota(const std::string& account_id, const st
     if (Status s = countUsage(account_id, mode, now_ms, 1, 0); !s.isOk()) return s;
     return ChargeOutcome::kCharged;
   }
-  // Not charged: tell the caller whether it was expiry or exhaustion.
+  return whyNotCharged(account_id, now_ms);
+}
+
+Result<ChargeOutcome> Store::whyNotCharged(const std::string& account_id, int64_t now_ms) {
+  // Expiry or exhaustion, for the caller's answer.
   Result<AccountQuota> q = quota(account_id);
   if (!q.isOk()) return q.status();
   return q.value().expire_at_ms <= now_ms ? ChargeOutcome::kExpired : ChargeOutcome::kExhausted;
+}
+
+Result<ChargeOutcome> Store::chargeAndOpen(const OpenCharge& c, const std::string& key_id,
+                                           const std::string& webhook_url) {
+  const std::optional<Mode> mode = parseMode(c.mode);
+  if (!mode) return Status(500, "charge: bad mode " + c.mode);
+  if (db_->engine() != store::DbEngine::kPostgres) {
+    // SQLite: a statement costs no round trip.
+    Result<ChargeOutcome> charged = chargeQuota(c.account_id, c.mode, c.created_at_ms);
+    if (!charged.isOk() || charged.value() != ChargeOutcome::kCharged) return charged;
+    if (Status s = openCharge(c); !s.isOk()) return s;
+    if (c.task_id.empty()) return ChargeOutcome::kCharged;
+    TaskRecord t;
+    t.task_id = c.task_id;
+    t.account_id = c.account_id;
+    t.key_id = key_id;
+    t.request_id = c.request_id;
+    t.mode = c.mode;
+    t.webhook_url = webhook_url;
+    t.created_at = c.created_at_ms;
+    if (Status s = createTask(t); !s.isOk()) return s;
+    return ChargeOutcome::kCharged;
+  }
+  int64_t charged = 0;
+  auto r = exec("charge and open", Sql{"", kChargeAndOpenText[static_cast<int>(*mode)]},
+                {c.account_id, c.created_at_ms, c.mode, hourOf(c.created_at_ms), c.request_id,
+                 c.instance_id, optText(c.task_id), c.deadline_at_ms, optText(c.job),
+                 optText(c.idem_key), key_id, optText(webhook_url)},
+                [&](const Row& row) { charged = row.int64(0); });
+  if (!r.isOk()) return r.status();
+  if (charged == 1) return ChargeOutcome::kCharged;
+  return whyNotCharged(c.account_id, c.created_at_ms);
 }
 
 Status Store::refundQuota(const std::string& account_id, const std::string& mode,
@@ -65,7 +130,7 @@ Status Store::countUsage(const std::string& account_id, const std::string& mode,
                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (account_id, mode, hour) DO UPDATE SET "
                    "calls = usage_hourly.calls + excluded.calls, "
                    "refunded = usage_hourly.refunded + excluded.refunded"},
-               {account_id, mode, now_ms - now_ms % 3'600'000, calls, refunded});
+               {account_id, mode, hourOf(now_ms), calls, refunded});
 }
 
 namespace {

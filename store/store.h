@@ -452,6 +452,14 @@ class Store {
   Status refundQuota(const std::string& account_id, const std::string& mode,
                      int64_t now_ms = eq::nowMs());
   Result<AccountQuota> quota(const std::string& account_id);
+  // A call's admission: the charge of chargeQuota and, when it is charged,
+  // its open charge (openCharge) and, for an async call (charge.task_id
+  // set), its queued task (createTask: the call's id, account, mode and
+  // time, made with key_id and webhook_url, empty for the account's
+  // default), all or none. One statement on PostgreSQL, one round trip
+  // where there were two; the same statements in turn on SQLite.
+  Result<ChargeOutcome> chargeAndOpen(const OpenCharge& charge, const std::string& key_id,
+                                      const std::string& webhook_url);
   // The quota of several accounts, by account id (one statement on
   // PostgreSQL); an account that does not exist is absent.
   Result<std::map<std::string, AccountQuota>> quotas(const std::vector<std::string>& account_ids);
@@ -764,6 +772,8 @@ class Store {
   Result<int> purgeRateCountersBefore(int64_t cutoff_ms, int limit);
 
  private:
+  // Why chargeQuota charged nothing: the quota expired or ran out.
+  Result<ChargeOutcome> whyNotCharged(const std::string& account_id, int64_t now_ms);
   // eqctl's report queries (tools/reports.h) are SQL too, but no process
   // but eqctl needs them: they live in tools/ and run on the Store's connection.
   friend class tools::Reports;

@@ -88,6 +88,63 @@ EQ_STORE_TEST_CASE(quotas_are_read_by_account_and_unknown_accounts_left_out) {
   BOOST_TEST(db.store->quotas({}).value().empty());
 }
 
+EQ_STORE_TEST_CASE(a_charge_opens_its_charge_and_task_together_or_writes_nothing) {
+  TempDb db;
+  CreatedKey k = db.newKey(1);
+  BOOST_REQUIRE(db.store->setDefaultWebhookUrl(k.account_id, "https://example.com/default").isOk());
+  const int64_t now = nowMs();
+  auto call = [&](const std::string& request_id, const std::string& task_id,
+                  const std::string& mode) {
+    return OpenCharge{request_id, "api_1",      k.account_id, mode,
+                      task_id,    now + 30'000, now,          task_id.empty() ? "" : "{\"job\":1}",
+                      "idem-1"};
+  };
+  // Async, charged: the open charge, the task (with the account's default
+  // webhook) and the hour's usage, all in one step.
+  Result<ChargeOutcome> async =
+      db.store->chargeAndOpen(call("req_1", "tsk_1", "fast"), k.key_id, "");
+  BOOST_REQUIRE(async.isOk());
+  BOOST_TEST((async.value() == ChargeOutcome::kCharged));
+  BOOST_TEST(db.scalar("SELECT quota_fast FROM accounts") == "0");
+  BOOST_TEST(db.scalar("SELECT task_id || ' ' || job || ' ' || idem_key || ' ' || deadline_at FROM "
+                       "open_charges WHERE request_id = 'req_1'") ==
+             "tsk_1 {\"job\":1} idem-1 " + std::to_string(now + 30'000));
+  Result<std::optional<TaskRecord>> t = db.store->task("tsk_1");
+  BOOST_REQUIRE(t.isOk());
+  BOOST_REQUIRE(t.value().has_value());
+  BOOST_TEST(t.value()->status == TaskStatus::kQueued);
+  BOOST_TEST(t.value()->key_id == k.key_id);
+  BOOST_TEST(t.value()->request_id == "req_1");
+  BOOST_TEST(t.value()->mode == "fast");
+  BOOST_TEST(t.value()->webhook_url == "https://example.com/default");
+  BOOST_TEST(t.value()->created_at == now);
+  BOOST_TEST(db.scalar("SELECT calls FROM usage_hourly WHERE mode = 'fast'") == "1");
+
+  // Sync, charged: no task; a webhook of its own wins over the default.
+  Result<ChargeOutcome> sync = db.store->chargeAndOpen(call("req_2", "", "standard"), k.key_id, "");
+  BOOST_TEST((sync.value() == ChargeOutcome::kCharged));
+  BOOST_TEST(
+      db.scalar("SELECT coalesce(task_id, '-') FROM open_charges WHERE request_id = 'req_2'") ==
+      "-");
+  Result<ChargeOutcome> own = db.store->chargeAndOpen(call("req_3", "tsk_3", "perfect"), k.key_id,
+                                                      "https://example.com/own");
+  BOOST_TEST((own.value() == ChargeOutcome::kCharged));
+  BOOST_TEST(db.store->task("tsk_3").value()->webhook_url == "https://example.com/own");
+
+  // Exhausted, then expired: nothing written, and the caller learns why.
+  Result<ChargeOutcome> out = db.store->chargeAndOpen(call("req_4", "tsk_4", "fast"), k.key_id, "");
+  BOOST_TEST((out.value() == ChargeOutcome::kExhausted));
+  BOOST_TEST(db.scalar("SELECT count(*) FROM open_charges") == "3");
+  BOOST_TEST(!db.store->task("tsk_4").value().has_value());
+  BOOST_TEST(db.scalar("SELECT sum(calls) FROM usage_hourly") == "3");
+  BOOST_REQUIRE(db.store->grantQuota(k.account_id, QuotaUnits{1, 0, 0}, now - 1).isOk());
+  Result<ChargeOutcome> late =
+      db.store->chargeAndOpen(call("req_5", "tsk_5", "fast"), k.key_id, "");
+  BOOST_TEST((late.value() == ChargeOutcome::kExpired));
+  BOOST_TEST(db.scalar("SELECT count(*) FROM open_charges") == "3");
+  BOOST_TEST(db.scalar("SELECT quota_fast FROM accounts") == "1");
+}
+
 EQ_STORE_TEST_CASE(rate_counter_allows_the_limit_per_window) {
   TempDb db;
   CreatedKey k = db.newKey();
