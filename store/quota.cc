@@ -87,11 +87,17 @@ Result<ChargeOutcome> Store::chargeAndOpen(const OpenCharge& c, const std::strin
   const std::optional<Mode> mode = parseMode(c.mode);
   if (!mode) return Status(500, "charge: bad mode " + c.mode);
   if (db_->engine() != store::DbEngine::kPostgres) {
-    // SQLite: a statement costs no round trip.
+    // SQLite: a statement costs no round trip; all or none by a savepoint
+    // (or a transaction, for a caller outside one).
+    store::Transaction tx(*db_);
+    if (!tx.status().isOk()) return tx.status();
     Result<ChargeOutcome> charged = chargeQuota(c.account_id, c.mode, c.created_at_ms);
     if (!charged.isOk() || charged.value() != ChargeOutcome::kCharged) return charged;
     if (Status s = openCharge(c); !s.isOk()) return s;
-    if (c.task_id.empty()) return ChargeOutcome::kCharged;
+    if (c.task_id.empty()) {
+      if (Status s = tx.commit(); !s.isOk()) return s;
+      return ChargeOutcome::kCharged;
+    }
     TaskRecord t;
     t.task_id = c.task_id;
     t.account_id = c.account_id;
@@ -101,6 +107,7 @@ Result<ChargeOutcome> Store::chargeAndOpen(const OpenCharge& c, const std::strin
     t.webhook_url = webhook_url;
     t.created_at = c.created_at_ms;
     if (Status s = createTask(t); !s.isOk()) return s;
+    if (Status s = tx.commit(); !s.isOk()) return s;
     return ChargeOutcome::kCharged;
   }
   int64_t charged = 0;

@@ -131,6 +131,15 @@ EQ_STORE_TEST_CASE(a_charge_opens_its_charge_and_task_together_or_writes_nothing
   BOOST_TEST((own.value() == ChargeOutcome::kCharged));
   BOOST_TEST(db.store->task("tsk_3").value()->webhook_url == "https://example.com/own");
 
+  // A part that fails undoes the charge: a second open charge of one
+  // request is refused, and the unit it took is back.
+  BOOST_REQUIRE(db.store->grantQuota(k.account_id, QuotaUnits{0, 1, 0}, std::nullopt).isOk());
+  Result<ChargeOutcome> twice =
+      db.store->chargeAndOpen(call("req_2", "", "standard"), k.key_id, "");
+  BOOST_TEST(twice.status().code() == 409);
+  BOOST_TEST(db.scalar("SELECT quota_standard FROM accounts") == "1");
+  BOOST_TEST(db.scalar("SELECT sum(calls) FROM usage_hourly") == "3");
+
   // Exhausted, then expired: nothing written, and the caller learns why.
   Result<ChargeOutcome> out = db.store->chargeAndOpen(call("req_4", "tsk_4", "fast"), k.key_id, "");
   BOOST_TEST((out.value() == ChargeOutcome::kExhausted));
