@@ -39,13 +39,13 @@ const Sql kRefund[] = {
 std::string chargeAndOpenText(std::string_view column) {
   const std::string c(column);
   return "WITH charged AS (UPDATE accounts SET " + c + " = " + c + " - 1 WHERE id = $1 AND " + c +
-         " > 0 AND quota_expire_at > $2 RETURNING id, default_webhook_url), "
+         " > 0 AND quota_expire_at > $2::bigint RETURNING id, default_webhook_url), "
          "usage AS (INSERT INTO usage_hourly (account_id, mode, hour, calls, refunded) "
-         "SELECT id, $3::text, $4, 1, 0 FROM charged ON CONFLICT (account_id, mode, hour) "
+         "SELECT id, $3::text, $4::bigint, 1, 0 FROM charged ON CONFLICT (account_id, mode, hour) "
          "DO UPDATE SET calls = usage_hourly.calls + 1), "
          "opened AS (INSERT INTO open_charges (request_id, instance_id, account_id, mode, "
          "task_id, deadline_at, created_at, job, idem_key) SELECT $5::text, $6::text, id, "
-         "$3::text, $7::text, $8, $2, $9::text, $10::text FROM charged), "
+         "$3::text, $7::text, $8::bigint, $2, $9::text, $10::text FROM charged), "
          "task AS (INSERT INTO tasks (id, account_id, key_id, request_id, mode, status, "
          "webhook_url, created_at) SELECT $7::text, id, $11::text, $5::text, $3::text, "
          "'queued', coalesce($12::text, default_webhook_url), $2 FROM charged "

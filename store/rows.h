@@ -103,7 +103,7 @@ inline store::RowFn appendTask(std::vector<TaskRecord>& out, Status& bad) {
   };
 }
 
-// The columns readDelivery expects, in order. The last one reads the newest
+// The columns deliveryFromRow expects, in order. The last one reads the newest
 // attempt's error, a subquery only worth running where a listing shows it.
 #define EQ_DELIVERY_COLUMNS                                                                 \
   "id, coalesce(task_id, ''), url, event, status, attempts, coalesce(last_attempt_at, 0), "   \

@@ -175,6 +175,31 @@ EQ_STORE_FIXTURE_TEST_CASE(quota_reads_of_a_batch_each_get_their_own_account, Db
   run(5);
 }
 
+EQ_STORE_FIXTURE_TEST_CASE(a_quota_read_over_the_rate_limit_reads_nothing, DbFixture) {
+  // The key allows 10 a minute: of 12 reads, the two over it get no quota.
+  int read = 0, refused = 0;
+  for (int i = 0; i < 12; ++i) {
+    auto r = authed();
+    r->writes = false;
+    r->reads_quota = true;
+    r->done = [&](DbRequest& d) {
+      ++answered;
+      BOOST_TEST(d.status.isOk());
+      if (d.rate.allowed) {
+        BOOST_TEST(d.quota.has_value());
+        ++read;
+      } else {
+        BOOST_TEST(!d.quota.has_value());
+        ++refused;
+      }
+    };
+    db->submit(std::move(r));
+  }
+  run(12);
+  BOOST_TEST(read == 10);
+  BOOST_TEST(refused == 2);
+}
+
 EQ_STORE_FIXTURE_TEST_CASE(a_cached_key_is_refused_once_revoked, DbFixture) {
   int64_t epoch = -1;
   std::optional<AuthContext> who;

@@ -119,13 +119,17 @@ EQ_STORE_TEST_CASE(a_charge_opens_its_charge_and_task_together_or_writes_nothing
   BOOST_TEST(t.value()->webhook_url == "https://example.com/default");
   BOOST_TEST(t.value()->created_at == now);
   BOOST_TEST(db.scalar("SELECT calls FROM usage_hourly WHERE mode = 'fast'") == "1");
+  BOOST_TEST(db.scalar("SELECT hour FROM usage_hourly WHERE mode = 'fast'") ==
+             std::to_string(now - now % 3'600'000));
+  BOOST_TEST(db.scalar("SELECT instance_id || ' ' || account_id || ' ' || mode || ' ' || "
+                       "created_at FROM open_charges WHERE request_id = 'req_1'") ==
+             "api_1 " + k.account_id + " fast " + std::to_string(now));
 
   // Sync, charged: no task; a webhook of its own wins over the default.
   Result<ChargeOutcome> sync = db.store->chargeAndOpen(call("req_2", "", "standard"), k.key_id, "");
   BOOST_TEST((sync.value() == ChargeOutcome::kCharged));
-  BOOST_TEST(
-      db.scalar("SELECT coalesce(task_id, '-') FROM open_charges WHERE request_id = 'req_2'") ==
-      "-");
+  BOOST_TEST(db.scalar("SELECT coalesce(task_id, '-') || coalesce(job, '-') FROM open_charges "
+                       "WHERE request_id = 'req_2'") == "--");
   Result<ChargeOutcome> own = db.store->chargeAndOpen(call("req_3", "tsk_3", "perfect"), k.key_id,
                                                       "https://example.com/own");
   BOOST_TEST((own.value() == ChargeOutcome::kCharged));
