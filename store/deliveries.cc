@@ -119,17 +119,16 @@ Result<std::vector<DeliveryRecord>> Store::listDeliveries(const DeliveryFilter& 
   // created_at) index for a given status.
   std::vector<DeliveryRecord> out;
   Status bad;
-  const std::string status = f.status ? deliveryStatusName(*f.status) : "";
-  auto r =
-      exec("list deliveries",
-           Sql{"SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
-               " FROM deliveries WHERE (?1 IS NULL OR status = ?1) AND "
-               "(?2 IS NULL OR task_id = ?2) ORDER BY created_at DESC, id DESC LIMIT ?3",
-               "SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
-               " FROM deliveries WHERE ($1::text IS NULL OR status = $1::text) AND "
-               "($2::text IS NULL OR task_id = $2::text) "
-               "ORDER BY created_at DESC, id DESC LIMIT $3"},
-           {optText(status), optText(f.task_id), int64_t{f.limit}}, appendDelivery(out, bad, true));
+  auto r = exec("list deliveries",
+                Sql{"SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
+                    " FROM deliveries WHERE (?1 IS NULL OR status = ?1) AND "
+                    "(?2 IS NULL OR task_id = ?2) ORDER BY created_at DESC, id DESC LIMIT ?3",
+                    "SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
+                    " FROM deliveries WHERE ($1::text IS NULL OR status = $1::text) AND "
+                    "($2::text IS NULL OR task_id = $2::text) "
+                    "ORDER BY created_at DESC, id DESC LIMIT $3"},
+                {store_detail::optState(f.status), optText(f.task_id), int64_t{f.limit}},
+                appendDelivery(out, bad, true));
   if (!r.isOk()) return r.status();
   if (!bad.isOk()) return bad;
   return out;

@@ -471,7 +471,7 @@ Result<std::vector<UsageRow>> Store::usage(const std::string& account_id, int64_
   auto r = exec("read usage",
                 Sql{"SELECT mode, hour, calls, refunded, tokens FROM usage_hourly "
                     "WHERE account_id = ? AND hour >= ? ORDER BY hour, mode"},
-                {account_id, since_ms - since_ms % 3'600'000}, [&](const Row& row) {
+                {account_id, store_detail::usageHour(since_ms)}, [&](const Row& row) {
                   out.push_back(UsageRow{std::string(row.text(0)), row.int64(1), row.int64(2),
                                          row.int64(3), row.int64(4)});
                 });
@@ -485,7 +485,7 @@ Status Store::recordTokens(const std::string& account_id, const std::string& mod
                Sql{"INSERT INTO usage_hourly (account_id, mode, hour, tokens) VALUES (?, ?, ?, ?) "
                    "ON CONFLICT (account_id, mode, hour) DO UPDATE SET "
                    "tokens = usage_hourly.tokens + excluded.tokens"},
-               {account_id, mode, now_ms - now_ms % 3'600'000, tokens});
+               {account_id, mode, store_detail::usageHour(now_ms), tokens});
 }
 
 // ---------------------------------------------------------------- keys
@@ -629,17 +629,16 @@ Result<std::vector<DeliveryRecord>> Store::accountDeliveries(const std::string& 
                                                              int limit) {
   std::vector<DeliveryRecord> out;
   Status bad;
-  auto r = exec(
-      "list deliveries",
-      Sql{"SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
-          " FROM deliveries WHERE account_id = ?1 AND (?2 IS NULL OR status = ?2) "
-          "ORDER BY created_at DESC, id DESC LIMIT ?3",
-          "SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
-          " FROM deliveries WHERE account_id = $1 AND "
-          "($2::text IS NULL OR status = $2::text) "
-          "ORDER BY created_at DESC, id DESC LIMIT $3"},
-      {account_id, status ? store::Value(deliveryStatusName(*status)) : nullptr, int64_t{limit}},
-      store_detail::appendDelivery(out, bad, true));
+  auto r = exec("list deliveries",
+                Sql{"SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
+                    " FROM deliveries WHERE account_id = ?1 AND (?2 IS NULL OR status = ?2) "
+                    "ORDER BY created_at DESC, id DESC LIMIT ?3",
+                    "SELECT " EQ_DELIVERY_COLUMNS EQ_DELIVERY_LAST_ERROR
+                    " FROM deliveries WHERE account_id = $1 AND "
+                    "($2::text IS NULL OR status = $2::text) "
+                    "ORDER BY created_at DESC, id DESC LIMIT $3"},
+                {account_id, store_detail::optState(status), int64_t{limit}},
+                store_detail::appendDelivery(out, bad, true));
   if (!r.isOk()) return r.status();
   if (!bad.isOk()) return bad;
   return out;
@@ -658,8 +657,7 @@ Result<std::vector<TaskRecord>> Store::accountTasks(const std::string& account_i
                                                     "($2::text IS NULL OR status = $2::text) AND "
                                                     "($3::text IS NULL OR mode = $3::text) "
                                                     "ORDER BY created_at DESC, id DESC LIMIT $4"},
-                {account_id, f.status ? store::Value(taskStatusName(*f.status)) : nullptr,
-                 optText(f.mode), int64_t{f.limit}},
+                {account_id, store_detail::optState(f.status), optText(f.mode), int64_t{f.limit}},
                 store_detail::appendTask(out, bad));
   if (!r.isOk()) return r.status();
   if (!bad.isOk()) return bad;

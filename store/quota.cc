@@ -10,6 +10,7 @@ using store::Row;
 using store::Sql;
 using store_detail::optInt;
 using store_detail::optText;
+using store_detail::usageHour;
 
 namespace {
 
@@ -55,8 +56,6 @@ std::string chargeAndOpenText(std::string_view column) {
 const std::string kChargeAndOpenText[] = {chargeAndOpenText("quota_fast"),
                                           chargeAndOpenText("quota_standard"),
                                           chargeAndOpenText("quota_perfect")};
-
-int64_t hourOf(int64_t ms) { return ms - ms % 3'600'000; }
 
 }  // namespace
 
@@ -112,7 +111,7 @@ Result<ChargeOutcome> Store::chargeAndOpen(const OpenCharge& c, const std::strin
   }
   int64_t charged = 0;
   auto r = exec("charge and open", Sql{"", kChargeAndOpenText[static_cast<int>(*mode)]},
-                {c.account_id, c.created_at_ms, c.mode, hourOf(c.created_at_ms), c.request_id,
+                {c.account_id, c.created_at_ms, c.mode, usageHour(c.created_at_ms), c.request_id,
                  c.instance_id, optText(c.task_id), c.deadline_at_ms, optText(c.job),
                  optText(c.idem_key), key_id, optText(webhook_url)},
                 [&](const Row& row) { charged = row.int64(0); });
@@ -137,7 +136,7 @@ Status Store::countUsage(const std::string& account_id, const std::string& mode,
                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (account_id, mode, hour) DO UPDATE SET "
                    "calls = usage_hourly.calls + excluded.calls, "
                    "refunded = usage_hourly.refunded + excluded.refunded"},
-               {account_id, mode, hourOf(now_ms), calls, refunded});
+               {account_id, mode, usageHour(now_ms), calls, refunded});
 }
 
 namespace {

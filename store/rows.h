@@ -176,6 +176,17 @@ inline store::Value optInt(const std::optional<int64_t>& v) {
   return v ? store::Value(*v) : store::Value(nullptr);
 }
 
+// An optional state as a filter's value: NULL when absent, else its name.
+inline store::Value optState(const std::optional<TaskStatus>& s) {
+  return s ? store::Value(taskStatusName(*s)) : store::Value(nullptr);
+}
+inline store::Value optState(const std::optional<DeliveryStatus>& s) {
+  return s ? store::Value(deliveryStatusName(*s)) : store::Value(nullptr);
+}
+
+// The hour of usage_hourly a moment belongs to (UTC, in ms).
+inline int64_t usageHour(int64_t ms) { return ms - ms % 3'600'000; }
+
 // The advisory lock a purge of several statements takes on PostgreSQL
 // ("EQ" "RT" in ASCII), for its transaction: dispatchers on several hosts
 // purge one batch at a time, each after the last one's commit, so that a

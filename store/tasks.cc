@@ -110,7 +110,7 @@ Result<bool> Store::markTaskSucceeded(const std::string& task_id, const std::str
                 "VALUES ($1, $2, $3, coalesce(($4::jsonb ->> 'tokens_used')::numeric::bigint, 0)) "
                 "ON CONFLICT (account_id, mode, hour) DO UPDATE SET "
                 "tokens = usage_hourly.tokens + excluded.tokens"},
-            {task->account_id, task->mode, at_ms - at_ms % 3'600'000, result_json});
+            {task->account_id, task->mode, store_detail::usageHour(at_ms), result_json});
   if (!t.isOk()) return t;
   if (after != nullptr) {
     *after = std::move(*task);

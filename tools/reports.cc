@@ -24,8 +24,7 @@ Result<std::vector<TaskRecord>> Reports::listTasks(const TaskFilter& f) {
                                           "($2::text IS NULL OR status = $2::text) AND ($3::text "
                                           "IS NULL OR mode = $3::text) "
                                           "ORDER BY created_at DESC, id DESC LIMIT $4"},
-      {optText(f.account_id), f.status ? store::Value(taskStatusName(*f.status)) : nullptr,
-       optText(f.mode), int64_t{f.limit}},
+      {optText(f.account_id), store_detail::optState(f.status), optText(f.mode), int64_t{f.limit}},
       store_detail::appendTask(out, bad));
   if (!r.isOk()) return r.status();
   if (!bad.isOk()) return bad;
