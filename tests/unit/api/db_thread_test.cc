@@ -62,6 +62,13 @@ struct DbFixture : test::TempDb {
     r->count_rate = true;
     return r;
   }
+  // GET /quota's request: the key's quota read with the batch's others.
+  std::unique_ptr<DbRequest> quotaRead() {
+    auto r = authed();
+    r->writes = false;
+    r->reads_quota = true;
+    return r;
+  }
   void run(int n) {
     while (answered < n) uv_run(&loop, UV_RUN_ONCE);
   }
@@ -135,10 +142,8 @@ EQ_STORE_FIXTURE_TEST_CASE(quota_reads_of_a_batch_each_get_their_own_account, Db
   std::vector<std::optional<AccountQuota>> read(3);
   const std::string digests[] = {digest, crypto::sha256(second.value().api_key), digest};
   for (std::size_t i = 0; i < 3; ++i) {
-    auto r = authed();
+    auto r = quotaRead();
     r->key_digest = digests[i];
-    r->writes = false;
-    r->reads_quota = true;
     r->done = [&read, i, this](DbRequest& d) {
       ++answered;
       BOOST_TEST(d.status.isOk());
@@ -163,9 +168,7 @@ EQ_STORE_FIXTURE_TEST_CASE(quota_reads_of_a_batch_each_get_their_own_account, Db
   BOOST_TEST(db->batches() == 1);
 
   // The next batch sees the charge.
-  auto after = authed();
-  after->writes = false;
-  after->reads_quota = true;
+  auto after = quotaRead();
   after->done = [&](DbRequest& d) {
     ++answered;
     BOOST_REQUIRE(d.quota.has_value());
@@ -179,9 +182,7 @@ EQ_STORE_FIXTURE_TEST_CASE(a_quota_read_over_the_rate_limit_reads_nothing, DbFix
   // The key allows 10 a minute: of 12 reads, the two over it get no quota.
   int read = 0, refused = 0;
   for (int i = 0; i < 12; ++i) {
-    auto r = authed();
-    r->writes = false;
-    r->reads_quota = true;
+    auto r = quotaRead();
     r->done = [&](DbRequest& d) {
       ++answered;
       BOOST_TEST(d.status.isOk());
