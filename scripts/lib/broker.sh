@@ -31,6 +31,16 @@
 EQ_RABBITMQ_BIN="${EQ_RABBITMQ_BIN:-/usr/lib/rabbitmq/bin}"
 EQ_BROKER_START_TIMEOUT="${EQ_BROKER_START_TIMEOUT:-60}"
 EQ_BROKER_STOP_TIMEOUT="${EQ_BROKER_STOP_TIMEOUT:-20}"
+# How old, at most, the queue counts are that the management API, its
+# dashboard and the per-queue Prometheus metrics show, in whole seconds.
+# RabbitMQ's default is 5 s, from three settings in a row: queues and
+# channels emit statistics every collect_statistics_interval, quorum queues
+# (the job queues) on their tick, rabbit's quorum_tick_interval (an
+# advanced.config setting; rabbitmq.conf has no key for it), and the
+# management agent collects what was emitted at the finest step of its
+# sample_retention_policies. Unset keeps those defaults; the tests set 1, so
+# that a test waiting for a queue's counts waits about 1 s, not 5 to 10.
+EQ_BROKER_STATS_SECONDS="${EQ_BROKER_STATS_SECONDS:-}"
 # One lock for all stacks on the machine: ports are chosen free and only bound
 # by the node seconds later, so two concurrent starts would pick the same
 # ones. The lock is held from the port choice until the listeners are up.
@@ -255,6 +265,27 @@ _eq_broker_publish() {
     done <"$var_dir/broker.env"
 }
 
+# The settings of EQ_BROKER_STATS_SECONDS, appended to DIR/rabbitmq.conf,
+# and DIR/advanced.config. The retention policies keep RabbitMQ's history
+# (an hour, a day) at its coarser steps; only the first step is finer.
+_eq_broker_stats_config() {
+    local d="$1" s="$EQ_BROKER_STATS_SECONDS"
+    [[ "$s" =~ ^[1-9][0-9]*$ ]] || {
+        _eq_broker_log "EQ_BROKER_STATS_SECONDS must be a whole number of seconds, not '$s'"
+        return 1
+    }
+    cat >>"$d/rabbitmq.conf" <<EOF || return 1
+collect_statistics_interval = $((s * 1000))
+management.sample_retention_policies.global.minute = $s
+management.sample_retention_policies.global.hour = 60
+management.sample_retention_policies.global.day = 1200
+management.sample_retention_policies.basic.minute = $s
+management.sample_retention_policies.basic.hour = 60
+management.sample_retention_policies.detailed.10 = $s
+EOF
+    printf '[{rabbit, [{quorum_tick_interval, %s}]}].\n' "$((s * 1000))" >"$d/advanced.config"
+}
+
 eq_broker_start() {
     if [[ $# -ne 1 || -z "$1" ]]; then
         _eq_broker_log "usage: eq_broker_start VAR_DIR"
@@ -359,6 +390,11 @@ prometheus.tcp.port = $EQB_PROM_PORT
 load_definitions = $d/definitions.json
 log.file.level = info
 EOF
+    if [[ -n "$EQ_BROKER_STATS_SECONDS" ]]; then
+        _eq_broker_stats_config "$d" || return 1
+    else
+        rm -f "$d/advanced.config"
+    fi
     # python3 for correct JSON escaping of arbitrary passwords.
     (umask 077 && python3 -c '
 import json, sys

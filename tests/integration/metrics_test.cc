@@ -291,8 +291,8 @@ BOOST_AUTO_TEST_CASE(every_process_exposes_valid_metrics_that_follow_the_traffic
   HttpResult rmq = eq::it::httpRequest("GET", "http://127.0.0.1:" + prom + "/metrics");
   BOOST_REQUIRE_EQUAL(rmq.status, 200);
   // Per-queue statistics appear once the broker has emitted them for the
-  // stack's new queues (every 5 s, collect_statistics_interval): a stack
-  // that gets here quickly asks before the first emission.
+  // stack's new queues (every collect_statistics_interval: 5 s by default, 1 s under scripts/test):
+  // a stack that gets here quickly asks before the first emission.
   HttpResult rmq_queues;
   for (int64_t until = eq::it::nowMs() + 15000; eq::it::nowMs() < until; eq::it::sleepMs(250)) {
     rmq_queues = eq::it::httpRequest(

@@ -236,7 +236,8 @@ bool waitBlocked(const Process* p, int64_t timeout_ms) {
 }
 
 // A queue as the RabbitMQ management API (and so its UI) shows it. The
-// numbers are statistics, refreshed every 5 s by default.
+// numbers are statistics, refreshed every 5 s by default (every 1 s under
+// scripts/test: EQ_BROKER_STATS_SECONDS in scripts/lib/broker.sh).
 struct QueueStats {
   int64_t messages = -1, ready = -1, unacked = -1, consumers = -1;
 };
