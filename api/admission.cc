@@ -84,7 +84,7 @@ void ApiService::reply(const CallPtr& c, bool async) {
       // Encoded here, before admission, because the open charge keeps it
       // until the broker has confirmed it: should this process die before
       // it closes the charge, eq-dispatcher publishes the job again rather
-      // than guess whether it reached the queue (Store::orphanedJobs).
+      // than guess whether it reached the queue (Store::claimOrphanedJobs).
       msg::Job job = replyJob(a->parsed.value(), c->info->request_id);
       job.task_id = a->task_id;
       a->job = msg::encodeJob(job);

@@ -78,6 +78,11 @@ namespace {
 // for its confirm (eq-api waits as long for its own).
 constexpr int kRepublishBatch = 100;
 constexpr int kConfirmTimeoutMs = 3'000;
+// How long a sweep's claim on its jobs lasts: well past a sweep's work (a
+// publish that waits out its confirm timeout breaks the connection and
+// ends the sweep), so that only a dispatcher that died mid-sweep leaves
+// its jobs to wait for the lease.
+constexpr int64_t kRepublishLeaseMs = 30'000;
 // The longest wait between sweeps while the broker cannot be reached or
 // does not confirm.
 constexpr int64_t kMaxBackoffMs = 60'000;
@@ -102,6 +107,15 @@ bool JobRepublisher::connected() {
   return true;
 }
 
+void JobRepublisher::handBack(const std::set<std::string>& request_ids) {
+  if (request_ids.empty()) return;
+  std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
+  if (Status s = store_.releaseOrphanedJobs({request_ids.begin(), request_ids.end()}); !s.isOk()) {
+    log::warn("job republisher: claims not handed back; they end with their lease",
+              {{"error", s.msg()}, {"jobs", static_cast<long long>(request_ids.size())}});
+  }
+}
+
 void JobRepublisher::backOff(int64_t now_ms) {
   backoff_ms_ = std::min(kMaxBackoffMs, std::max(opts_.interval_ms, backoff_ms_ * 2));
   next_run_ms_ = now_ms + backoff_ms_;
@@ -110,12 +124,16 @@ void JobRepublisher::backOff(int64_t now_ms) {
 int JobRepublisher::step(int64_t now_ms) {
   if (now_ms < next_run_ms_) return 0;
   next_run_ms_ = now_ms + opts_.interval_ms;
-  // A read, outside the gate: the rows are settled only by whoever closes
-  // them, under it, below.
-  Result<std::vector<OpenCharge>> found =
-      store_.orphanedJobs(now_ms, opts_.stale_ms, opts_.grace_ms, kRepublishBatch);
+  // The jobs are claimed (a lease each), so that several dispatchers do not
+  // all publish the same one; whatever this sweep does not settle it hands
+  // back at the end, to be taken again at a later sweep.
+  Result<std::vector<OpenCharge>> found = [&] {
+    std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
+    return store_.claimOrphanedJobs(now_ms, opts_.stale_ms, opts_.grace_ms,
+                                    now_ms + kRepublishLeaseMs, kRepublishBatch);
+  }();
   if (!found.isOk()) {
-    log::warn("job republisher: orphaned jobs not read; next sweep later",
+    log::warn("job republisher: orphaned jobs not claimed; next sweep later",
               {{"error", found.status().msg()}});
     return 0;
   }
@@ -125,13 +143,22 @@ int JobRepublisher::step(int64_t now_ms) {
     refusals_.clear();
     return 0;
   }
+  std::set<std::string> unsettled;
+  for (const OpenCharge& c : found.value()) unsettled.insert(c.request_id);
+  int n = publishClaimed(found.value(), now_ms, unsettled);
+  handBack(unsettled);
+  return n;
+}
+
+int JobRepublisher::publishClaimed(const std::vector<OpenCharge>& claimed, int64_t now_ms,
+                                   std::set<std::string>& unsettled) {
   if (!connected()) {
     backOff(now_ms);
     return 0;
   }
   std::vector<const OpenCharge*> confirmed;
   std::vector<const OpenCharge*> refused;  // kMaxRefusals times: given up
-  for (const OpenCharge& c : found.value()) {
+  for (const OpenCharge& c : claimed) {
     amqp::PublishOptions opts;
     opts.persistent = true;
     opts.signature = msg::signMessage(internal_key_, msg::SignedKind::kJob, "", c.job);
@@ -187,7 +214,11 @@ int JobRepublisher::step(int64_t now_ms) {
                {{"error", s.msg()}});
     return 0;
   }
-  for (const OpenCharge* c : refused) refusals_.erase(c->request_id);
+  for (const OpenCharge* c : confirmed) unsettled.erase(c->request_id);
+  for (const OpenCharge* c : refused) {
+    refusals_.erase(c->request_id);
+    unsettled.erase(c->request_id);
+  }
   for (const auto& [c, action] : settled) {
     log::warn("settled a charge eq-api left open",
               {{"request_id", c->request_id},

@@ -37,6 +37,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -100,9 +101,10 @@ class JobRepublisher {
         opts_(opts),
         db_writes_(db_writes) {}
 
-  // If a sweep is due: publishes again the job of each orphaned async
-  // charge whose task is still queued, and once the broker has confirmed
-  // them settles those charges in one transaction. Returns the number
+  // If a sweep is due: claims the orphaned async charges whose task is
+  // still queued (Store::claimOrphanedJobs: one dispatcher takes each),
+  // publishes each one's job again, and once the broker has confirmed them
+  // settles those charges in one transaction. Returns the number
   // settled. Never fails its caller: a broker it cannot reach or publish to
   // is tried again at a later sweep, after a wait that doubles (up to a
   // minute) while it keeps failing, and what was not settled stays open.
@@ -113,6 +115,13 @@ class JobRepublisher {
   // The publishing connection, opened (confirms enabled) when missing or
   // broken; false when the broker cannot be reached.
   bool connected();
+  // Publishes the claimed jobs and settles what the broker confirmed (or
+  // refused for good), removing those from `unsettled`; the number settled.
+  int publishClaimed(const std::vector<OpenCharge>& claimed, int64_t now_ms,
+                     std::set<std::string>& unsettled);
+  // Ends this process's claim on the jobs it did not settle, so that the
+  // next sweep (here or in another dispatcher) takes them again.
+  void handBack(const std::set<std::string>& request_ids);
   void backOff(int64_t now_ms);
 
   Store& store_;

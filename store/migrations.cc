@@ -9,7 +9,7 @@
 namespace eq::store {
 namespace {
 
-constexpr std::array<Migration, 10> kMigrations = {{
+constexpr std::array<Migration, 11> kMigrations = {{
     {"schema/migrations/001_init.sql", "schema/migrations/postgres/001_init.sql"},
     {"schema/migrations/002_contract.sql", "schema/migrations/postgres/002_contract.sql"},
     {"schema/migrations/003_delivery.sql", "schema/migrations/postgres/003_delivery.sql"},
@@ -21,6 +21,8 @@ constexpr std::array<Migration, 10> kMigrations = {{
     {"schema/migrations/009_delivery_page.sql", "schema/migrations/postgres/009_delivery_page.sql"},
     {"schema/migrations/010_deferred_account_checks.sql",
      "schema/migrations/postgres/010_deferred_account_checks.sql"},
+    {"schema/migrations/011_republish_claim.sql",
+     "schema/migrations/postgres/011_republish_claim.sql"},
 }};
 
 // The advisory lock every host's migrate() takes on PostgreSQL: any fixed

@@ -1,6 +1,9 @@
 // Crash-safe accounting: eq-api's instances and open charges, and the
 // sweep that settles the charges of an eq-api that died
 // (schema/migrations/005_settlement.sql explains the tables).
+#include <algorithm>
+#include <tuple>
+
 #include "common/json.h"
 #include "store/rows.h"
 #include "store/store.h"
@@ -195,22 +198,83 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
   return settled;
 }
 
-Result<std::vector<OpenCharge>> Store::orphanedJobs(int64_t now_ms, int64_t stale_ms,
-                                                    int64_t grace_ms, int limit) {
+// The orphaned charges whose job the republisher may take: kept with the
+// charge, its task still queued, and no other republisher's lease on it
+// (?3: now). `c` and `i` as above, `t` the task (JOIN).
+#define EQ_ORPHANED_JOB                                 \
+  EQ_ORPHANED_CHARGE                                    \
+  " AND c.job IS NOT NULL AND t.status = 'queued' AND " \
+  "(c.republish_until IS NULL OR c.republish_until <= ?3)"
+#define EQ_ORPHANED_JOB_FROM                                               \
+  "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id " \
+  "JOIN tasks t ON t.id = c.task_id WHERE " EQ_ORPHANED_JOB
+
+Result<std::vector<OpenCharge>> Store::claimOrphanedJobs(int64_t now_ms, int64_t stale_ms,
+                                                         int64_t grace_ms, int64_t lease_until_ms,
+                                                         int limit) {
+  // A read first, as for due deliveries: the republisher looks every 2 s,
+  // almost always finding nothing, and on SQLite an UPDATE of no rows
+  // still takes the write lock eq-api needs. (Inside a caller's
+  // transaction the caller has asked already.)
+  const int64_t stale_before = now_ms - stale_ms, overdue_before = now_ms - grace_ms;
+  if (!inTransaction()) {
+    bool any = false;
+    auto r = exec("read orphaned jobs", Sql{"SELECT 1 " EQ_ORPHANED_JOB_FROM " LIMIT 1"},
+                  {stale_before, overdue_before, now_ms}, [&](const Row&) { any = true; });
+    if (!r.isOk()) return r.status();
+    if (!any) return std::vector<OpenCharge>();
+  }
+  // The claim: each row taken gets a lease (republish_until) in the same
+  // statement that picks it, so two dispatchers never take the same job
+  // while the lease runs. On PostgreSQL the rows are picked FOR UPDATE SKIP
+  // LOCKED (another dispatcher's claim in progress is passed over, not
+  // waited for); on SQLite the statement holds the write lock. A
+  // republisher that dies holding a lease leaves its jobs to the next one
+  // once the lease ends; one still publishing then makes a duplicate, which
+  // changes nothing (the task ends once, charged once).
   std::vector<OpenCharge> out;
-  auto r = exec("read orphaned jobs",
-                Sql{"SELECT c.request_id, c.instance_id, c.account_id, c.mode, c.task_id, "
-                    "c.deadline_at, c.created_at, c.job, coalesce(c.idem_key, '') "
-                    "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "
-                    "JOIN tasks t ON t.id = c.task_id "
-                    "WHERE " EQ_ORPHANED_CHARGE " AND c.job IS NOT NULL AND t.status = 'queued' "
-                    "ORDER BY c.created_at LIMIT ?3"},
-                {now_ms - stale_ms, now_ms - grace_ms, int64_t{limit}},
-                [&](const Row& row) { out.push_back(chargeFromRow(row, true)); });
+  Transaction tx(*db_);
+  if (!tx.status().isOk()) return tx.status();
+  auto r = exec(
+      "claim orphaned jobs",
+      Sql{"UPDATE open_charges SET republish_until = ?5 WHERE request_id IN (SELECT "
+          "c.request_id " EQ_ORPHANED_JOB_FROM
+          " ORDER BY c.created_at, c.request_id LIMIT ?4) RETURNING request_id, instance_id, "
+          "account_id, mode, task_id, deadline_at, created_at, job, coalesce(idem_key, '')",
+          "UPDATE open_charges SET republish_until = $5 WHERE request_id IN (SELECT c.request_id "
+          "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "
+          "JOIN tasks t ON t.id = c.task_id "
+          "WHERE (i.id IS NULL OR i.heartbeat_at < $1 OR c.deadline_at < $2) AND "
+          "c.job IS NOT NULL AND t.status = 'queued' AND "
+          "(c.republish_until IS NULL OR c.republish_until <= $3) "
+          "ORDER BY c.created_at, c.request_id LIMIT $4 FOR UPDATE OF c SKIP LOCKED) "
+          "RETURNING request_id, instance_id, account_id, mode, task_id, deadline_at, "
+          "created_at, job, coalesce(idem_key, '')"},
+      {stale_before, overdue_before, now_ms, int64_t{limit}, lease_until_ms},
+      [&](const Row& row) { out.push_back(chargeFromRow(row, true)); });
   if (!r.isOk()) return r.status();
+  if (Status c = tx.commit(); !c.isOk()) return c;
+  // RETURNING gives the rows in no set order: oldest first, as picked.
+  std::sort(out.begin(), out.end(), [](const OpenCharge& x, const OpenCharge& y) {
+    return std::tie(x.created_at_ms, x.request_id) < std::tie(y.created_at_ms, y.request_id);
+  });
   return out;
 }
 
+Status Store::releaseOrphanedJobs(const std::vector<std::string>& request_ids) {
+  // A sweep's leftovers, a few rows at most: one statement each.
+  Transaction tx(*db_);
+  if (!tx.status().isOk()) return tx.status();
+  for (const std::string& id : request_ids) {
+    auto r = exec("release orphaned job",
+                  Sql{"UPDATE open_charges SET republish_until = NULL WHERE request_id = ?"}, {id});
+    if (!r.isOk()) return r.status();
+  }
+  return tx.commit();
+}
+
+#undef EQ_ORPHANED_JOB_FROM
+#undef EQ_ORPHANED_JOB
 #undef EQ_ORPHANED_CHARGE
 
 Result<bool> Store::settleRepublished(const OpenCharge& charge, int64_t now_ms) {

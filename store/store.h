@@ -611,14 +611,21 @@ class Store {
   // is settled once whatever number of dispatchers sweep.
   Result<std::vector<Settlement>> settleOrphanedCharges(int64_t now_ms, int64_t stale_ms,
                                                         int64_t grace_ms);
-  // The orphaned charges (as above) of async calls whose task is still
-  // queued and whose job was kept, oldest first: nobody can tell whether
-  // their job reached the broker, so the caller publishes each again and,
-  // once the broker confirmed it, settles it with settleRepublished(). A
-  // job may then run twice; its task still ends once (transitions are
-  // guarded by state) and is charged once.
-  Result<std::vector<OpenCharge>> orphanedJobs(int64_t now_ms, int64_t stale_ms, int64_t grace_ms,
-                                               int limit);
+  // Claims the orphaned charges (as above) of async calls whose task is
+  // still queued and whose job was kept, oldest first, at most `limit`:
+  // each gets a lease until lease_until_ms, during which no other claim
+  // takes it (several dispatchers each take different ones). Nobody can
+  // tell whether their job reached the broker, so the caller publishes
+  // each again and, once the broker confirmed it, settles it with
+  // settleRepublished(); what it does not settle it hands back with
+  // releaseOrphanedJobs(), or the lease ends. A job may then run twice; its
+  // task still ends once (transitions are guarded by state) and is charged
+  // once.
+  Result<std::vector<OpenCharge>> claimOrphanedJobs(int64_t now_ms, int64_t stale_ms,
+                                                    int64_t grace_ms, int64_t lease_until_ms,
+                                                    int limit);
+  // Ends the claims of claimOrphanedJobs() on these charges.
+  Status releaseOrphanedJobs(const std::vector<std::string>& request_ids);
   // Closes the open charge of a job published again and records it
   // (action "republished"); false when someone else closed it first. Runs
   // inside the caller's transaction.

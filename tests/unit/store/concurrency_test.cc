@@ -4,9 +4,9 @@
 // starts one request. On SQLite the write lock serializes the writers; on
 // PostgreSQL the single-statement charge and upsert, and the insert-first
 // Idempotency-Key record, are what keep the counts exact. The dispatchers'
-// claims: due deliveries, a dead eq-api's open charges and retention
-// batches are each taken by one of them (on PostgreSQL with FOR UPDATE SKIP
-// LOCKED or an advisory lock, store/deliveries.cc and store/settlement.cc).
+// claims: due deliveries, a dead eq-api's open charges, the jobs of its
+// queued tasks and retention batches are each taken by one of them (on PostgreSQL with FOR UPDATE
+// SKIP LOCKED or an advisory lock, store/deliveries.cc and store/settlement.cc).
 #include <algorithm>
 #include <atomic>
 #include <boost/test/unit_test.hpp>
@@ -244,6 +244,67 @@ EQ_STORE_FIXTURE_TEST_CASE(two_sweepers_settle_each_charge_of_a_dead_eq_api_once
   BOOST_TEST(store->quota(k.account_id).value().remaining.fast == kCharges);
   BOOST_TEST(scalar("SELECT count(*) FROM settlements") == std::to_string(kCharges));
   BOOST_TEST(scalar("SELECT count(*) FROM open_charges") == "0");
+}
+
+// Issue 23, item 4: with a dispatcher on each host, each orphaned job
+// (an async call whose eq-api died before the broker's confirm was
+// recorded) is claimed by one of them and published again once, not by
+// every dispatcher; a claim that was neither settled nor handed back ends
+// with its lease and the job is taken again.
+EQ_STORE_FIXTURE_TEST_CASE(two_republishers_claim_each_orphaned_job_once, TwoHosts) {
+  constexpr int kJobs = 120;
+  CreatedKey k = newKey(kJobs);
+  const int64_t t0 = nowMs();
+  BOOST_REQUIRE(store->registerInstance("api_dead", 1, t0).isOk());
+  for (int i = 0; i < kJobs; ++i) {
+    const std::string n = std::to_string(i);
+    TaskRecord t;
+    t.task_id = "tsk_j" + n;
+    t.account_id = k.account_id;
+    t.key_id = k.key_id;
+    t.request_id = "req_j" + n;
+    t.mode = "fast";
+    t.created_at = t0;
+    BOOST_REQUIRE(store->chargeQuota(k.account_id, "fast", t0).value() == ChargeOutcome::kCharged);
+    BOOST_REQUIRE(store->createTask(t).isOk());
+    BOOST_REQUIRE(
+        store
+            ->openCharge(OpenCharge{t.request_id, "api_dead", k.account_id, "fast", t.task_id,
+                                    t0 + 30'000, t0 + i, "{\"job\":" + n + "}", ""})
+            .isOk());
+  }
+  const int64_t t1 = t0 + 20'000;  // the instance has missed its heartbeats
+  constexpr int64_t kLeaseMs = 30'000;
+  std::atomic<int> failed{0};
+  std::mutex seen_mu;
+  std::map<std::string, int> claimed;  // request id -> times claimed
+  race(3, [&](Store& s, int) {
+    // A few at a time, so that the threads' claims interleave.
+    Result<std::vector<OpenCharge>> r = s.claimOrphanedJobs(t1, 10'000, 15'000, t1 + kLeaseMs, 7);
+    if (!r.isOk()) {
+      ++failed;
+      return;
+    }
+    std::lock_guard<std::mutex> lock(seen_mu);
+    for (const OpenCharge& c : r.value()) {
+      ++claimed[c.request_id];
+      BOOST_TEST(c.job == "{\"job\":" + c.request_id.substr(5) + "}");
+    }
+  });
+  BOOST_TEST(failed.load() == 0);
+  // 8 threads x 3 claims x 7 = 168 asked for: every job, each once.
+  BOOST_TEST(claimed.size() == static_cast<size_t>(kJobs));
+  for (const auto& [id, n] : claimed) BOOST_TEST(n == 1, id << " claimed " << n << " times");
+  BOOST_TEST(other->claimOrphanedJobs(t1 + 1, 10'000, 15'000, t1 + kLeaseMs, 100).value().empty());
+  // Nobody settled them: once the claims end, the jobs are taken again,
+  // oldest first.
+  Result<std::vector<OpenCharge>> again =
+      other->claimOrphanedJobs(t1 + kLeaseMs, 10'000, 15'000, t1 + 2 * kLeaseMs, 200);
+  BOOST_REQUIRE_MESSAGE(again.isOk(), again.status().msg());
+  BOOST_TEST(again.value().size() == static_cast<size_t>(kJobs));
+  BOOST_TEST(std::is_sorted(
+      again.value().begin(), again.value().end(),
+      [](const OpenCharge& a, const OpenCharge& b) { return a.created_at_ms < b.created_at_ms; }));
 }
 
 EQ_STORE_FIXTURE_TEST_CASE(two_purgers_delete_each_expired_task_once, TwoHosts) {

@@ -1000,20 +1000,32 @@ EQ_STORE_FIXTURE_TEST_CASE(orphaned_async_charges_are_kept_or_published_again_ne
              "not failed under its worker");
   BOOST_TEST(fast() == 6, "nothing refunded by the sweep");
 
-  // The queued one: published again with the job eq-api kept.
-  auto jobs = s.orphanedJobs(t1, 10'000, 15'000, 100);
-  BOOST_REQUIRE(jobs.isOk());
-  BOOST_REQUIRE(jobs.value().size() == 1u);
-  const OpenCharge& j = jobs.value()[0];
+  // The queued one: published again with the job eq-api kept, by the
+  // dispatcher that claimed it. (The live eq-api keeps beating meanwhile.)
+  auto claim = [&](int64_t now) {
+    BOOST_REQUIRE(s.heartbeatInstance("api_live", now).isOk());
+    auto c = s.claimOrphanedJobs(now, 10'000, 15'000, now + 30'000, 100);
+    BOOST_REQUIRE_MESSAGE(c.isOk(), c.status().msg());
+    return c.value();
+  };
+  const std::vector<OpenCharge> jobs = claim(t1);
+  BOOST_REQUIRE(jobs.size() == 1u);
+  const OpenCharge& j = jobs[0];
   BOOST_TEST(j.request_id == "req_queued");
   BOOST_TEST(j.task_id == "tsk_queued");
   BOOST_TEST(j.mode == "fast");
   BOOST_TEST(j.job == R"({"job":"queued"})");
+  // Claimed: another sweep finds nothing while the claim lasts, and the job
+  // again once it ended or was handed back.
+  BOOST_TEST(claim(t1 + 29'999).empty());
+  BOOST_TEST(claim(t1 + 30'000).size() == 1u, "the claim ended");
+  BOOST_REQUIRE(s.releaseOrphanedJobs({"req_queued"}).isOk());
+  BOOST_TEST(claim(t1 + 1).size() == 1u, "handed back");
   BOOST_REQUIRE(s.begin().isOk());
   BOOST_TEST(s.settleRepublished(j, t1).value());
   BOOST_TEST(!s.settleRepublished(j, t1).value(), "closed once");
   BOOST_REQUIRE(s.commit().isOk());
-  BOOST_TEST(s.orphanedJobs(t1, 10'000, 15'000, 100).value().empty());
+  BOOST_TEST(claim(t1 + 50'000).empty(), "settled: gone, claims or not");
   BOOST_TEST(s.task("tsk_queued").value()->status == TaskStatus::kQueued);
   BOOST_TEST(fast() == 6, "still charged: its job is in the queue again");
   // Both copies of the job report: the task ends once, charged once.
@@ -1066,7 +1078,7 @@ EQ_STORE_FIXTURE_TEST_CASE(an_orphaned_calls_idempotency_key_is_settled_with_its
   const int64_t t1 = t0 + 20'000;
   BOOST_REQUIRE(s.begin().isOk());
   BOOST_REQUIRE(s.settleOrphanedCharges(t1, 10'000, 15'000).isOk());
-  auto jobs = s.orphanedJobs(t1, 10'000, 15'000, 100);
+  auto jobs = s.claimOrphanedJobs(t1, 10'000, 15'000, t1 + 30'000, 100);
   BOOST_REQUIRE(jobs.isOk());
   BOOST_REQUIRE(jobs.value().size() == 2u);
   for (const OpenCharge& j : jobs.value()) {

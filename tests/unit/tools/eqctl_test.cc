@@ -858,15 +858,15 @@ BOOST_AUTO_TEST_CASE(migrate_status_changes_nothing_and_migrate_applies_what_is_
   std::string out, err;
   BOOST_TEST(run({"migrate", "--status"}, &out, &err) == eq::tools::kExitOk);
   BOOST_TEST(out.find("001_init  pending") != std::string::npos, out);
-  BOOST_TEST(out.find("0 of 10 applied") != std::string::npos, out);
+  BOOST_TEST(out.find("0 of 11 applied") != std::string::npos, out);
   BOOST_TEST(run({"migrate", "--status"}, &out, &err) == eq::tools::kExitOk);
-  BOOST_TEST(out.find("0 of 10 applied") != std::string::npos, out);  // still nothing
+  BOOST_TEST(out.find("0 of 11 applied") != std::string::npos, out);  // still nothing
   BOOST_TEST(run({"migrate"}, &out, &err) == eq::tools::kExitOk);
-  BOOST_TEST(out.find("applied 010_deferred_account_checks") != std::string::npos, out);
+  BOOST_TEST(out.find("applied 011_republish_claim") != std::string::npos, out);
   BOOST_TEST(run({"migrate"}, &out, &err) == eq::tools::kExitOk);
-  BOOST_TEST(out == "up to date (10 migrations)\n");
+  BOOST_TEST(out == "up to date (11 migrations)\n");
   BOOST_TEST(run({"migrate", "--status"}, &out, &err) == eq::tools::kExitOk);
-  BOOST_TEST(out.find("10 of 10 applied") != std::string::npos, out);
+  BOOST_TEST(out.find("11 of 11 applied") != std::string::npos, out);
   BOOST_TEST(out.find("001_init  applied 20") != std::string::npos, out);
   // The store opens the migrated file as it is.
   BOOST_TEST(eq::Store::open(path).isOk());

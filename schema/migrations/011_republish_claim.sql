@@ -1,0 +1,14 @@
+-- EQ Reply schema, version 11: a claim on the jobs eq-dispatcher publishes
+-- again (issue 23). Applied after 010_deferred_account_checks.sql, once.
+--
+-- Version 7 keeps an async call's job with its open charge, and a
+-- dispatcher publishes it again once eq-api died before closing the charge.
+-- With one dispatcher per database that was all; with several (several
+-- hosts on PostgreSQL) each read the same orphaned jobs, and each
+-- published every one of them. A dispatcher now claims the jobs it is about
+-- to publish, in the statement that picks them: republish_until is when
+-- its claim ends (unix ms; NULL: nobody's). It settles what the broker
+-- confirmed (the row goes) and hands the rest back (NULL again); one that
+-- dies mid-sweep leaves its jobs to the others once the claim has ended
+-- (Store::claimOrphanedJobs).
+ALTER TABLE open_charges ADD COLUMN republish_until BIGINT;
