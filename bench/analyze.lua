@@ -4,6 +4,8 @@ wrk.headers["Authorization"] = "Bearer " .. os.getenv("EQ_BENCH_KEY")
 wrk.headers["Content-Type"] = "application/json; charset=utf-8"
 wrk.body = '{"message":"今天被老板骂了，好难过，不想上班了"}'
 
+dofile("bench/keys.lua")
+
 done = function(summary, latency, requests)
   local non2xx = summary.errors.status or 0
   io.write(string.format("BENCH requests=%d duration_s=%.2f rps=%.1f p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f non2xx=%d socket_errors=%d\n",

@@ -37,6 +37,8 @@ if rate then
   end
 end
 
+dofile("bench/keys.lua")
+
 done = function(summary, latency, requests)
   local non2xx = summary.errors.status or 0
   local secs = summary.duration / 1e6
