@@ -1,6 +1,7 @@
 #include "dispatcher/settler.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "common/defaults.h"
 #include "common/log.h"
@@ -78,11 +79,14 @@ namespace {
 // for its confirm (eq-api waits as long for its own).
 constexpr int kRepublishBatch = 100;
 constexpr int kConfirmTimeoutMs = 3'000;
-// How long a sweep's claim on its jobs lasts: well past a sweep's work (a
-// publish that waits out its confirm timeout breaks the connection and
-// ends the sweep), so that only a dispatcher that died mid-sweep leaves
-// its jobs to wait for the lease.
+// How long a sweep's claim on its jobs lasts. The sweep connects before it
+// claims and stops publishing kRepublishLeaseMarginMs before the lease
+// ends, so that only a dispatcher that died mid-sweep leaves its jobs to
+// wait for the lease.
 constexpr int64_t kRepublishLeaseMs = 30'000;
+// What of the lease is left when a sweep stops publishing: more than one
+// publish's confirm timeout and the settlement after it.
+constexpr int64_t kRepublishLeaseMarginMs = 10'000;
 // The longest wait between sweeps while the broker cannot be reached or
 // does not confirm.
 constexpr int64_t kMaxBackoffMs = 60'000;
@@ -107,10 +111,12 @@ bool JobRepublisher::connected() {
   return true;
 }
 
-void JobRepublisher::handBack(const std::set<std::string>& request_ids) {
+void JobRepublisher::handBack(const std::set<std::string>& request_ids, int64_t lease_until_ms) {
   if (request_ids.empty()) return;
   std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
-  if (Status s = store_.releaseOrphanedJobs({request_ids.begin(), request_ids.end()}); !s.isOk()) {
+  if (Status s =
+          store_.releaseOrphanedJobs({request_ids.begin(), request_ids.end()}, lease_until_ms);
+      !s.isOk()) {
     log::warn("job republisher: claims not handed back; they end with their lease",
               {{"error", s.msg()}, {"jobs", static_cast<long long>(request_ids.size())}});
   }
@@ -124,41 +130,60 @@ void JobRepublisher::backOff(int64_t now_ms) {
 int JobRepublisher::step(int64_t now_ms) {
   if (now_ms < next_run_ms_) return 0;
   next_run_ms_ = now_ms + opts_.interval_ms;
-  // The jobs are claimed (a lease each), so that several dispatchers do not
-  // all publish the same one; whatever this sweep does not settle it hands
-  // back at the end, to be taken again at a later sweep.
-  Result<std::vector<OpenCharge>> found = [&] {
-    std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
-    return store_.claimOrphanedJobs(now_ms, opts_.stale_ms, opts_.grace_ms,
-                                    now_ms + kRepublishLeaseMs, kRepublishBatch);
-  }();
-  if (!found.isOk()) {
-    log::warn("job republisher: orphaned jobs not claimed; next sweep later",
-              {{"error", found.status().msg()}});
+  // A read, outside the gate: almost every sweep finds nothing.
+  Result<bool> any = store_.anyOrphanedJob(now_ms, opts_.stale_ms, opts_.grace_ms);
+  if (!any.isOk()) {
+    log::warn("job republisher: orphaned jobs not read; next sweep later",
+              {{"error", any.status().msg()}});
     return 0;
   }
-  if (found.value().empty()) {
+  if (!any.value()) {
     // Nothing to publish: the connection is not kept open for nothing.
     conn_.reset();
     refusals_.clear();
     return 0;
   }
-  std::set<std::string> unsettled;
-  for (const OpenCharge& c : found.value()) unsettled.insert(c.request_id);
-  int n = publishClaimed(found.value(), now_ms, unsettled);
-  handBack(unsettled);
+  // Connected before claiming: a claim is taken only by a sweep that can
+  // publish at once (opening a connection may take the lease's length).
+  if (!connected()) {
+    backOff(now_ms);
+    return 0;
+  }
+  // The jobs are claimed (a lease each), so that several dispatchers do not
+  // all publish the same one; what this sweep does not settle it hands back
+  // at the end, to be taken again at a later sweep.
+  const int64_t lease_until = now_ms + kRepublishLeaseMs;
+  Result<std::vector<OpenCharge>> claimed = [&] {
+    std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
+    return store_.claimOrphanedJobs(now_ms, opts_.stale_ms, opts_.grace_ms, lease_until,
+                                    kRepublishBatch);
+  }();
+  if (!claimed.isOk()) {
+    log::warn("job republisher: orphaned jobs not claimed; next sweep later",
+              {{"error", claimed.status().msg()}});
+    return 0;
+  }
+  std::set<std::string> unsettled;  // empty: another dispatcher has them
+  for (const OpenCharge& c : claimed.value()) unsettled.insert(c.request_id);
+  int n = publishClaimed(claimed.value(), now_ms, unsettled);
+  handBack(unsettled, lease_until);
   return n;
 }
 
 int JobRepublisher::publishClaimed(const std::vector<OpenCharge>& claimed, int64_t now_ms,
                                    std::set<std::string>& unsettled) {
-  if (!connected()) {
-    backOff(now_ms);
-    return 0;
-  }
   std::vector<const OpenCharge*> confirmed;
   std::vector<const OpenCharge*> refused;  // kMaxRefusals times: given up
+  // Publishing stops well inside the lease (each publish may wait out its
+  // confirm timeout): past it another dispatcher may take the same jobs.
+  const auto stop_at = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(kRepublishLeaseMs - kRepublishLeaseMarginMs);
   for (const OpenCharge& c : claimed) {
+    if (std::chrono::steady_clock::now() > stop_at) {
+      log::warn("job republisher: the sweep ran out of its claim's time; the rest next sweep",
+                {{"published", static_cast<long long>(confirmed.size())}});
+      break;
+    }
     amqp::PublishOptions opts;
     opts.persistent = true;
     opts.signature = msg::signMessage(internal_key_, msg::SignedKind::kJob, "", c.job);

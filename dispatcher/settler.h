@@ -101,10 +101,13 @@ class JobRepublisher {
         opts_(opts),
         db_writes_(db_writes) {}
 
-  // If a sweep is due: claims the orphaned async charges whose task is
-  // still queued (Store::claimOrphanedJobs: one dispatcher takes each),
-  // publishes each one's job again, and once the broker has confirmed them
-  // settles those charges in one transaction. Returns the number
+  // If a sweep is due and there are orphaned async charges whose task is
+  // still queued: connects, claims them (Store::claimOrphanedJobs: one
+  // dispatcher takes each), publishes each one's job again, and once the
+  // broker has confirmed them settles those charges in one transaction;
+  // hands back the claims on the rest. A job the broker refuses is counted
+  // per dispatcher (so with N dispatchers it may be published up to
+  // N x kMaxRefusals times before one gives up on it). Returns the number
   // settled. Never fails its caller: a broker it cannot reach or publish to
   // is tried again at a later sweep, after a wait that doubles (up to a
   // minute) while it keeps failing, and what was not settled stays open.
@@ -121,7 +124,7 @@ class JobRepublisher {
                      std::set<std::string>& unsettled);
   // Ends this process's claim on the jobs it did not settle, so that the
   // next sweep (here or in another dispatcher) takes them again.
-  void handBack(const std::set<std::string>& request_ids);
+  void handBack(const std::set<std::string>& request_ids, int64_t lease_until_ms);
   void backOff(int64_t now_ms);
 
   Store& store_;

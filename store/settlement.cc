@@ -126,7 +126,7 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
   if (!tx.status().isOk()) return tx.status();
   std::vector<Settlement> found;
   std::vector<std::string> task_status;  // per found charge; empty: none (sync, or no row)
-  // Not the charges orphanedJobs() returns: a queued task whose job was
+  // Not the charges claimOrphanedJobs() takes: a queued task whose job was
   // kept is published again by the dispatcher's consumer thread.
   auto r = exec(
       "read orphaned charges",
@@ -198,40 +198,29 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
   return settled;
 }
 
-// The orphaned charges whose job the republisher may take: kept with the
-// charge, its task still queued, and no other republisher's lease on it
-// (?3: now). `c` and `i` as above, `t` the task (JOIN).
-#define EQ_ORPHANED_JOB                                 \
-  EQ_ORPHANED_CHARGE                                    \
-  " AND c.job IS NOT NULL AND t.status = 'queued' AND " \
-  "(c.republish_until IS NULL OR c.republish_until <= ?3)"
+// The orphaned charges whose job is to be published again: kept with the
+// charge, its task still queued. `c` and `i` as above, `t` the task.
 #define EQ_ORPHANED_JOB_FROM                                               \
   "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id " \
-  "JOIN tasks t ON t.id = c.task_id WHERE " EQ_ORPHANED_JOB
+  "JOIN tasks t ON t.id = c.task_id WHERE " EQ_ORPHANED_CHARGE             \
+  " AND c.job IS NOT NULL AND t.status = 'queued'"
+
+Result<bool> Store::anyOrphanedJob(int64_t now_ms, int64_t stale_ms, int64_t grace_ms) {
+  bool any = false;
+  auto r = exec("read orphaned jobs", Sql{"SELECT 1 " EQ_ORPHANED_JOB_FROM " LIMIT 1"},
+                {now_ms - stale_ms, now_ms - grace_ms}, [&](const Row&) { any = true; });
+  if (!r.isOk()) return r.status();
+  return any;
+}
 
 Result<std::vector<OpenCharge>> Store::claimOrphanedJobs(int64_t now_ms, int64_t stale_ms,
                                                          int64_t grace_ms, int64_t lease_until_ms,
                                                          int limit) {
-  // A read first, as for due deliveries: the republisher looks every 2 s,
-  // almost always finding nothing, and on SQLite an UPDATE of no rows
-  // still takes the write lock eq-api needs. (Inside a caller's
-  // transaction the caller has asked already.)
-  const int64_t stale_before = now_ms - stale_ms, overdue_before = now_ms - grace_ms;
-  if (!inTransaction()) {
-    bool any = false;
-    auto r = exec("read orphaned jobs", Sql{"SELECT 1 " EQ_ORPHANED_JOB_FROM " LIMIT 1"},
-                  {stale_before, overdue_before, now_ms}, [&](const Row&) { any = true; });
-    if (!r.isOk()) return r.status();
-    if (!any) return std::vector<OpenCharge>();
-  }
-  // The claim: each row taken gets a lease (republish_until) in the same
-  // statement that picks it, so two dispatchers never take the same job
-  // while the lease runs. On PostgreSQL the rows are picked FOR UPDATE SKIP
-  // LOCKED (another dispatcher's claim in progress is passed over, not
-  // waited for); on SQLite the statement holds the write lock. A
-  // republisher that dies holding a lease leaves its jobs to the next one
-  // once the lease ends; one still publishing then makes a duplicate, which
-  // changes nothing (the task ends once, charged once).
+  // Each row taken gets a lease (republish_until) in the statement that
+  // picks it, so two dispatchers never take the same job while the lease
+  // runs: on PostgreSQL the rows are picked FOR UPDATE SKIP LOCKED (another
+  // dispatcher's claim in progress is passed over, not waited for); on
+  // SQLite the statement holds the write lock.
   std::vector<OpenCharge> out;
   Transaction tx(*db_);
   if (!tx.status().isOk()) return tx.status();
@@ -239,7 +228,8 @@ Result<std::vector<OpenCharge>> Store::claimOrphanedJobs(int64_t now_ms, int64_t
       "claim orphaned jobs",
       Sql{"UPDATE open_charges SET republish_until = ?5 WHERE request_id IN (SELECT "
           "c.request_id " EQ_ORPHANED_JOB_FROM
-          " ORDER BY c.created_at, c.request_id LIMIT ?4) RETURNING request_id, instance_id, "
+          " AND (c.republish_until IS NULL OR c.republish_until <= ?3) "
+          "ORDER BY c.created_at, c.request_id LIMIT ?4) RETURNING request_id, instance_id, "
           "account_id, mode, task_id, deadline_at, created_at, job, coalesce(idem_key, '')",
           "UPDATE open_charges SET republish_until = $5 WHERE request_id IN (SELECT c.request_id "
           "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "
@@ -250,7 +240,7 @@ Result<std::vector<OpenCharge>> Store::claimOrphanedJobs(int64_t now_ms, int64_t
           "ORDER BY c.created_at, c.request_id LIMIT $4 FOR UPDATE OF c SKIP LOCKED) "
           "RETURNING request_id, instance_id, account_id, mode, task_id, deadline_at, "
           "created_at, job, coalesce(idem_key, '')"},
-      {stale_before, overdue_before, now_ms, int64_t{limit}, lease_until_ms},
+      {now_ms - stale_ms, now_ms - grace_ms, now_ms, int64_t{limit}, lease_until_ms},
       [&](const Row& row) { out.push_back(chargeFromRow(row, true)); });
   if (!r.isOk()) return r.status();
   if (Status c = tx.commit(); !c.isOk()) return c;
@@ -261,20 +251,33 @@ Result<std::vector<OpenCharge>> Store::claimOrphanedJobs(int64_t now_ms, int64_t
   return out;
 }
 
-Status Store::releaseOrphanedJobs(const std::vector<std::string>& request_ids) {
-  // A sweep's leftovers, a few rows at most: one statement each.
+Status Store::releaseOrphanedJobs(const std::vector<std::string>& request_ids,
+                                  int64_t lease_until_ms) {
+  // Only claims that are still this caller's (the lease it set): one that
+  // ended and was taken by another dispatcher is that one's now.
+  if (request_ids.empty()) return Status::ok();
+  if (db_->engine() == store::DbEngine::kPostgres) {
+    return exec("release orphaned jobs",
+                Sql{"",
+                    "UPDATE open_charges SET republish_until = NULL "
+                    "WHERE request_id = ANY ($1::text[]) AND republish_until = $2"},
+                {store_detail::textArray(request_ids), lease_until_ms})
+        .status();
+  }
+  // SQLite: a statement costs no round trip; one each, in one transaction.
   Transaction tx(*db_);
   if (!tx.status().isOk()) return tx.status();
   for (const std::string& id : request_ids) {
     auto r = exec("release orphaned job",
-                  Sql{"UPDATE open_charges SET republish_until = NULL WHERE request_id = ?"}, {id});
+                  Sql{"UPDATE open_charges SET republish_until = NULL "
+                      "WHERE request_id = ? AND republish_until = ?"},
+                  {id, lease_until_ms});
     if (!r.isOk()) return r.status();
   }
   return tx.commit();
 }
 
 #undef EQ_ORPHANED_JOB_FROM
-#undef EQ_ORPHANED_JOB
 #undef EQ_ORPHANED_CHARGE
 
 Result<bool> Store::settleRepublished(const OpenCharge& charge, int64_t now_ms) {

@@ -600,7 +600,7 @@ class Store {
   Result<std::vector<std::string>> closeCharges(const std::vector<std::string>& request_ids);
   // Settles every open charge whose process has had no heartbeat since
   // now_ms - stale_ms, or whose deadline passed before now_ms - grace_ms,
-  // except those orphanedJobs() returns: a sync charge is refunded; an
+  // except those claimOrphanedJobs() takes: a sync charge is refunded; an
   // async one whose task has left `queued` is kept (its job reached the
   // broker, the task's own outcome settles the unit); an async one whose
   // task is queued and whose job was not kept (an eq-api older than schema
@@ -611,21 +611,25 @@ class Store {
   // is settled once whatever number of dispatchers sweep.
   Result<std::vector<Settlement>> settleOrphanedCharges(int64_t now_ms, int64_t stale_ms,
                                                         int64_t grace_ms);
-  // Claims the orphaned charges (as above) of async calls whose task is
-  // still queued and whose job was kept, oldest first, at most `limit`:
-  // each gets a lease until lease_until_ms, during which no other claim
-  // takes it (several dispatchers each take different ones). Nobody can
-  // tell whether their job reached the broker, so the caller publishes
-  // each again and, once the broker confirmed it, settles it with
-  // settleRepublished(); what it does not settle it hands back with
+  // Whether any orphaned charge (as above) of an async call has its task
+  // still queued and its job kept, claimed or not: a read, which the
+  // republisher's sweep makes before it connects and claims.
+  Result<bool> anyOrphanedJob(int64_t now_ms, int64_t stale_ms, int64_t grace_ms);
+  // Claims those charges, oldest first, at most `limit`, that nobody's
+  // claim holds: each gets a lease until lease_until_ms, during which no
+  // other claim takes it (several dispatchers each take different ones).
+  // Nobody can tell whether their job reached the broker, so the caller
+  // publishes each again and, once the broker confirmed it, settles it
+  // with settleRepublished(); what it does not settle it hands back with
   // releaseOrphanedJobs(), or the lease ends. A job may then run twice; its
   // task still ends once (transitions are guarded by state) and is charged
   // once.
   Result<std::vector<OpenCharge>> claimOrphanedJobs(int64_t now_ms, int64_t stale_ms,
                                                     int64_t grace_ms, int64_t lease_until_ms,
                                                     int limit);
-  // Ends the claims of claimOrphanedJobs() on these charges.
-  Status releaseOrphanedJobs(const std::vector<std::string>& request_ids);
+  // Ends the claims of claimOrphanedJobs() on these charges, those that
+  // still hold the lease it set (lease_until_ms).
+  Status releaseOrphanedJobs(const std::vector<std::string>& request_ids, int64_t lease_until_ms);
   // Closes the open charge of a job published again and records it
   // (action "republished"); false when someone else closed it first. Runs
   // inside the caller's transaction.

@@ -7,7 +7,7 @@
 -- hosts on PostgreSQL) each read the same orphaned jobs, and each
 -- published every one of them. A dispatcher now claims the jobs it is about
 -- to publish, in the statement that picks them: republish_until is when
--- its claim ends (unix ms; NULL: nobody's). It settles what the broker
+-- its claim ends (unix ms; NULL or past: nobody's). It settles what the broker
 -- confirmed (the row goes) and hands the rest back (NULL again); one that
 -- dies mid-sweep leaves its jobs to the others once the claim has ended
 -- (Store::claimOrphanedJobs).
