@@ -371,23 +371,6 @@ void DbThread::readQuotas(Batch& batch) {
 }
 
 void DbThread::runWork(Batch& batch) {
-  // The rows of every account the batch writes, locked first and in one
-  // order (on PostgreSQL): otherwise each request's charge takes its
-  // account's rows in the batch's order, and two eq-api processes whose
-  // batches share two accounts in opposite orders wait on each other
-  // until the lock timeout (EQ_API_DB_WAIT_MS) fails one of them.
-  std::vector<std::string> accounts;
-  for (auto& r : batch) {
-    if (!r->work || !r->writes || !admitted(*r)) continue;
-    if (r->auth) accounts.push_back(r->auth->account_id);
-    accounts.insert(accounts.end(), r->accounts.begin(), r->accounts.end());
-  }
-  if (Status locked = store_->lockAccounts(std::move(accounts)); !locked.isOk()) {
-    for (auto& r : batch) {
-      if (r->work && admitted(*r)) r->status = locked;
-    }
-    return;
-  }
   // Each admitted request's own work, its writes in a savepoint of their
   // own: a request that fails undoes only its own statements.
   for (auto& r : batch) {

@@ -1,9 +1,8 @@
 // Quota: atomic charge and refund, reads and operator changes.
-#include <algorithm>
+#include "store/store.h"
 
 #include "common/timefmt.h"
 #include "store/rows.h"
-#include "store/store.h"
 
 namespace eq {
 
@@ -190,22 +189,6 @@ Result<std::map<std::string, AccountQuota>> Store::quotas(
 }
 
 #undef EQ_QUOTA_COLUMNS
-
-Status Store::lockAccounts(std::vector<std::string> account_ids) {
-  // SQLite: the transaction holds the whole database's write lock already.
-  if (account_ids.empty() || db_->engine() != store::DbEngine::kPostgres) return Status::ok();
-  std::sort(account_ids.begin(), account_ids.end());
-  account_ids.erase(std::unique(account_ids.begin(), account_ids.end()), account_ids.end());
-  // FOR NO KEY UPDATE: the lock an UPDATE of the quota columns takes, which
-  // still lets the deferred foreign-key checks of other transactions' task
-  // and delivery rows (KEY SHARE) through.
-  return exec("lock accounts",
-              Sql{"",
-                  "SELECT 1 FROM accounts WHERE id = ANY ($1::text[]) ORDER BY id "
-                  "FOR NO KEY UPDATE"},
-              {store_detail::textArray(account_ids)})
-      .status();
-}
 
 Status Store::setQuota(const std::string& account_id, const QuotaChange& units,
                        std::optional<int64_t> expire_at_ms, std::optional<std::string> tier) {

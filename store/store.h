@@ -463,13 +463,6 @@ class Store {
   // The quota of several accounts, by account id (one statement on
   // PostgreSQL); an account that does not exist is absent.
   Result<std::map<std::string, AccountQuota>> quotas(const std::vector<std::string>& account_ids);
-  // Locks the accounts' rows until the transaction ends, in the order of
-  // their ids (PostgreSQL; on SQLite the transaction holds the database's
-  // write lock already). Taken first by every eq-api batch that writes
-  // account rows, so that two processes' batches lock the rows of the
-  // accounts they share in one order and wait for each other rather than
-  // deadlock: charges, refunds and the usage rows each account has.
-  Status lockAccounts(std::vector<std::string> account_ids);
   // One UPDATE; modes absent from `units` are not written, so a charge
   // landing meanwhile is never undone.
   Status setQuota(const std::string& account_id, const QuotaChange& units,

@@ -307,50 +307,6 @@ EQ_STORE_FIXTURE_TEST_CASE(two_republishers_claim_each_orphaned_job_once, TwoHos
       [](const OpenCharge& a, const OpenCharge& b) { return a.created_at_ms < b.created_at_ms; }));
 }
 
-// Issue 23: two eq-api processes whose batches charge the same accounts,
-// each batch in its own order. Each batch locks its accounts first, in the
-// order of their ids (Store::lockAccounts, as DbThread::runWork does), so
-// batches that share accounts wait for each other's commit and never
-// deadlock: with a 300 ms lock timeout (eq-api's EQ_API_DB_WAIT_MS is the
-// same kind of bound) every batch commits. Without the lock, batches taking
-// shared accounts in opposite orders deadlock on PostgreSQL.
-EQ_STORE_FIXTURE_TEST_CASE(batches_charging_shared_accounts_in_any_order_never_deadlock, TwoHosts) {
-  constexpr int kAccounts = 4, kBatches = 15;
-  std::vector<std::string> accounts;
-  for (int i = 0; i < kAccounts; ++i) accounts.push_back(newKey(1000).account_id);
-  store->setLockTimeout(300);
-  other->setLockTimeout(300);
-  const int64_t now = nowMs();
-  std::atomic<int> failed{0};
-  race(kBatches, [&](Store& s, int thread) {
-    auto batch = [&]() -> Status {
-      if (Status b = s.begin(); !b.isOk()) return b;
-      if (Status l = s.lockAccounts(accounts); !l.isOk()) return l;
-      for (int i = 0; i < kAccounts; ++i) {
-        // Each thread starts at another account and goes the other way
-        // round every second thread: every order of two shared accounts.
-        int at = thread % 2 == 0 ? (thread + i) % kAccounts : (thread + kAccounts - i) % kAccounts;
-        Result<ChargeOutcome> c =
-            s.chargeQuota(accounts[static_cast<std::size_t>(at)], "fast", now);
-        if (!c.isOk()) return c.status();
-        if (c.value() != ChargeOutcome::kCharged) return Status(500, "not charged");
-      }
-      return s.commit();
-    };
-    if (Status st = batch(); !st.isOk()) {
-      ++failed;
-      BOOST_TEST_MESSAGE("a batch failed: " << st.msg());
-      (void)s.rollback();
-    }
-  });
-  BOOST_TEST(failed.load() == 0);
-  // 8 threads x 15 batches, one unit of each account a batch.
-  for (const std::string& a : accounts) {
-    BOOST_TEST(store->quota(a).value().remaining.fast ==
-               1000 - kStores * kThreadsPerStore * kBatches);
-  }
-}
-
 EQ_STORE_FIXTURE_TEST_CASE(two_purgers_delete_each_expired_task_once, TwoHosts) {
   constexpr int kTasks = 150;
   const int64_t now = nowMs();
