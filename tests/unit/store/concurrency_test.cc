@@ -5,8 +5,9 @@
 // PostgreSQL the single-statement charge and upsert, and the insert-first
 // Idempotency-Key record, are what keep the counts exact. The dispatchers'
 // claims: due deliveries, a dead eq-api's open charges, the jobs of its
-// queued tasks and retention batches are each taken by one of them (on PostgreSQL with FOR UPDATE
-// SKIP LOCKED or an advisory lock, store/deliveries.cc and store/settlement.cc).
+// queued tasks and retention batches are each taken by one of them (on
+// PostgreSQL with FOR UPDATE SKIP LOCKED or an advisory lock,
+// store/deliveries.cc and store/settlement.cc).
 #include <algorithm>
 #include <atomic>
 #include <boost/test/unit_test.hpp>
