@@ -292,6 +292,10 @@ void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) 
   int64_t now = ctx_.clock->nowMs();
   req->now_ms = now;
   req->deadline_ms = dbDeadline();
+  // A refund (of the call, or of its failed task) writes the account's row.
+  if (!st->account.empty() && (!st->refund_mode.empty() || !st->task_id.empty())) {
+    req->accounts.push_back(st->account);
+  }
   req->work = [st, now](Store& store, const AuthContext*) -> Status {
     // The charge is settled here, or was already by a sweeper that took this
     // process for dead: only the one that closes the open charge refunds.
@@ -376,6 +380,9 @@ void ApiService::closeAnsweredCharges() {
   auto close = std::make_unique<DbRequest>();
   close->now_ms = ctx_.clock->nowMs();
   close->deadline_ms = close->now_ms + util::kCloseChargeWaitMs;
+  for (const AnsweredCharge& a : *closes) {
+    if (a.tokens > 0) close->accounts.push_back(a.account_id);  // usage rows of their tokens
+  }
   close->work = [closes, now = close->now_ms](Store& store, const AuthContext*) -> Status {
     // The usage record's tokens, summed per account and mode, counted only
     // for the charges this process closed (a sweeper that closed one first

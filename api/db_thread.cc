@@ -371,6 +371,22 @@ void DbThread::readQuotas(Batch& batch) {
 }
 
 void DbThread::runWork(Batch& batch) {
+  // The accounts every request's work writes, locked first and in one
+  // order (PostgreSQL's advisory locks, Store::lockAccounts). Otherwise each
+  // charge takes its account's rows in the batch's own order, and two
+  // eq-api processes whose batches share two accounts in opposite orders
+  // wait on each other until the lock timeout (EQ_API_DB_WAIT_MS) fails
+  // one. Should the locks fail, the work goes on without them.
+  std::vector<std::string> accounts;
+  for (auto& r : batch) {
+    if (!r->work || !r->writes || !admitted(*r)) continue;
+    if (r->auth) accounts.push_back(r->auth->account_id);
+    accounts.insert(accounts.end(), r->accounts.begin(), r->accounts.end());
+  }
+  if (Status locked = store_->lockAccounts(accounts); !locked.isOk()) {
+    log::warn("batch: account locks not taken; its work goes on without them",
+              {{"error", locked.msg()}});
+  }
   // Each admitted request's own work, its writes in a savepoint of their
   // own: a request that fails undoes only its own statements.
   for (auto& r : batch) {

@@ -106,6 +106,10 @@ struct DbRequest {
   // made for every request of a batch that asks in one statement, before
   // any work runs (so it sees none of the batch's charges).
   bool reads_quota = false;
+  // The accounts whose rows `work` writes besides auth's (a settled call's
+  // refund, the usage rows of answered calls' tokens): the batch locks them
+  // with auth's accounts before any work (Store::lockAccounts).
+  std::vector<std::string> accounts;
   // Runs on the database thread inside the batch transaction, only when the
   // request is authenticated (if it needs to be) and within its rate limit.
   // An error rolls back this request's own statements and answers 503.

@@ -244,6 +244,7 @@ Status Dispatcher::applyTogether(const std::vector<BatchItem>& items) {
     std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
     store::Transaction tx = store_.transaction();
     if (!tx.status().isOk()) return tx.status();
+    lockAccountsOf(items);
     for (const BatchItem& item : items) {
       Status s = item.event ? apply(*item.event) : applyDeadLetter(*item.delivery);
       if (!s.isOk()) return s;  // rolled back by tx
@@ -263,6 +264,31 @@ Status Dispatcher::applyTogether(const std::vector<BatchItem>& items) {
   }
   if (applied.isOk() && due_in_batch_ && on_delivery_due_) on_delivery_due_();
   return applied;
+}
+
+void Dispatcher::lockAccountsOf(const std::vector<BatchItem>& items) {
+  // The accounts whose quota (a failed task's refund) and usage rows (a
+  // finished task's tokens) the batch writes, locked first in the order
+  // eq-api's batches lock them (Store::lockAccounts): without it, a batch
+  // here and one there that share two accounts could each hold one's rows
+  // and wait for the other's until a lock timeout. A dead letter's task is
+  // read leniently; a missed one only writes without the lock.
+  std::vector<std::string> task_ids;
+  for (const BatchItem& item : items) {
+    std::string id;
+    if (!item.event) {
+      id = msg::salvageTaskId(item.delivery->body);
+    } else if (item.event->event != "task.running") {
+      id = item.event->task_id;
+    }
+    if (!id.empty()) task_ids.push_back(std::move(id));
+  }
+  if (Status locked = store_.lockTaskAccounts(task_ids); !locked.isOk()) {
+    logLater([error = locked.msg()] {
+      log::warn("task events: account locks not taken; the batch goes on without them",
+                {{"error", error}});
+    });
+  }
 }
 
 void Dispatcher::logLater(std::function<void()> line) {

@@ -96,6 +96,9 @@ class Dispatcher {
   Status applyTogether(const std::vector<BatchItem>& items);
 
  private:
+  // Takes the advisory locks of the accounts the batch writes, in
+  // applyTogether's transaction before any write (PostgreSQL).
+  void lockAccountsOf(const std::vector<BatchItem>& items);
   Status serve(amqp::Connection& conn);
   // Applies one read batch in one transaction, then acks it (or requeues it
   // all when the transaction fails).

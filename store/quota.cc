@@ -190,6 +190,45 @@ Result<std::map<std::string, AccountQuota>> Store::quotas(
 
 #undef EQ_QUOTA_COLUMNS
 
+// Advisory locks on accounts, the two-key form: (1163022657, an arbitrary
+// class of EQ Reply's own; the hash of the account id). PostgreSQL keeps
+// the two-key and the one-key forms apart, so these never meet the one-key
+// locks of migrations and retention. Two accounts whose ids hash alike
+// share a lock: their batches wait a little more for each other, and the
+// order stays one.
+#define EQ_ACCOUNT_LOCKS(keys)                                         \
+  "SELECT pg_advisory_xact_lock(1163022657, k) FROM (SELECT DISTINCT " \
+  "hashtext(a) AS k FROM " keys ") AS s ORDER BY k"
+
+Status Store::lockAccountsWhere(const char* what, const std::string& pg_text,
+                                const std::vector<std::string>& ids) {
+  // SQLite: the transaction holds the whole database's write lock already.
+  if (ids.empty() || db_->engine() != store::DbEngine::kPostgres) return Status::ok();
+  // In a savepoint of its own: a lock timeout here undoes only the locks,
+  // and the caller's writes go on without them (each takes its rows in
+  // its own order, as they would without this call).
+  store::Transaction tx(*db_);
+  if (!tx.status().isOk()) return tx.status();
+  // The locks are taken in the order of their keys: PostgreSQL evaluates a
+  // volatile output column after the ORDER BY's sort.
+  auto r = exec(what, Sql{"", pg_text}, {store_detail::textArray(ids)});
+  if (!r.isOk()) return r.status();
+  return tx.commit();
+}
+
+Status Store::lockAccounts(const std::vector<std::string>& account_ids) {
+  static const std::string kText = EQ_ACCOUNT_LOCKS("unnest($1::text[]) AS a");
+  return lockAccountsWhere("lock accounts", kText, account_ids);
+}
+
+Status Store::lockTaskAccounts(const std::vector<std::string>& task_ids) {
+  static const std::string kText =
+      EQ_ACCOUNT_LOCKS("(SELECT account_id AS a FROM tasks WHERE id = ANY ($1::text[])) AS t");
+  return lockAccountsWhere("lock the tasks' accounts", kText, task_ids);
+}
+
+#undef EQ_ACCOUNT_LOCKS
+
 Status Store::setQuota(const std::string& account_id, const QuotaChange& units,
                        std::optional<int64_t> expire_at_ms, std::optional<std::string> tier) {
   auto r = exec(

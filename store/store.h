@@ -463,6 +463,21 @@ class Store {
   // The quota of several accounts, by account id (one statement on
   // PostgreSQL); an account that does not exist is absent.
   Result<std::map<std::string, AccountQuota>> quotas(const std::vector<std::string>& account_ids);
+  // Takes the accounts' advisory locks, held until the transaction ends, in
+  // one order (PostgreSQL; on SQLite the transaction holds the database's
+  // write lock already, and these do nothing). Whatever writes the rows of
+  // several accounts in one transaction (their quota, their usage rows)
+  // takes them first: eq-api's batches and eq-dispatcher's batches of task
+  // events. Two transactions that share accounts then wait for each
+  // other's commit instead of each holding a row the other wants until the
+  // lock timeout. Row locks would order them too, but a row locked by the
+  // transaction and then updated in a savepoint costs a MultiXact each
+  // time. A failure (a lock timeout) undoes only the locks. (The sweeps of
+  // a dead eq-api's charges lock those first and do without these: rare,
+  // and a crossing there is what PostgreSQL's deadlock check ends.)
+  Status lockAccounts(const std::vector<std::string>& account_ids);
+  // The advisory locks of the accounts that own these tasks.
+  Status lockTaskAccounts(const std::vector<std::string>& task_ids);
   // One UPDATE; modes absent from `units` are not written, so a charge
   // landing meanwhile is never undone.
   Status setQuota(const std::string& account_id, const QuotaChange& units,
@@ -800,6 +815,9 @@ class Store {
   // An account an invitation may attach (--key): 404 unknown, 403 disabled,
   // 409 already has a person.
   Status inviteAccountFree(const std::string& account_id);
+  // lockAccounts' and lockTaskAccounts' statement, its one parameter the ids.
+  Status lockAccountsWhere(const char* what, const std::string& pg_text,
+                           const std::vector<std::string>& ids);
   // The usage record's side of a charge (calls) or refund (refunded).
   Status countUsage(const std::string& account_id, const std::string& mode, int64_t now_ms,
                     int64_t calls, int64_t refunded);

@@ -308,6 +308,98 @@ EQ_STORE_FIXTURE_TEST_CASE(two_republishers_claim_each_orphaned_job_once, TwoHos
       [](const OpenCharge& a, const OpenCharge& b) { return a.created_at_ms < b.created_at_ms; }));
 }
 
+// Issue 23: two eq-api processes whose batches charge the same accounts,
+// each batch in its own order, and two dispatchers whose batches of task
+// events refund tasks of those accounts in yet another order. Every batch
+// takes its accounts' advisory locks first (Store::lockAccounts, as
+// DbThread::runWork does; Store::lockTaskAccounts, as the dispatcher's
+// applyTogether does), so batches that share accounts wait for each other's
+// commit and never deadlock: with a 300 ms lock timeout (eq-api's
+// EQ_API_DB_WAIT_MS is the same kind of bound) every batch commits. Without
+// the locks, batches taking shared accounts in opposite orders deadlock on
+// PostgreSQL or wait out the timeout.
+EQ_STORE_FIXTURE_TEST_CASE(batches_writing_shared_accounts_in_any_order_never_deadlock, TwoHosts) {
+  constexpr int kAccounts = 4, kBatches = 15;
+  const int64_t now = nowMs();
+  std::vector<std::string> accounts;
+  // tasks[thread][batch][account]: a charged task for each refund.
+  std::map<int, std::vector<std::vector<std::string>>> tasks;
+  for (int i = 0; i < kAccounts; ++i) {
+    CreatedKey k = newKey(1000);
+    accounts.push_back(k.account_id);
+    for (int t = 1; t < kStores * kThreadsPerStore; t += 2) {
+      tasks[t].resize(kBatches);
+      for (int b = 0; b < kBatches; ++b) {
+        TaskRecord task;
+        task.task_id =
+            "tsk_l" + std::to_string(i) + "_" + std::to_string(t) + "_" + std::to_string(b);
+        task.account_id = k.account_id;
+        task.key_id = k.key_id;
+        task.request_id = "req_" + task.task_id.substr(4);
+        task.mode = "fast";
+        task.created_at = now;
+        BOOST_REQUIRE(store->createTask(task).isOk());
+        tasks[t][static_cast<std::size_t>(b)].push_back(task.task_id);
+      }
+    }
+  }
+  store->setLockTimeout(300);
+  other->setLockTimeout(300);
+  std::atomic<int> failed{0};
+  std::atomic<int> batch_of[kStores * kThreadsPerStore] = {};
+  race(kBatches, [&](Store& s, int thread) {
+    const auto b = static_cast<std::size_t>(batch_of[thread]++);
+    auto apiBatch = [&]() -> Status {
+      if (Status l = s.lockAccounts(accounts); !l.isOk()) return l;
+      for (int i = 0; i < kAccounts; ++i) {
+        // Each thread starts at another account, every second one of them
+        // going the other way round: every order of two shared accounts.
+        int at = thread % 4 == 0 ? (thread + i) % kAccounts : (thread + kAccounts - i) % kAccounts;
+        Result<ChargeOutcome> c =
+            s.chargeQuota(accounts[static_cast<std::size_t>(at)], "fast", now);
+        if (!c.isOk()) return c.status();
+        if (c.value() != ChargeOutcome::kCharged) return Status(500, "not charged");
+      }
+      return Status::ok();
+    };
+    auto dispatcherBatch = [&]() -> Status {
+      std::vector<std::string> mine = tasks[thread][b];
+      if (thread % 4 == 3) std::reverse(mine.begin(), mine.end());
+      if (Status l = s.lockTaskAccounts(mine); !l.isOk()) return l;
+      for (const std::string& id : mine) {
+        Result<bool> f = s.markTaskFailed(id, 500, "failed", now);
+        if (!f.isOk()) return f.status();
+        if (!f.value()) return Status(500, "not failed: " + id);
+      }
+      return Status::ok();
+    };
+    Status st = s.begin();
+    if (st.isOk()) st = thread % 2 == 0 ? apiBatch() : dispatcherBatch();
+    if (st.isOk()) st = s.commit();
+    if (!st.isOk()) {
+      ++failed;
+      BOOST_TEST_MESSAGE("a batch failed: " << st.msg());
+      (void)s.rollback();
+    }
+  });
+  BOOST_TEST(failed.load() == 0);
+  // Each account: one unit charged by each of the 4 eq-api threads' 15
+  // batches, one refunded by each of the 4 dispatcher threads' 15.
+  const int per_side = kStores * kThreadsPerStore / 2 * kBatches;
+  for (const std::string& a : accounts) {
+    BOOST_TEST(store->quota(a).value().remaining.fast == 1000 - per_side + per_side);
+    Result<std::vector<UsageRow>> usage = store->usage(a, 0);
+    BOOST_REQUIRE(usage.isOk());
+    int64_t calls = 0, refunded = 0;
+    for (const UsageRow& u : usage.value()) {
+      calls += u.calls;
+      refunded += u.refunded;
+    }
+    BOOST_TEST(calls == per_side);
+    BOOST_TEST(refunded == per_side);
+  }
+}
+
 EQ_STORE_FIXTURE_TEST_CASE(two_purgers_delete_each_expired_task_once, TwoHosts) {
   constexpr int kTasks = 150;
   const int64_t now = nowMs();
