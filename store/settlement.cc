@@ -109,6 +109,25 @@ Result<std::vector<std::string>> Store::closeCharges(const std::vector<std::stri
 // before ?2. `c` is open_charges, `i` its api_instances row (LEFT JOIN).
 #define EQ_ORPHANED_CHARGE "(i.id IS NULL OR i.heartbeat_at < ?1 OR c.deadline_at < ?2)"
 
+// A statement whose PostgreSQL text adds a locking clause to the SQLite one
+// (`locking`: "" or " FOR UPDATE OF c SKIP LOCKED"), its placeholders
+// numbered as they would be for a text written once.
+#define EQ_PG_LOCKING(statement) \
+  store::numberPlaceholders(statement(" FOR UPDATE OF c SKIP LOCKED"))
+
+// Not the charges claimOrphanedJobs() takes: a queued task whose job was
+// kept is published again by the dispatcher's consumer thread.
+#define EQ_READ_ORPHANED_CHARGES(locking)                                               \
+  "SELECT c.request_id, c.instance_id, c.account_id, c.mode, coalesce(c.task_id, ''), " \
+  "c.deadline_at, c.created_at, i.id IS NULL OR i.heartbeat_at < ?1, "                  \
+  "coalesce(t.status, ''), coalesce(c.idem_key, '') "                                   \
+  "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "              \
+  "LEFT JOIN tasks t ON t.id = c.task_id "                                              \
+  "WHERE " EQ_ORPHANED_CHARGE                                                           \
+  " AND NOT (c.job IS NOT NULL AND coalesce(t.status, '') = 'queued') "                 \
+  "ORDER BY c.created_at, c.request_id LIMIT 500" locking
+const std::string kReadOrphanedChargesPg = EQ_PG_LOCKING(EQ_READ_ORPHANED_CHARGES);
+
 Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int64_t stale_ms,
                                                              int64_t grace_ms) {
   // The read and the settlements in one transaction (a savepoint inside the
@@ -126,34 +145,15 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
   if (!tx.status().isOk()) return tx.status();
   std::vector<Settlement> found;
   std::vector<std::string> task_status;  // per found charge; empty: none (sync, or no row)
-  // Not the charges claimOrphanedJobs() takes: a queued task whose job was
-  // kept is published again by the dispatcher's consumer thread.
-  auto r = exec(
-      "read orphaned charges",
-      Sql{"SELECT c.request_id, c.instance_id, c.account_id, c.mode, coalesce(c.task_id, ''), "
-          "c.deadline_at, c.created_at, i.id IS NULL OR i.heartbeat_at < ?1, "
-          "coalesce(t.status, ''), coalesce(c.idem_key, '') "
-          "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "
-          "LEFT JOIN tasks t ON t.id = c.task_id "
-          "WHERE " EQ_ORPHANED_CHARGE
-          " AND NOT (c.job IS NOT NULL AND coalesce(t.status, '') = 'queued') "
-          "ORDER BY c.created_at, c.request_id LIMIT 500",
-          "SELECT c.request_id, c.instance_id, c.account_id, c.mode, coalesce(c.task_id, ''), "
-          "c.deadline_at, c.created_at, i.id IS NULL OR i.heartbeat_at < $1, "
-          "coalesce(t.status, ''), coalesce(c.idem_key, '') "
-          "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "
-          "LEFT JOIN tasks t ON t.id = c.task_id "
-          "WHERE (i.id IS NULL OR i.heartbeat_at < $1 OR c.deadline_at < $2)"
-          " AND NOT (c.job IS NOT NULL AND coalesce(t.status, '') = 'queued') "
-          "ORDER BY c.created_at, c.request_id LIMIT 500 FOR UPDATE OF c SKIP LOCKED"},
-      {now_ms - stale_ms, now_ms - grace_ms}, [&](const Row& row) {
-        Settlement s;
-        s.charge = chargeFromRow(row, false);
-        s.reason = row.int64(7) != 0 ? "eq-api stopped before the call ended"
-                                     : "the call outlived its deadline unsettled";
-        found.push_back(std::move(s));
-        task_status.emplace_back(row.text(8));
-      });
+  auto r = exec("read orphaned charges", Sql{EQ_READ_ORPHANED_CHARGES(""), kReadOrphanedChargesPg},
+                {now_ms - stale_ms, now_ms - grace_ms}, [&](const Row& row) {
+                  Settlement s;
+                  s.charge = chargeFromRow(row, false);
+                  s.reason = row.int64(7) != 0 ? "eq-api stopped before the call ended"
+                                               : "the call outlived its deadline unsettled";
+                  found.push_back(std::move(s));
+                  task_status.emplace_back(row.text(8));
+                });
   if (!r.isOk()) return r.status();
   std::vector<Settlement> settled;
   for (size_t n = 0; n < found.size(); ++n) {
@@ -205,6 +205,15 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
   "JOIN tasks t ON t.id = c.task_id WHERE " EQ_ORPHANED_CHARGE             \
   " AND c.job IS NOT NULL AND t.status = 'queued'"
 
+#define EQ_CLAIM_ORPHANED_JOBS(locking)                                       \
+  "UPDATE open_charges SET republish_until = ?5 WHERE request_id IN (SELECT " \
+  "c.request_id " EQ_ORPHANED_JOB_FROM                                        \
+  " AND (c.republish_until IS NULL OR c.republish_until <= ?3) "              \
+  "ORDER BY c.created_at, c.request_id LIMIT ?4" locking                      \
+  ") RETURNING request_id, instance_id, account_id, mode, task_id, "          \
+  "deadline_at, created_at, job, coalesce(idem_key, '')"
+const std::string kClaimOrphanedJobsPg = EQ_PG_LOCKING(EQ_CLAIM_ORPHANED_JOBS);
+
 Result<bool> Store::anyOrphanedJob(int64_t now_ms, int64_t stale_ms, int64_t grace_ms) {
   bool any = false;
   auto r = exec("read orphaned jobs", Sql{"SELECT 1 " EQ_ORPHANED_JOB_FROM " LIMIT 1"},
@@ -224,24 +233,9 @@ Result<std::vector<OpenCharge>> Store::claimOrphanedJobs(int64_t now_ms, int64_t
   std::vector<OpenCharge> out;
   Transaction tx(*db_);
   if (!tx.status().isOk()) return tx.status();
-  auto r = exec(
-      "claim orphaned jobs",
-      Sql{"UPDATE open_charges SET republish_until = ?5 WHERE request_id IN (SELECT "
-          "c.request_id " EQ_ORPHANED_JOB_FROM
-          " AND (c.republish_until IS NULL OR c.republish_until <= ?3) "
-          "ORDER BY c.created_at, c.request_id LIMIT ?4) RETURNING request_id, instance_id, "
-          "account_id, mode, task_id, deadline_at, created_at, job, coalesce(idem_key, '')",
-          "UPDATE open_charges SET republish_until = $5 WHERE request_id IN (SELECT c.request_id "
-          "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "
-          "JOIN tasks t ON t.id = c.task_id "
-          "WHERE (i.id IS NULL OR i.heartbeat_at < $1 OR c.deadline_at < $2) AND "
-          "c.job IS NOT NULL AND t.status = 'queued' AND "
-          "(c.republish_until IS NULL OR c.republish_until <= $3) "
-          "ORDER BY c.created_at, c.request_id LIMIT $4 FOR UPDATE OF c SKIP LOCKED) "
-          "RETURNING request_id, instance_id, account_id, mode, task_id, deadline_at, "
-          "created_at, job, coalesce(idem_key, '')"},
-      {now_ms - stale_ms, now_ms - grace_ms, now_ms, int64_t{limit}, lease_until_ms},
-      [&](const Row& row) { out.push_back(chargeFromRow(row, true)); });
+  auto r = exec("claim orphaned jobs", Sql{EQ_CLAIM_ORPHANED_JOBS(""), kClaimOrphanedJobsPg},
+                {now_ms - stale_ms, now_ms - grace_ms, now_ms, int64_t{limit}, lease_until_ms},
+                [&](const Row& row) { out.push_back(chargeFromRow(row, true)); });
   if (!r.isOk()) return r.status();
   if (Status c = tx.commit(); !c.isOk()) return c;
   // RETURNING gives the rows in no set order: oldest first, as picked.
@@ -277,7 +271,10 @@ Status Store::releaseOrphanedJobs(const std::vector<std::string>& request_ids,
   return tx.commit();
 }
 
+#undef EQ_CLAIM_ORPHANED_JOBS
 #undef EQ_ORPHANED_JOB_FROM
+#undef EQ_READ_ORPHANED_CHARGES
+#undef EQ_PG_LOCKING
 #undef EQ_ORPHANED_CHARGE
 
 Result<bool> Store::settleRepublished(const OpenCharge& charge, int64_t now_ms) {
