@@ -763,10 +763,13 @@ const std::string& Stack::roleUrl(const std::string& binary) const {
   return it->second;
 }
 
-HttpResult Stack::management(const std::string& path) {
+HttpResult Stack::management(const std::string& path, const std::string& method,
+                             const std::string& json_body) {
   std::string p = path;
   if (size_t at = p.find("{vhost}"); at != std::string::npos) p.replace(at, 7, vhost_);
-  return httpRequest("GET", mgmt_ + "/api" + p, {env_.at("EQ_MGMT_AUTH")});
+  std::vector<std::string> headers = {env_.at("EQ_MGMT_AUTH")};
+  if (!json_body.empty()) headers.emplace_back("Content-Type: application/json");
+  return httpRequest(method, mgmt_ + "/api" + p, headers, json_body);
 }
 
 // ------------------------------------------------------ TaskWebhookReceiver

@@ -221,9 +221,11 @@ class Stack {
   // receives it); process(name) then returns this process. Returns at once.
   Process* spawn(const std::string& name, const std::vector<std::string>& args,
                  const std::map<std::string, std::string>& env = {});
-  // GET on the RabbitMQ management API, path relative to /api with "{vhost}"
-  // replaced by this stack's vhost, e.g. "/queues/{vhost}/eq.jobs.fast".
-  HttpResult management(const std::string& path);
+  // A request to the RabbitMQ management API (GET unless given), path
+  // relative to /api with "{vhost}" replaced by this stack's vhost, e.g.
+  // "/queues/{vhost}/eq.jobs.fast"; a body is sent as JSON.
+  HttpResult management(const std::string& path, const std::string& method = "GET",
+                        const std::string& json_body = "");
 
   WebhookReceiver receiver;
 
