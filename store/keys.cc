@@ -149,8 +149,8 @@ Result<KeyDetails> Store::keyDetails(const std::string& key_id) {
   return *out;
 }
 
-Result<CreatedKey> Store::rotateKey(const std::string& key_id,
-                                    std::optional<int64_t> expires_at_ms, int64_t now_ms) {
+Result<CreatedKey> Store::rotateKey(const std::string& key_id, std::optional<int64_t> expires_at_ms,
+                                    int64_t now_ms, std::optional<int64_t> old_until_ms) {
   Transaction tx(*db_);
   if (!tx.status().isOk()) return tx.status();
   // Read inside the transaction. On SQLite a concurrent revoke or rotation
@@ -158,20 +158,25 @@ Result<CreatedKey> Store::rotateKey(const std::string& key_id,
   // us; on PostgreSQL both may read the key active, and the revoke below,
   // which changes only an active key, is what lets one of them through.
   struct Old {
-    std::string account_id, env, tier;
+    std::string account_id, env, tier, rotated_to;
     int64_t expires_at = 0;
   };
   std::optional<Old> old;
   auto read = exec("read key to rotate",
-                   Sql{"SELECT k.account_id, k.env, coalesce(k.expires_at, 0), a.tier "
+                   Sql{"SELECT k.account_id, k.env, coalesce(k.expires_at, 0), a.tier, "
+                       "coalesce(k.rotated_to, '') "
                        "FROM api_keys k JOIN accounts a ON a.id = k.account_id "
                        "WHERE k.id = ? AND k.status = 'active'"},
                    {key_id}, [&](const Row& row) {
                      old = Old{std::string(row.text(0)), std::string(row.text(1)),
-                               std::string(row.text(3)), row.int64(2)};
+                               std::string(row.text(3)), std::string(row.text(4)), row.int64(2)};
                    });
   if (!read.isOk()) return read.status();
   if (!old) return Status(404, "no active key with id " + key_id);
+  if (!old->rotated_to.empty()) {
+    return Status(409, "key " + key_id + " was rotated already, to " + old->rotated_to +
+                           ", and works until its expiry; revoke it, or rotate " + old->rotated_to);
+  }
   const int64_t expires = expires_at_ms ? *expires_at_ms : old->expires_at;
   CreatedKey out;
   out.account_id = old->account_id;
@@ -192,12 +197,21 @@ Result<CreatedKey> Store::rotateKey(const std::string& key_id,
       !r.isOk()) {
     return r.status();
   }
-  auto revoked = exec("revoke rotated key",
-                      Sql{"UPDATE api_keys SET status = 'revoked', revoked_at = ?, rotated_to = ? "
-                          "WHERE id = ? AND status = 'active'"},
-                      {now_ms, out.key_id, key_id});
-  if (!revoked.isOk()) return revoked.status();
-  if (revoked.value() == 0) return Status(404, "no active key with id " + key_id);
+  // Either way only a key still active and not rotated changes: of two
+  // rotations at once (two hosts) one goes through, the other rolls back.
+  auto retired =
+      old_until_ms
+          ? exec("end rotated key at the overlap",
+                 Sql{"UPDATE api_keys SET expires_at = CASE WHEN expires_at IS NOT NULL AND "
+                     "expires_at < ?1 THEN expires_at ELSE ?1 END, rotated_to = ?2 "
+                     "WHERE id = ?3 AND status = 'active' AND rotated_to IS NULL"},
+                 {*old_until_ms, out.key_id, key_id})
+          : exec("revoke rotated key",
+                 Sql{"UPDATE api_keys SET status = 'revoked', revoked_at = ?, rotated_to = ? "
+                     "WHERE id = ? AND status = 'active' AND rotated_to IS NULL"},
+                 {now_ms, out.key_id, key_id});
+  if (!retired.isOk()) return retired.status();
+  if (retired.value() == 0) return Status(409, "key " + key_id + " changed meanwhile; try again");
   if (Status c = tx.commit(); !c.isOk()) return c;
   return out;
 }

@@ -430,14 +430,18 @@ class Store {
   Result<KeyDetails> keyDetails(const std::string& key_id);
   Status revokeKey(const std::string& key_id);
   // Issues a new key for the same account (quota, tasks, webhook secret,
-  // default webhook URL and rate limit stay: they belong to the account) and
-  // revokes the old one in the same transaction, so there is no moment with
-  // both or neither working. The new key expires when the old one did,
-  // unless expires_at_ms says otherwise (0: never). The returned CreatedKey
-  // has no webhook_secret: the account's secret is unchanged and was printed
-  // when the account was created. 404 when the key is unknown or revoked.
+  // default webhook URL and rate limit stay: they belong to the account).
+  // Without old_until_ms the old key is revoked in the same transaction, so
+  // there is no moment with both or neither working; with it the old key
+  // keeps working until then (its expiry moves there, never later than it
+  // was), so that clients can switch in the meantime. The new key expires
+  // when the old one did, unless expires_at_ms says otherwise (0: never).
+  // The returned CreatedKey has no webhook_secret: the account's secret is
+  // unchanged and was printed when the account was created. 404 when the
+  // key is unknown or revoked; 409 when it was rotated already (it is in
+  // its overlap: revoke it, or rotate the key that replaced it).
   Result<CreatedKey> rotateKey(const std::string& key_id, std::optional<int64_t> expires_at_ms,
-                               int64_t now_ms);
+                               int64_t now_ms, std::optional<int64_t> old_until_ms = {});
   // 404 when the key is unknown.
   Status updateKey(const std::string& key_id, const KeyUpdate& update);
   // The account behind a key id, for eqctl commands that take a key id.

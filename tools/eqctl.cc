@@ -1,5 +1,6 @@
 // eqctl: the operator's CLI (keys, quota, tasks, webhook deliveries, stats). Opens EQ_DB_URL (or
-// EQ_DB_PATH) and runs one command; see tools/eqctl_commands.h.
+// EQ_DB_PATH), which must exist (only `migrate` makes one), and runs one command; see
+// tools/eqctl_commands.h.
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -35,14 +36,21 @@ int main(int argc, char** argv) {
     std::cerr << "eqctl: " << cfg.status().msg() << "\n";
     return 2;
   }
+  // Help, usage errors and unknown commands never read the database; an
+  // in-memory one spares them from creating EQ_DB_PATH where eqctl is run.
+  // Every command works on a database that exists: opening one that does
+  // not would make it.
+  const bool needs_store = eq::tools::needsStore(args);
+  if (needs_store) {
+    if (int rc = eq::tools::requireExistingStore(cfg.value().db_url, std::cerr); rc != 0) {
+      return rc;
+    }
+  }
   // store copy opens both stores itself: the source is the one configured.
-  if (!args.empty() && args[0] == "store" && !eq::tools::isHelpRequest(args)) {
+  if (needs_store && args[0] == "store") {
     return eq::tools::runStoreCopy(cfg.value().db_url, args, std::cout, std::cerr);
   }
-  // Help never reads the database; an in-memory one spares `eqctl --help`
-  // from creating EQ_DB_PATH where it is run.
-  auto store =
-      eq::Store::openUrl(eq::tools::isHelpRequest(args) ? "sqlite::memory:" : cfg.value().db_url);
+  auto store = eq::Store::openUrl(needs_store ? cfg.value().db_url : "sqlite::memory:");
   if (!store.isOk()) {
     std::cerr << "eqctl: " << store.status().msg() << "\n";
     return eq::Store::exitStatusFor(store.status());

@@ -3,6 +3,7 @@
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -12,8 +13,10 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "common/defaults.h"
+#include "common/ids.h"
 #include "common/json.h"
 #include "common/netaddr.h"
 #include "common/timefmt.h"
@@ -35,6 +38,8 @@ constexpr int64_t kMaxListLimit = 10'000;
 // tasks are purged after EQ_RETENTION_DAYS (7 by default) anyway.
 constexpr int64_t kStatsDefaultMinutes = 60;
 constexpr int64_t kStatsMaxMinutes = 7 * 24 * 60;
+// The longest a rotated key keeps working beside the new one.
+constexpr int64_t kMaxOverlapMs = 30 * kDayMs;
 
 // One entry per command: the synopsis for `eqctl --help` and the details for
 // `eqctl NOUN VERB --help`. Kept beside each other so they cannot drift.
@@ -48,28 +53,38 @@ struct CommandHelp {
 constexpr CommandHelp kCommands[] = {
     {"key", "create",
      "key create --name NAME [--tier free|pro|ultra] [--quota-fast N] [--quota-standard N]\n"
-     "           [--quota-perfect N] [--expire-days N] [--rate N] [--webhook-url URL] [--json]",
+     "           [--quota-perfect N] [--expire-days N] [--rate N] [--webhook-url URL] [--json]\n"
+     "   or: eqctl key create --account ACCOUNT_ID --name NAME [--json]",
      "Creates an account and its first key. Prints the key (eq_live_... or eq_test_..., after\n"
      "EQ_ENV) and the account's webhook signing secret (whsec_...) once. The database keeps\n"
      "only a hash and a display prefix of the key, but the webhook secret in clear: signing\n"
      "a webhook needs the secret itself. Defaults: 100 units per mode, quota expiring in 30 days\n"
      "(--expire-days is the quota's), 60 requests/minute, no default webhook URL.\n"
-     "--json prints {key_id, api_key, webhook_secret, tier}.\n"},
+     "--json prints {key_id, api_key, webhook_secret, tier}.\n"
+     "With --account, a further key of an existing account (key show prints a key's\n"
+     "account_id): its quota, rate limit, tier and webhook settings are the account's, so\n"
+     "only --name is taken, and the webhook secret is not printed (webhook-secret show).\n"
+     "--json prints {key_id, api_key, account_id, tier}.\n"},
     {"key", "list", "key list [--json]",
-     "Every key with its display prefix, env, status (active, revoked, expired), tier and name;\n"
-     "never a full key. --json prints an array of {key_id, name, prefix, env, status, tier,\n"
-     "created_at, expires_at}.\n"},
+     "Every key with its display prefix, env, status (active, revoked, expired), expiry, tier\n"
+     "and name; never a full key. --json prints an array of {key_id, name, prefix, env, status,\n"
+     "tier, created_at, expires_at}.\n"},
     {"key", "show", "key show KEY_ID [--json]",
      "The key (status, expiry, revocation, the key that replaced it) and its account's rate\n"
      "limit, default webhook URL and quota.\n"},
     {"key", "revoke", "key revoke KEY_ID [--json]",
      "Stops the key at once: from now on it gets 401. --json prints the key as `key show` does.\n"},
     {"key", "rotate",
-     "key rotate KEY_ID [--expire-days N | --expire-at ISO8601 | --no-expiry] [--json]",
-     "Issues a new key for the same account and revokes KEY_ID in the same transaction.\n"
-     "Quota, tasks, rate limit, default webhook URL and the webhook secret belong to the\n"
-     "account and stay (the secret is not printed again). The new key keeps the old one's\n"
-     "expiry unless an option says otherwise. --json prints {key_id, api_key, tier}.\n"},
+     "key rotate KEY_ID [--overlap DURATION] [--expire-days N | --expire-at ISO8601 |\n"
+     "           --no-expiry] [--json]",
+     "Issues a new key for the same account. Without --overlap KEY_ID is revoked in the same\n"
+     "transaction; with it (such as 24h, 90m or 7d, at most 30d) KEY_ID keeps working until\n"
+     "then, its expiry shown by key list and key show, so clients can switch to the new key\n"
+     "first. Quota, tasks, rate limit, default webhook URL and the webhook secret belong to\n"
+     "the account and stay (the secret is not printed again). The new key keeps the old one's\n"
+     "expiry unless an option says otherwise. A key rotated with an overlap cannot be rotated\n"
+     "again (rotate the new one, or revoke it). --json prints {key_id, api_key, tier,\n"
+     "old_key_id, old_key_expires_at}.\n"},
     {"key", "set",
      "key set KEY_ID [--rate N] [--tier T] [--webhook-url URL | --no-webhook-url]\n"
      "           [--expire-days N | --expire-at ISO8601 | --no-expiry] [--json]",
@@ -77,6 +92,15 @@ constexpr CommandHelp kCommands[] = {
      "absolute http/https URL; a literal non-public address is refused unless\n"
      "EQ_WEBHOOK_ALLOW_CIDRS allows it), or the key's own expiry (an expired key is refused\n"
      "like a revoked one). Prints the key as `key show` does.\n"},
+    {"webhook-secret", "show", "webhook-secret show KEY_ID|ACCOUNT_ID [--json]",
+     "The account's webhook signing secret, and the previous one while a rotation's overlap\n"
+     "runs (both sign each delivery then). --json prints {account_id, secret,\n"
+     "previous_secret, previous_until}.\n"},
+    {"webhook-secret", "rotate", "webhook-secret rotate KEY_ID|ACCOUNT_ID [--json]",
+     "A new webhook signing secret for the account. For 24 hours (as in the developer center)\n"
+     "the Standard Webhooks header webhook-signature carries a signature with each secret, so\n"
+     "receivers that verify it can switch meanwhile; X-Service-Signature uses the new one at\n"
+     "once. --json prints {account_id, secret, previous_until}.\n"},
     {"quota", "show", "quota show KEY_ID [--json]",
      "Remaining units per mode, expire_at and tier of the key's account. --json prints the\n"
      "same shape as GET /api/v1/quota's data: {quota: {fast, standard, perfect}, expire_at,\n"
@@ -162,10 +186,12 @@ constexpr const char* kUsageFooter =
     "survive a rotation. --expire-at takes UTC times such as 2026-01-31T00:00:00Z (or\n"
     "+08:00 offsets) and may lie in the past (ends a quota or key now).\n"
     "The database is EQ_DB_URL (postgresql://USER:PASSWORD@HOST/DB, or sqlite:PATH), else\n"
-    "the SQLite file EQ_DB_PATH; keys are minted for EQ_ENV (production: eq_live_, staging:\n"
-    "eq_test_). It stores API keys and portal passwords only as hashes, but webhook secrets\n"
-    "and message texts in clear (a webhook signature needs its secret), so a SQLite file and\n"
-    "its -wal and -shm files are created readable by their owner only (mode 0600).\n"
+    "the SQLite file EQ_DB_PATH, and must exist (only migrate makes one; scripts/eqctl finds\n"
+    "the stack scripts/run started with the same EQ_VAR_DIR); keys are minted for EQ_ENV\n"
+    "(production: eq_live_, staging: eq_test_). It stores API keys and portal passwords only\n"
+    "as hashes, but webhook secrets and message texts in clear (a webhook signature needs\n"
+    "its secret), so a SQLite file and its -wal and -shm files are created readable by their\n"
+    "owner only (mode 0600).\n"
     "Exit codes: 0 ok, 1 internal error (database), 2 usage error, 3 not found,\n"
     "4 conflict (wrong state), 5 refused by the deployment's settings.\n";
 
@@ -236,6 +262,36 @@ bool intOption(const Args& a, const std::string& name, int64_t lo, int64_t hi, i
   }
   *v = n;
   return true;
+}
+
+// "90s", "45m", "24h", "7d": a whole number and its unit; nullopt for
+// anything else (and for a count that would overflow).
+std::optional<int64_t> parseDurationMs(std::string_view text) {
+  if (text.size() < 2) return std::nullopt;
+  int64_t unit = 0;
+  switch (text.back()) {
+    case 's':
+      unit = 1'000;
+      break;
+    case 'm':
+      unit = 60'000;
+      break;
+    case 'h':
+      unit = 3'600'000;
+      break;
+    case 'd':
+      unit = kDayMs;
+      break;
+    default:
+      return std::nullopt;
+  }
+  text.remove_suffix(1);
+  int64_t n = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9' || n > 1'000'000'000) return std::nullopt;
+    n = n * 10 + (c - '0');
+  }
+  return n * unit;
 }
 
 bool checkKnown(const Args& a, std::initializer_list<const char*> known, std::ostream& err) {
@@ -364,8 +420,54 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
+// key create --account: a further key of an account (the developer center's
+// "new key"), so that clients can move to it before the old one is revoked.
+int keyCreateForAccount(Store& store, const EqctlOptions& opts, const Args& a, std::ostream& out,
+                        std::ostream& err) {
+  for (const auto& [k, v] : a.options) {
+    if (k == "account" || k == "name" || k == "json") continue;
+    err << "eqctl: --" << k << " belongs to the account, which --account names already: "
+        << "set it with key set or quota set\n";
+    return kExitUsage;
+  }
+  if (!a.positional.empty()) {
+    err << "eqctl: key create takes no positional arguments\n";
+    return kExitUsage;
+  }
+  const std::string& account = a.options.at("account");
+  auto name = a.options.find("name");
+  if (name == a.options.end() || name->second.empty()) {
+    err << "eqctl: key create needs --name\n";
+    return kExitUsage;
+  }
+  Result<CreatedKey> k = store.createAccountKey(account, name->second, opts.env, nowMs());
+  if (!k.isOk()) return fail(k.status(), err);
+  const CreatedKey& c = k.value();
+  if (a.json) {
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    putString(w, "key_id", c.key_id);
+    putString(w, "api_key", c.api_key);
+    putString(w, "account_id", c.account_id);
+    putString(w, "tier", c.tier);
+    w.EndObject();
+    out << sb.GetString() << "\n";
+  } else {
+    out << "key_id:     " << c.key_id << "\n"
+        << "api_key:    " << c.api_key << "\n"
+        << "account_id: " << c.account_id << "\n"
+        << "tier:       " << c.tier << "\n"
+        << "Store the api_key now: it is shown only once. The account's quota, rate limit and "
+        << "webhook secret are this key's too (eqctl webhook-secret show " << c.account_id
+        << ").\n";
+  }
+  return kExitOk;
+}
+
 int keyCreate(Store& store, const EqctlOptions& opts, const Args& a, std::ostream& out,
               std::ostream& err) {
+  if (a.has("account")) return keyCreateForAccount(store, opts, a, out, err);
   if (!checkKnown(a,
                   {"name", "tier", "quota-fast", "quota-standard", "quota-perfect", "expire-days",
                    "rate", "webhook-url"},
@@ -474,9 +576,10 @@ int keyList(Store& store, const Args& a, std::ostream& out, std::ostream& err) {
     out << sb.GetString() << "\n";
     return 0;
   }
-  Table t({"KEY_ID", "PREFIX", "ENV", "STATUS", "TIER", "NAME"});
+  Table t({"KEY_ID", "PREFIX", "ENV", "STATUS", "EXPIRES", "TIER", "NAME"});
   for (const KeyInfo& k : keys.value()) {
-    t.add({k.key_id, k.display_prefix + "...", k.env, keyStatusAt(k, now), k.tier, k.name});
+    t.add({k.key_id, k.display_prefix + "...", k.env, keyStatusAt(k, now),
+           k.expires_at == 0 ? "-" : iso8601Offset(k.expires_at), k.tier, k.name});
   }
   t.print(out);
   return 0;
@@ -544,13 +647,29 @@ int keyShow(Store& store, const std::string& key_id, const Args& a, std::ostream
 
 int keyRotate(Store& store, const std::string& key_id, const Args& a, std::ostream& out,
               std::ostream& err) {
-  if (!checkKnown(a, {"expire-days", "expire-at", "no-expiry"}, err)) return 2;
+  if (!checkKnown(a, {"expire-days", "expire-at", "no-expiry", "overlap"}, err)) return 2;
   std::optional<int64_t> expires;
   if (!expiryOption(a, true, &expires, err)) return 2;
   int64_t now = nowMs();
-  Result<CreatedKey> k = store.rotateKey(key_id, expires, now);
+  std::optional<int64_t> old_until;
+  if (auto o = a.options.find("overlap"); o != a.options.end()) {
+    std::optional<int64_t> overlap = parseDurationMs(o->second);
+    if (!overlap || *overlap <= 0 || *overlap > kMaxOverlapMs) {
+      err << "eqctl: --overlap must be a duration such as 24h, 90m or 7d, at most 30d\n";
+      return kExitUsage;
+    }
+    old_until = now + *overlap;
+  }
+  Result<CreatedKey> k = store.rotateKey(key_id, expires, now, old_until);
   if (!k.isOk()) return fail(k.status(), err);
   const CreatedKey& c = k.value();
+  // With an overlap, the old key's expiry as it now is (never later than it
+  // was before the rotation).
+  int64_t old_expires = 0;
+  if (old_until) {
+    Result<KeyDetails> d = store.keyDetails(key_id);
+    old_expires = d.isOk() ? d.value().key.expires_at : *old_until;
+  }
   // The webhook secret is the account's and does not change, so it is not
   // printed again: it was shown once, when the account's first key was made.
   if (a.json) {
@@ -560,14 +679,22 @@ int keyRotate(Store& store, const std::string& key_id, const Args& a, std::ostre
     putString(w, "key_id", c.key_id);
     putString(w, "api_key", c.api_key);
     putString(w, "tier", c.tier);
+    putString(w, "old_key_id", key_id);
+    putOptTime(w, "old_key_expires_at", old_until ? old_expires : 0);
     w.EndObject();
     out << sb.GetString() << "\n";
   } else {
     out << "key_id:  " << c.key_id << "\n"
         << "api_key: " << c.api_key << "\n"
-        << "tier:    " << c.tier << "\n"
-        << "Revoked " << key_id << ". Store the api_key now: it is shown only once. Quota, "
-        << "tasks, rate limit and the webhook secret are unchanged.\n";
+        << "tier:    " << c.tier << "\n";
+    if (old_until) {
+      out << key_id << " keeps working until " << iso8601Offset(old_expires)
+          << "; give clients the new key before then.";
+    } else {
+      out << "Revoked " << key_id << ".";
+    }
+    out << " Store the api_key now: it is shown only once. Quota, tasks, rate limit and the "
+        << "webhook secret are unchanged.\n";
   }
   // A carried-over expiry in the past would hand out a key that is already
   // refused; say so rather than leave the operator puzzled by 401s.
@@ -1412,6 +1539,60 @@ int accountShow(Store& store, const std::string& email, const Args& a, std::ostr
   return kExitOk;
 }
 
+// webhook-secret show|rotate: the account's signing secrets. `id` is an
+// account id or one of its keys' ids.
+int webhookSecret(Store& store, const std::string& verb, const std::string& id, const Args& a,
+                  std::ostream& out, std::ostream& err) {
+  if (!checkKnown(a, {}, err)) return kExitUsage;
+  Result<std::string> account =
+      ids::looksLike(id, "acc_") ? Result<std::string>(id) : store.accountOfKey(id);
+  if (!account.isOk()) return fail(account.status(), err);
+  const int64_t now = nowMs();
+  if (verb == "rotate") {
+    Result<std::string> secret = store.rotateWebhookSecret(account.value(), now);
+    if (!secret.isOk()) return fail(secret.status(), err);
+    const int64_t until = now + Store::kSecretOverlapMs;
+    if (a.json) {
+      rapidjson::StringBuffer sb;
+      Writer w(sb);
+      w.StartObject();
+      putString(w, "account_id", account.value());
+      putString(w, "secret", secret.value());
+      putOptTime(w, "previous_until", until);
+      w.EndObject();
+      out << sb.GetString() << "\n";
+    } else {
+      out << "secret: " << secret.value() << "\n"
+          << "Until " << iso8601Offset(until) << " webhook-signature carries a signature with "
+          << "the previous secret too; X-Service-Signature uses this one from now on. Give "
+          << "receivers the new secret before then.\n";
+    }
+    return kExitOk;
+  }
+  Result<WebhookSettings> w = store.webhookSettings(account.value(), now);
+  if (!w.isOk()) return fail(w.status(), err);
+  const WebhookSettings& ws = w.value();
+  if (a.json) {
+    rapidjson::StringBuffer sb;
+    Writer j(sb);
+    j.StartObject();
+    putString(j, "account_id", account.value());
+    putString(j, "secret", ws.secret);
+    putOptString(j, "previous_secret", ws.previous_secret);
+    putOptTime(j, "previous_until", ws.previous_until);
+    j.EndObject();
+    out << sb.GetString() << "\n";
+    return kExitOk;
+  }
+  out << "account_id: " << account.value() << "\n"
+      << "secret:     " << ws.secret << "\n";
+  if (!ws.previous_secret.empty()) {
+    out << "previous:   " << ws.previous_secret << " (signs beside it until "
+        << iso8601Offset(ws.previous_until) << ")\n";
+  }
+  return kExitOk;
+}
+
 // Runs the command; errors go to err as text lines "eqctl: ...".
 int dispatch(Store& store, const EqctlOptions& opts, const std::string& noun,
              const std::string& verb, const Args& a, std::ostream& out, std::ostream& err) {
@@ -1440,7 +1621,10 @@ int dispatch(Store& store, const EqctlOptions& opts, const std::string& noun,
 
   // Every other command takes exactly one id.
   if (a.positional.size() != 1) {
-    const char* what = noun == "delivery" ? "DELIVERY_ID" : noun == "task" ? "TASK_ID" : "KEY_ID";
+    const char* what = noun == "delivery"         ? "DELIVERY_ID"
+                       : noun == "task"           ? "TASK_ID"
+                       : noun == "webhook-secret" ? "KEY_ID or ACCOUNT_ID"
+                                                  : "KEY_ID";
     err << "eqctl: " << noun << " " << verb << " needs one " << what << "\n";
     return kExitUsage;
   }
@@ -1450,6 +1634,7 @@ int dispatch(Store& store, const EqctlOptions& opts, const std::string& noun,
     return deliveryReplay(store, id, a, out, err);
   }
   if (noun == "task") return taskShow(store, id, a, out, err);
+  if (noun == "webhook-secret") return webhookSecret(store, verb, id, a, out, err);
   if (noun == "key") {
     if (verb == "show") {
       // Checked here, not in keyShow: key set and revoke print through it
@@ -1492,6 +1677,42 @@ const char* exitKind(int rc) {
 }
 
 }  // namespace
+
+int requireExistingStore(const std::string& db_url, std::ostream& err) {
+  auto url = store::DbUrl::parse(db_url);
+  if (!url.isOk()) {
+    err << "eqctl: EQ_DB_URL: " << url.status().msg() << "\n";
+    return kExitUsage;
+  }
+  const std::string where = url.value().redacted();
+  const auto missing = [&](const std::string& what) {
+    err << "eqctl: " << what << "\n"
+        << "  eqctl works on the database of a stack and never makes one. Point it at the\n"
+        << "  stack's: scripts/eqctl finds it by EQ_VAR_DIR (the folder scripts/run was given;\n"
+        << "  ./var unless it was told otherwise); eqctl itself reads EQ_DB_URL (sqlite:PATH or\n"
+        << "  postgresql://...), else EQ_DB_PATH. `eqctl migrate` makes a new, empty one there.\n";
+    return kExitUsage;
+  };
+  if (url.value().engine == store::DbEngine::kSqlite && url.value().target != ":memory:" &&
+      ::access(url.value().target.c_str(), F_OK) != 0) {
+    return missing("no database at " + where);
+  }
+  auto db = store::Db::open(url.value());
+  if (!db.isOk()) {
+    err << "eqctl: " << where << ": " << db.status().msg() << "\n";
+    return Store::exitStatusFor(db.status());
+  }
+  auto states = store::migrationStatus(*db.value());
+  if (!states.isOk()) {
+    err << "eqctl: " << where << ": " << states.status().msg() << "\n";
+    return kExitError;
+  }
+  if (std::none_of(states.value().begin(), states.value().end(),
+                   [](const store::MigrationState& m) { return m.applied_at_ms.has_value(); })) {
+    return missing(where + " holds no EQ Reply tables");
+  }
+  return kExitOk;
+}
 
 int runMigrate(const std::string& db_url, const std::vector<std::string>& args, std::ostream& out,
                std::ostream& err) {
@@ -1558,6 +1779,13 @@ bool isHelpRequest(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "help") return true;
   return std::any_of(args.begin(), args.end(),
                      [](const std::string& s) { return s == "--help" || s == "-h"; });
+}
+
+bool needsStore(const std::vector<std::string>& args) {
+  if (args.empty() || isHelpRequest(args)) return false;
+  const std::string& noun = args[0];
+  const std::string verb = noun == "stats" || noun == "migrate" || args.size() < 2 ? "" : args[1];
+  return findCommand(noun, verb) != nullptr;
 }
 
 int runEqctl(Store& store, const EqctlOptions& opts, const std::vector<std::string>& args,

@@ -49,6 +49,18 @@ int runEqctl(Store& store, const EqctlOptions& options, const std::vector<std::s
 int runMigrate(const std::string& db_url, const std::vector<std::string>& args,
                std::ostream& out, std::ostream& err);
 
+// eqctl never makes a database (`migrate` does): main calls this before it
+// opens the store for any other command, which would create a SQLite file
+// and apply the migrations. kExitOk when db_url names a database that holds
+// EQ Reply's tables; otherwise a message on err naming where it looked and
+// how to point eqctl at a stack, and kExitUsage (or, for a server that
+// cannot be reached, kExitError).
+int requireExistingStore(const std::string& db_url, std::ostream& err);
+
+// True when args name a command that works on the store: not help, not
+// nothing, not an unknown command (runEqctl answers those without one).
+bool needsStore(const std::vector<std::string>& args);
+
 // True when args ask for help (--help, -h or a leading `help`): runEqctl then
 // prints it without touching the store, so main need not open the database.
 bool isHelpRequest(const std::vector<std::string>& args);

@@ -2,7 +2,7 @@
 # Files only for their owner (issue 27, item 4; docs/operations.md, "Files
 # and their modes"), with the real binaries and scripts/run, started from a
 # shell whose umask (022) would make every file world-readable:
-#   1. eqctl creates the database 0600, and tightens one an older version
+#   1. eqctl migrate creates the database 0600, and eqctl tightens one an older version
 #      left 0644; eq-api's -wal and -shm beside it are 0600 too.
 #   2. scripts/run on a var folder left open (0755, a 0644 log): once the
 #      stack is up, no file under it outside the broker's own folder is
@@ -42,8 +42,9 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # 1. The binaries, without a broker.
 db="$tmp/bin/eq.db"
 mkdir -p "$tmp/bin"
-EQ_DB_PATH="$db" "$bin/eqctl" key create --name files --json >/dev/null
+EQ_DB_PATH="$db" "$bin/eqctl" migrate >/dev/null
 expect_mode 600 "$db"
+EQ_DB_PATH="$db" "$bin/eqctl" key create --name files --json >/dev/null
 chmod 644 "$db"
 EQ_DB_PATH="$db" "$bin/eqctl" key list >/dev/null
 expect_mode 600 "$db"

@@ -276,6 +276,34 @@ EQ_STORE_TEST_CASE(rotation_keeps_account_quota_and_settings_and_stops_the_old_k
   BOOST_TEST(db.store->keyDetails(again.value().key_id).value().key.expires_at == 0);
 }
 
+// Issue 28: a rotation with an overlap leaves the old key active until then
+// (never later than it would have expired), rotated to the new one, and not
+// to be rotated again.
+EQ_STORE_TEST_CASE(rotation_with_an_overlap_ends_the_old_key_later) {
+  TempDb db;
+  CreatedKey old = db.newKey(5);
+  const int64_t now = nowMs();
+  Result<CreatedKey> rotated = db.store->rotateKey(old.key_id, std::nullopt, now, now + 3'600'000);
+  BOOST_REQUIRE_MESSAGE(rotated.isOk(), rotated.status().msg());
+  KeyDetails before = db.store->keyDetails(old.key_id).value();
+  BOOST_TEST(before.key.status == "active");
+  BOOST_TEST(before.key.expires_at == now + 3'600'000);
+  BOOST_TEST(before.rotated_to == rotated.value().key_id);
+  BOOST_TEST(db.store->authenticate(old.api_key, "production", now).value().has_value());
+  BOOST_TEST(
+      !db.store->authenticate(old.api_key, "production", now + 3'600'000).value().has_value());
+  Result<CreatedKey> twice = db.store->rotateKey(old.key_id, std::nullopt, now, now + 60'000);
+  BOOST_TEST(twice.status().code() == 409);
+  BOOST_TEST(db.store->keyDetails(old.key_id).value().key.expires_at == now + 3'600'000);
+  // An expiry sooner than the overlap's end stays.
+  CreatedKey soon = db.newKey(5);
+  KeyUpdate u;
+  u.expires_at_ms = now + 60'000;
+  BOOST_REQUIRE(db.store->updateKey(soon.key_id, u).isOk());
+  BOOST_REQUIRE(db.store->rotateKey(soon.key_id, std::nullopt, now, now + 3'600'000).isOk());
+  BOOST_TEST(db.store->keyDetails(soon.key_id).value().key.expires_at == now + 60'000);
+}
+
 EQ_STORE_TEST_CASE(grant_adds_units_and_set_writes_only_named_modes) {
   TempDb db;
   CreatedKey k = db.newKey(3);

@@ -1,3 +1,4 @@
+#include <fcntl.h>
 #include <rapidjson/document.h>
 #include <unistd.h>
 
@@ -7,9 +8,9 @@
 #include <sstream>
 
 #include "common/timefmt.h"
-#include "tools/eqctl_commands.h"
-#include "tests/unit/temp_db.h"
 #include "tests/unit/hostile_numbers.h"
+#include "tests/unit/temp_db.h"
+#include "tools/eqctl_commands.h"
 
 using namespace eq;
 
@@ -117,6 +118,113 @@ BOOST_AUTO_TEST_CASE(rotate_prints_a_new_key_once_and_keeps_the_account) {
   BOOST_TEST(f.run({"key", "rotate", old_id}, &out, &err) == tools::kExitNotFound);  // revoked
   BOOST_TEST(err.find("no active key") != std::string::npos);
   BOOST_TEST(f.run({"key", "rotate"}, &out, &err) == 2);
+}
+
+// Issue 28: rotation without an outage. The old key keeps working through
+// the overlap beside the new one (its expiry in key list), a second key of
+// the same account comes from key create --account, and the webhook secret
+// is shown and rotated with the same 24 h overlap as the developer center.
+BOOST_AUTO_TEST_CASE(rotate_with_overlap_keeps_the_old_key_working_until_then) {
+  Fixture f;
+  std::string old_key;
+  std::string old_id = f.createKey(&old_key);
+  const int64_t before = nowMs();
+  rapidjson::Document r = f.json({"key", "rotate", old_id, "--overlap", "2h"});
+  const std::string new_id = str(r["key_id"]);
+  const std::string new_key = str(r["api_key"]);
+  BOOST_TEST(str(r["old_key_id"]) == old_id);
+  int64_t until = 0;
+  BOOST_REQUIRE(tools::parseIso8601(str(r["old_key_expires_at"]), &until));
+  BOOST_TEST(until >= before + 2 * 3'600'000 - 1'000);
+  BOOST_TEST(until <= nowMs() + 2 * 3'600'000);
+  // Both keys work now; the old one no longer once the overlap is over.
+  BOOST_TEST(f.store->authenticate(old_key, "production", nowMs()).value().has_value());
+  BOOST_TEST(f.store->authenticate(new_key, "production", nowMs()).value().has_value());
+  // (until is read at the second, as printed.)
+  BOOST_TEST(!f.store->authenticate(old_key, "production", until + 1'000).value().has_value());
+  BOOST_TEST(f.store->authenticate(new_key, "production", until + 1'000).value().has_value());
+  rapidjson::Document shown = f.json({"key", "show", old_id});
+  BOOST_TEST(str(shown["status"]) == "active");
+  BOOST_TEST(str(shown["rotated_to"]) == new_id);
+  std::string out, err;
+  BOOST_REQUIRE(f.run({"key", "list"}, &out, &err) == 0);
+  BOOST_TEST(out.find(iso8601Offset(until)) != std::string::npos, "the overlap's end is listed");
+  // A key in its overlap is not rotated twice: that would leave two new keys.
+  BOOST_TEST(f.run({"key", "rotate", old_id}, &out, &err) == tools::kExitConflict);
+  BOOST_TEST(err.find(new_id) != std::string::npos);
+  // The overlap never makes a key live longer than it would have.
+  std::string short_id = f.createKey();
+  f.json({"key", "set", short_id, "--expire-days", "1"});
+  const int64_t short_expiry = f.store->keyDetails(short_id).value().key.expires_at;
+  r = f.json({"key", "rotate", short_id, "--overlap", "7d"});
+  int64_t kept = 0;
+  BOOST_REQUIRE(tools::parseIso8601(str(r["old_key_expires_at"]), &kept));
+  BOOST_TEST(kept / 1000 == short_expiry / 1000);
+  // Durations it does not take.
+  for (const char* bad : {"", "24", "h", "-1h", "1.5h", "31d", "0m", "99999999999999d"}) {
+    BOOST_TEST(f.run({"key", "rotate", new_id, "--overlap", bad}, &out, &err) == 2, bad);
+    BOOST_TEST(err.find("--overlap") != std::string::npos, bad);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(key_create_account_adds_a_key_to_an_existing_account) {
+  Fixture f;
+  std::string first = f.createKey();
+  const std::string account = f.store->accountOfKey(first).value();
+  rapidjson::Document d = f.json({"key", "create", "--account", account, "--name", "second"});
+  BOOST_TEST(str(d["account_id"]) == account);
+  BOOST_TEST(!d.HasMember("webhook_secret"));  // the account's, shown when it was made
+  const std::string second = str(d["key_id"]);
+  BOOST_TEST(f.store->authenticate(str(d["api_key"]), "production", nowMs()).value().has_value());
+  // One account: the quota the first key sees is the second's.
+  BOOST_TEST(f.json({"quota", "show", second})["quota"]["fast"].GetInt() == 5);
+  // The first key goes; the second stays.
+  std::string out, err;
+  BOOST_REQUIRE(f.run({"key", "revoke", first}, &out, &err) == 0);
+  BOOST_TEST(f.store->authenticate(str(d["api_key"]), "production", nowMs()).value().has_value());
+  // What belongs to the account is not taken here; an unknown account is 3.
+  BOOST_TEST(f.run({"key", "create", "--account", account, "--name", "x", "--quota-fast", "9"},
+                   &out, &err) == 2);
+  BOOST_TEST(err.find("--quota-fast belongs to the account") != std::string::npos);
+  BOOST_TEST(f.run({"key", "create", "--account", account}, &out, &err) == 2);
+  BOOST_TEST(f.run({"key", "create", "--account", "acc_missing", "--name", "x"}, &out, &err) ==
+             tools::kExitNotFound);
+}
+
+BOOST_AUTO_TEST_CASE(webhook_secret_show_and_rotate_with_a_day_of_overlap) {
+  Fixture f;
+  rapidjson::Document created = f.json({"key", "create", "--name", "w"});
+  const std::string key_id = str(created["key_id"]);
+  const std::string first_secret = str(created["webhook_secret"]);
+  const std::string account = f.store->accountOfKey(key_id).value();
+  // By key or by account: the same account's secret.
+  for (const std::string& id : {key_id, account}) {
+    rapidjson::Document s = f.json({"webhook-secret", "show", id});
+    BOOST_TEST(str(s["account_id"]) == account);
+    BOOST_TEST(str(s["secret"]) == first_secret);
+    BOOST_TEST(s["previous_secret"].IsNull());
+  }
+  const int64_t before = nowMs();
+  rapidjson::Document r = f.json({"webhook-secret", "rotate", key_id});
+  const std::string second_secret = str(r["secret"]);
+  BOOST_TEST(second_secret.rfind("whsec_", 0) == 0u);
+  BOOST_TEST(second_secret != first_secret);
+  int64_t until = 0;
+  BOOST_REQUIRE(tools::parseIso8601(str(r["previous_until"]), &until));
+  BOOST_TEST(until >= before + Store::kSecretOverlapMs - 1'000);
+  rapidjson::Document s = f.json({"webhook-secret", "show", account});
+  BOOST_TEST(str(s["secret"]) == second_secret);
+  BOOST_TEST(str(s["previous_secret"]) == first_secret);
+  // The dispatcher signs with both meanwhile.
+  auto secrets = f.store->signingSecrets(account, nowMs()).value();
+  BOOST_TEST(secrets.first == second_secret);
+  BOOST_TEST(secrets.second == first_secret);
+  std::string out, err;
+  BOOST_TEST(f.run({"webhook-secret", "show", "key_missing"}, &out, &err) == tools::kExitNotFound);
+  BOOST_TEST(f.run({"webhook-secret", "rotate", "acc_missing"}, &out, &err) ==
+             tools::kExitNotFound);
+  BOOST_TEST(f.run({"webhook-secret", "show"}, &out, &err) == 2);
+  BOOST_TEST(err.find("KEY_ID or ACCOUNT_ID") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(key_set_changes_rate_tier_webhook_and_expiry) {
@@ -262,8 +370,9 @@ BOOST_AUTO_TEST_CASE(delivery_list_show_and_replay) {
   std::string key_id = f.createKey();
   std::string failed = failedDelivery(f, key_id, "tsk_dl1", 3);
   std::string account = f.store->accountOfKey(key_id).value();
-  TaskRecord ok{"tsk_dl2", account, key_id, "req_2", "fast", TaskStatus::kQueued, "http://h/ok",
-                "",        0,       "",     nowMs(), 0,      0};
+  TaskRecord ok{
+      "tsk_dl2", account, key_id,  "req_2", "fast", TaskStatus::kQueued, "http://h/ok", "",
+      0,         "",      nowMs(), 0,       0};
   BOOST_REQUIRE(f.store->createTask(ok).isOk());
   BOOST_REQUIRE(f.store->markTaskSucceeded("tsk_dl2", "{}", nowMs()).value());
   BOOST_REQUIRE(
@@ -344,8 +453,9 @@ void addTask(Fixture& f, const std::string& key_id, const std::string& task_id,
              const std::string& mode, int64_t created_at, int64_t started_at, int64_t finished_at,
              bool failed = false, const std::string& webhook = "") {
   std::string account = f.store->accountOfKey(key_id).value();
-  TaskRecord t{task_id, account, key_id, "req_" + task_id, mode, TaskStatus::kQueued, webhook,
-               "",      0,       "",     created_at,       0,    0};
+  TaskRecord t{
+      task_id,    account, key_id, "req_" + task_id, mode, TaskStatus::kQueued, webhook, "", 0, "",
+      created_at, 0,       0};
   BOOST_REQUIRE(f.store->createTask(t).isOk());
   if (started_at != 0) BOOST_REQUIRE(f.store->markTaskRunning(task_id, started_at).value());
   if (finished_at == 0) return;
@@ -568,6 +678,8 @@ BOOST_AUTO_TEST_CASE(every_command_has_help_and_takes_json) {
                                                           {"key", "revoke"},
                                                           {"key", "rotate"},
                                                           {"key", "set"},
+                                                          {"webhook-secret", "show"},
+                                                          {"webhook-secret", "rotate"},
                                                           {"quota", "show"},
                                                           {"quota", "set"},
                                                           {"quota", "grant"},
@@ -606,7 +718,7 @@ BOOST_AUTO_TEST_CASE(every_command_has_help_and_takes_json) {
   }
   // What the database keeps in clear, and why, is part of the help (issue 27):
   // an operator must not be told the webhook secret is hashed.
-  BOOST_TEST(out.find("webhook secrets\nand message texts in clear") != std::string::npos);
+  BOOST_TEST(out.find("webhook secrets and message texts in clear") != std::string::npos);
   BOOST_REQUIRE(f.run({"key", "create", "--help"}, &out, &err) == 0);
   BOOST_TEST(out.find("the webhook secret in clear") != std::string::npos);
   BOOST_TEST(out.find("only their hashes") == std::string::npos);
@@ -635,7 +747,9 @@ BOOST_AUTO_TEST_CASE(every_command_has_help_and_takes_json) {
       {"delivery", "show", dlv},
       {"delivery", "replay", dlv},
       {"stats"},
-      {"key", "rotate", key_id},
+      {"webhook-secret", "show", key_id},
+      {"webhook-secret", "rotate", key_id},
+      {"key", "rotate", key_id, "--overlap", "1h"},
       {"key", "create", "--name", "j"},
       {"account", "invite", "h@example.com"},
       {"account", "list"},
@@ -876,6 +990,40 @@ BOOST_AUTO_TEST_CASE(migrate_status_changes_nothing_and_migrate_applies_what_is_
   BOOST_TEST(eq::tools::runMigrate("mysql://db/eq", {"migrate"}, o, e) == eq::tools::kExitUsage);
   BOOST_TEST(e.str().find("unknown database URL scheme") != std::string::npos, e.str());
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+}
+
+// Issue 28: eqctl never creates a database. Pointed where there is none, or
+// at a file without EQ Reply's tables, it names the place and how to point
+// it elsewhere, and leaves nothing behind; a migrated database passes.
+BOOST_AUTO_TEST_CASE(commands_need_a_database_that_exists) {
+  std::string dir = "/tmp/eq-eqctl-exists-XXXXXX";
+  BOOST_REQUIRE(mkdtemp(dir.data()) != nullptr);
+  const std::string path = dir + "/eq.db";
+  std::ostringstream e1;
+  BOOST_TEST(eq::tools::requireExistingStore("sqlite:" + path, e1) == eq::tools::kExitUsage);
+  BOOST_TEST(e1.str().find("no database at sqlite:" + path) != std::string::npos, e1.str());
+  BOOST_TEST(e1.str().find("EQ_VAR_DIR") != std::string::npos);
+  BOOST_TEST(e1.str().find("eqctl migrate") != std::string::npos);
+  BOOST_TEST(::access(path.c_str(), F_OK) != 0, "nothing was created");
+  ::close(::open(path.c_str(), O_CREAT | O_WRONLY, 0600));  // a file, but no database
+  std::ostringstream e2;
+  BOOST_TEST(eq::tools::requireExistingStore(path, e2) == eq::tools::kExitUsage);
+  BOOST_TEST(e2.str().find("holds no EQ Reply tables") != std::string::npos, e2.str());
+  std::ostringstream o, e3;
+  BOOST_REQUIRE(eq::tools::runMigrate("sqlite:" + path, {"migrate"}, o, e3) == eq::tools::kExitOk);
+  BOOST_TEST(eq::tools::requireExistingStore("sqlite:" + path, e3) == eq::tools::kExitOk, e3.str());
+  std::ostringstream e4;
+  BOOST_TEST(eq::tools::requireExistingStore("mysql://db/eq", e4) == eq::tools::kExitUsage);
+  // What needs the store: a known command, neither help nor nothing.
+  BOOST_TEST(eq::tools::needsStore({"key", "list"}));
+  BOOST_TEST(eq::tools::needsStore({"stats", "--json"}));
+  BOOST_TEST(eq::tools::needsStore({"store", "copy", "--to", "postgresql://x/y"}));
+  BOOST_TEST(!eq::tools::needsStore({}));
+  BOOST_TEST(!eq::tools::needsStore({"key", "list", "--help"}));
+  BOOST_TEST(!eq::tools::needsStore({"frobnicate", "now"}));
+  BOOST_TEST(!eq::tools::needsStore({"key"}));
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  ::rmdir(dir.c_str());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
