@@ -169,6 +169,13 @@ class Db {
   // no-op there.)
   virtual void setLockTimeout(int ms) = 0;
 
+  // Copies the whole database, as one consistent snapshot, into a new file
+  // at path while other connections go on writing (SQLite's online backup
+  // API; the copy holds every commit, those still in the -wal file too).
+  // 409 when path exists (unless replace), 400 on PostgreSQL (pg_dump is
+  // its tool), 503 when the copy cannot be written.
+  virtual Status backupTo(const std::string& path, bool replace) = 0;
+
   // True from a statement that failed for want of space or with an I/O
   // error until a write of this connection commits (a transaction that
   // changed rows, or a statement that changed rows outside one): while it

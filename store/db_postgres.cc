@@ -140,6 +140,12 @@ class PostgresDb final : public Db {
 
   // Set now and again on every reconnection. A failure now (the connection
   // is gone) is the next statement's to report.
+  Status backupTo(const std::string&, bool) override {
+    return Status(400,
+                  "a PostgreSQL store is backed up with pg_dump: pg_dump --format=custom "
+                  "--dbname=\"$EQ_DB_URL\" > eq-$(date +%F).dump (docs/operations.md)");
+  }
+
   void setLockTimeout(int ms) override {
     lock_timeout_ms_ = ms;
     needs_setup_ = true;  // applied by the next statement outside a transaction

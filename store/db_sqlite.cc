@@ -1,7 +1,12 @@
 // The database seam over SQLite (store/db.h): one connection in WAL mode.
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -77,6 +82,48 @@ class SqliteDb final : public Db {
   DbEngine engine() const override { return DbEngine::kSqlite; }
 
   void setLockTimeout(int) override {}  // the write lock is taken at BEGIN
+
+  Status backupTo(const std::string& path, bool replace) override {
+    // O_EXCL: two backups to one name never both write it, and an existing
+    // file is replaced only when asked.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | (replace ? O_TRUNC : O_EXCL), 0600);
+    if (fd < 0) {
+      if (errno == EEXIST) return Status(409, path + " exists (give --force to replace it)");
+      return Status(503, "cannot create " + path + ": " + std::strerror(errno));
+    }
+    ::close(fd);
+    sqlite3* dest = nullptr;
+    int rc = sqlite3_open_v2(path.c_str(), &dest, SQLITE_OPEN_READWRITE, nullptr);
+    if (rc == SQLITE_OK) {
+      sqlite3_backup* b = sqlite3_backup_init(dest, "main", db_, "main");
+      if (b == nullptr) {
+        rc = sqlite3_errcode(dest);
+      } else {
+        // Every page in one step: one read transaction, which in WAL mode
+        // keeps no writer waiting (copied in parts, each write of eq-api
+        // meanwhile would start the copy over). Busy or locked: wait a
+        // little, then try again.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        do {
+          rc = sqlite3_backup_step(b, -1);
+          if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          }
+        } while ((rc == SQLITE_BUSY || rc == SQLITE_LOCKED) &&
+                 std::chrono::steady_clock::now() < deadline);
+        const int finished = sqlite3_backup_finish(b);
+        if (rc == SQLITE_DONE) rc = finished;
+      }
+    }
+    Status st =
+        rc == SQLITE_OK
+            ? Status::ok()
+            : Status(503, "backup to " + path + " failed: " +
+                              (dest != nullptr ? sqlite3_errmsg(dest) : sqlite3_errstr(rc)));
+    sqlite3_close(dest);
+    if (!st.isOk()) std::remove(path.c_str());  // no half copy left to be mistaken for one
+    return st;
+  }
 
   void setBusyTimeout(int ms) override {
     busy_timeout_ms_ = ms;

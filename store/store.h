@@ -467,6 +467,9 @@ class Store {
   // The quota of several accounts, by account id (one statement on
   // PostgreSQL); an account that does not exist is absent.
   Result<std::map<std::string, AccountQuota>> quotas(const std::vector<std::string>& account_ids);
+  // A copy of the whole database in a new file (store::Db::backupTo):
+  // SQLite only, while the stack runs.
+  Status backupTo(const std::string& path, bool replace) { return db_->backupTo(path, replace); }
   // Takes the accounts' advisory locks, held until the transaction ends, in
   // one order (PostgreSQL; on SQLite the transaction holds the database's
   // write lock already, and these do nothing). Whatever writes the rows of

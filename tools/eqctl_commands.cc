@@ -3,6 +3,7 @@
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -162,6 +163,13 @@ constexpr CommandHelp kCommands[] = {
      "EQ_DB_URL (sqlite:PATH or postgresql://...) or else EQ_DB_PATH. eq-api, eq-dispatcher\n"
      "and eqctl also migrate when they open the store; on PostgreSQL an advisory lock makes\n"
      "hosts that start together apply each migration once.\n"},
+    {"backup", "", "backup PATH [--force] [--json]",
+     "Copies the SQLite database, as one consistent snapshot, into a new file PATH (mode\n"
+     "0600) while the stack runs: SQLite's online backup API, so the copy holds every commit,\n"
+     "those still in the -wal file too. Refused when PATH exists, unless --force. The copy is a\n"
+     "database eq-api opens as it is (docs/operations.md, \"Backing up\", has the restore).\n"
+     "A PostgreSQL store is backed up with pg_dump (the line is in the error). --json prints\n"
+     "{path, bytes}.\n"},
     {"store", "copy", "store copy --to postgresql://USER:PASSWORD@HOST/DB [--force]",
      "Copies the whole store of a stopped deployment from SQLite (EQ_DB_URL or EQ_DB_PATH) into\n"
      "a new, empty PostgreSQL database, in one transaction, and checks every table's row count;\n"
@@ -195,6 +203,11 @@ constexpr const char* kUsageFooter =
     "Exit codes: 0 ok, 1 internal error (database), 2 usage error, 3 not found,\n"
     "4 conflict (wrong state), 5 refused by the deployment's settings.\n";
 
+// Commands that are a noun alone: what follows them is arguments.
+bool noArgVerb(const std::string& noun) {
+  return noun == "stats" || noun == "migrate" || noun == "backup";
+}
+
 const CommandHelp* findCommand(const std::string& noun, const std::string& verb) {
   for (const CommandHelp& c : kCommands) {
     if (noun == c.noun && verb == c.verb) return &c;
@@ -216,7 +229,7 @@ void printCommandHelp(std::ostream& out, const CommandHelp& c) {
 }
 
 // Options that take no value.
-const std::set<std::string> kFlags = {"json", "no-webhook-url", "no-expiry", "failed"};
+const std::set<std::string> kFlags = {"json", "no-webhook-url", "no-expiry", "failed", "force"};
 
 // Parsed "--flag value" and "--flag" options plus positional arguments.
 struct Args {
@@ -1539,6 +1552,32 @@ int accountShow(Store& store, const std::string& email, const Args& a, std::ostr
   return kExitOk;
 }
 
+// backup PATH: the SQLite database copied into a new file.
+int backup(Store& store, const Args& a, std::ostream& out, std::ostream& err) {
+  if (!checkKnown(a, {"force"}, err)) return kExitUsage;
+  if (a.positional.size() != 1 || a.positional[0].empty()) {
+    err << "eqctl: backup needs one PATH, the new file\n";
+    return kExitUsage;
+  }
+  const std::string& path = a.positional[0];
+  if (Status s = store.backupTo(path, a.has("force")); !s.isOk()) return fail(s, err);
+  struct stat st {};
+  const long long bytes = ::stat(path.c_str(), &st) == 0 ? static_cast<long long>(st.st_size) : 0;
+  if (a.json) {
+    rapidjson::StringBuffer sb;
+    Writer w(sb);
+    w.StartObject();
+    putString(w, "path", path);
+    w.Key("bytes");
+    w.Int64(bytes);
+    w.EndObject();
+    out << sb.GetString() << "\n";
+  } else {
+    out << "backed up to " << path << " (" << bytes << " bytes)\n";
+  }
+  return kExitOk;
+}
+
 // webhook-secret show|rotate: the account's signing secrets. `id` is an
 // account id or one of its keys' ids.
 int webhookSecret(Store& store, const std::string& verb, const std::string& id, const Args& a,
@@ -1597,6 +1636,7 @@ int webhookSecret(Store& store, const std::string& verb, const std::string& id, 
 int dispatch(Store& store, const EqctlOptions& opts, const std::string& noun,
              const std::string& verb, const Args& a, std::ostream& out, std::ostream& err) {
   if (noun == "stats") return stats(store, a, out, err);
+  if (noun == "backup") return backup(store, a, out, err);
   if (noun == "key" && verb == "create") return keyCreate(store, opts, a, out, err);
   if (noun == "key" && verb == "list") return keyList(store, a, out, err);
   if (noun == "delivery" && verb == "list") return deliveryList(store, a, out, err);
@@ -1784,7 +1824,7 @@ bool isHelpRequest(const std::vector<std::string>& args) {
 bool needsStore(const std::vector<std::string>& args) {
   if (args.empty() || isHelpRequest(args)) return false;
   const std::string& noun = args[0];
-  const std::string verb = noun == "stats" || noun == "migrate" || args.size() < 2 ? "" : args[1];
+  const std::string verb = noArgVerb(noun) || args.size() < 2 ? "" : args[1];
   return findCommand(noun, verb) != nullptr;
 }
 
@@ -1800,7 +1840,7 @@ int runEqctl(Store& store, const EqctlOptions& opts, const std::vector<std::stri
   if (rest[0] == "help" || rest[0] == "--help" || rest[0] == "-h") rest.erase(rest.begin());
   const std::string noun = rest.empty() ? "" : rest[0];
   // stats and migrate have no verb; every other command is NOUN VERB.
-  const std::string verb = noun == "stats" || noun == "migrate" || rest.size() < 2 ? "" : rest[1];
+  const std::string verb = noArgVerb(noun) || rest.size() < 2 ? "" : rest[1];
   const CommandHelp* cmd = findCommand(noun, verb);
   bool known_noun = false;
   for (const CommandHelp& c : kCommands) known_noun = known_noun || noun == c.noun;
@@ -1826,7 +1866,7 @@ int runEqctl(Store& store, const EqctlOptions& opts, const std::vector<std::stri
     }
   } else {
     Args a;
-    if (parseArgs(rest, noun == "stats" ? 1 : 2, &a, errbuf)) {
+    if (parseArgs(rest, noArgVerb(noun) ? 1 : 2, &a, errbuf)) {
       rc = dispatch(store, opts, noun, verb, a, out, errbuf);
     }
   }

@@ -678,6 +678,7 @@ BOOST_AUTO_TEST_CASE(every_command_has_help_and_takes_json) {
                                                           {"key", "revoke"},
                                                           {"key", "rotate"},
                                                           {"key", "set"},
+                                                          {"backup"},
                                                           {"webhook-secret", "show"},
                                                           {"webhook-secret", "rotate"},
                                                           {"quota", "show"},
@@ -990,6 +991,32 @@ BOOST_AUTO_TEST_CASE(migrate_status_changes_nothing_and_migrate_applies_what_is_
   BOOST_TEST(eq::tools::runMigrate("mysql://db/eq", {"migrate"}, o, e) == eq::tools::kExitUsage);
   BOOST_TEST(e.str().find("unknown database URL scheme") != std::string::npos, e.str());
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+}
+
+// Issue 28: eqctl backup, SQLite's online backup API into a new file.
+BOOST_AUTO_TEST_CASE(backup_copies_the_database_into_a_new_file_only) {
+  Fixture f;
+  const std::string key_id = f.createKey();
+  std::string dir = "/tmp/eq-eqctl-backup-XXXXXX";
+  BOOST_REQUIRE(mkdtemp(dir.data()) != nullptr);
+  const std::string copy = dir + "/copy.db";
+  rapidjson::Document d = f.json({"backup", copy});
+  BOOST_TEST(str(d["path"]) == copy);
+  BOOST_TEST(d["bytes"].GetInt64() > 0);
+  {
+    auto opened = Store::open(copy);
+    BOOST_REQUIRE(opened.isOk());
+    BOOST_TEST(opened.value()->keyDetails(key_id).isOk(), "the copy holds the key");
+  }
+  std::string out, err;
+  BOOST_TEST(f.run({"backup", copy}, &out, &err) == tools::kExitConflict);
+  BOOST_TEST(err.find("--force") != std::string::npos, err);
+  BOOST_TEST(f.run({"backup", copy, "--force"}, &out, &err) == tools::kExitOk, err);
+  BOOST_TEST(f.run({"backup"}, &out, &err) == tools::kExitUsage);
+  BOOST_TEST(f.run({"backup", dir + "/no/such/dir.db"}, &out, &err) == tools::kExitError);
+  BOOST_TEST(::access((dir + "/no").c_str(), F_OK) != 0);
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((copy + suffix).c_str());
+  ::rmdir(dir.c_str());
 }
 
 // Issue 28: eqctl never creates a database. Pointed where there is none, or
