@@ -8,6 +8,8 @@
 #   tests/run/backup_doc_test.sh   (ctest: docs_backup)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=lib.sh
+source "$root/tests/run/lib.sh"
 doc="$root/docs/operations.md"
 work="$(mktemp -d "${TMPDIR:-/tmp}/eq-backup-doc-XXXXXX")"
 writer_pid=0
@@ -16,16 +18,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
 
-# The first ```sh block after the marker, without its fences.
-block="$(awk '/<!-- backup-block/ { found = 1; next }
-              found && /^```sh$/ { inside = 1; next }
-              inside && /^```$/ { exit }
-              inside { print }' "$doc")"
+block="$(doc_block backup-block "$doc")"
 [[ -n "$block" ]] || fail "no backup block after the backup-block marker in $doc"
 
 cd "$work"

@@ -11,15 +11,10 @@
 #   tests/run/eqctl_stack_test.sh   (ctest: run_eqctl)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=lib.sh
+source "$root/tests/run/lib.sh"
 work="$(mktemp -d "${TMPDIR:-/tmp}/eq-eqctl-stack-XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-json() {  # json FIELD: the field of the JSON object on stdin
-  python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
-}
 ctl="$root/scripts/eqctl"
 # Only the stack folder speaks: nothing of the caller's environment.
 unset EQ_DB_URL EQ_DB_PATH EQ_PORTAL_URL EQ_WEBHOOK_ALLOW_CIDRS EQ_ENV EQ_PORTAL_SIGNUP

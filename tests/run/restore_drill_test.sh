@@ -13,6 +13,8 @@
 #   tests/run/restore_drill_test.sh   (ctest: docs_restore)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=lib.sh
+source "$root/tests/run/lib.sh"
 doc="$root/docs/operations.md"
 work="$(mktemp -d "${TMPDIR:-/tmp}/eq-restore-drill-XXXXXX")"
 writer_pid=0
@@ -21,21 +23,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-json() {  # json FIELD: the field of the JSON object on stdin
-  python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
-}
-block() {  # block MARKER: the first ```sh block after <!-- MARKER, without its fences
-  awk -v marker="<!-- $1" 'index($0, marker) == 1 { found = 1; next }
-       found && /^```sh$/ { inside = 1; next }
-       inside && /^```$/ { exit }
-       inside { print }' "$doc"
-}
-backup_block="$(block eqctl-backup-block)"
-restore_block="$(block restore-block)"
+backup_block="$(doc_block eqctl-backup-block "$doc")"
+restore_block="$(doc_block restore-block "$doc")"
 [[ -n "$backup_block" && -n "$restore_block" ]] || fail "no eqctl-backup-block or restore-block in $doc"
 
 # The drill's paths are the repository's var/; here that is a folder of the

@@ -8,21 +8,13 @@
 #   tests/run/rotation_doc_test.sh   (ctest: docs_rotation)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=lib.sh
+source "$root/tests/run/lib.sh"
 doc="$root/docs/operations.md"
 work="$(mktemp -d "${TMPDIR:-/tmp}/eq-rotation-doc-XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-json() {  # json FIELD: the field of the JSON object on stdin
-  python3 -c 'import json, sys; v = json.load(sys.stdin)[sys.argv[1]]; print("" if v is None else v)' "$1"
-}
 
-block="$(awk '/<!-- rotation-block/ { found = 1; next }
-              found && /^```sh$/ { inside = 1; next }
-              inside && /^```$/ { exit }
-              inside { print }' "$doc")"
+block="$(doc_block rotation-block "$doc")"
 [[ -n "$block" ]] || fail "no rotation block after the rotation-block marker in $doc"
 
 export EQ_VAR_DIR="$work/var"

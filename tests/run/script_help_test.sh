@@ -8,12 +8,10 @@
 #   tests/run/script_help_test.sh   (ctest: scripts_help)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=lib.sh
+source "$root/tests/run/lib.sh"
 work="$(mktemp -d "${TMPDIR:-/tmp}/eq-script-help-XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
 # A PATH with the usual tools but no apt-get, dpkg or cmake: a script that
 # tried to install or build would fail here instead of passing slowly.
 mkdir "$work/bin"
