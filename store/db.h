@@ -172,8 +172,10 @@ class Db {
   // Copies the whole database, as one consistent snapshot, into a new file
   // at path while other connections go on writing (SQLite's online backup
   // API; the copy holds every commit, those still in the -wal file too).
-  // 409 when path exists (unless replace), 400 on PostgreSQL (pg_dump is
-  // its tool), 503 when the copy cannot be written.
+  // The copy is made beside path (0600) and renamed onto it when whole, so
+  // a failure leaves path as it was. 409 when path exists (unless replace),
+  // 400 when path is the database's own file, its -wal or -shm, and on
+  // PostgreSQL (pg_dump is its tool), 503 when the copy cannot be written.
   virtual Status backupTo(const std::string& path, bool replace) = 0;
 
   // True from a statement that failed for want of space or with an I/O

@@ -142,8 +142,9 @@ class PostgresDb final : public Db {
   // is gone) is the next statement's to report.
   Status backupTo(const std::string&, bool) override {
     return Status(400,
-                  "a PostgreSQL store is backed up with pg_dump: pg_dump --format=custom "
-                  "--dbname=\"$EQ_DB_URL\" > eq-$(date +%F).dump (docs/operations.md)");
+                  "a PostgreSQL store is backed up with pg_dump: (umask 077; pg_dump "
+                  "--format=custom --file=\"eq-$(date +%F).dump\" \"$EQ_DB_URL\") "
+                  "(docs/operations.md, \"Backing up PostgreSQL\")");
   }
 
   void setLockTimeout(int ms) override {

@@ -1,6 +1,6 @@
 // The database seam over SQLite (store/db.h): one connection in WAL mode.
-#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -84,16 +84,32 @@ class SqliteDb final : public Db {
   void setLockTimeout(int) override {}  // the write lock is taken at BEGIN
 
   Status backupTo(const std::string& path, bool replace) override {
-    // O_EXCL: two backups to one name never both write it, and an existing
-    // file is replaced only when asked.
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | (replace ? O_TRUNC : O_EXCL), 0600);
-    if (fd < 0) {
-      if (errno == EEXIST) return Status(409, path + " exists (give --force to replace it)");
-      return Status(503, "cannot create " + path + ": " + std::strerror(errno));
+    // Never onto the database itself, its -wal or -shm (by any name: a
+    // symlink, another path to the same file): --force would destroy what
+    // it was asked to copy.
+    struct stat target {};
+    const bool exists = ::lstat(path.c_str(), &target) == 0 || errno != ENOENT;
+    if (exists) {
+      struct stat resolved {};
+      const std::string source = sqlite3_db_filename(db_, "main");
+      for (const std::string& own : {source, source + "-wal", source + "-shm"}) {
+        struct stat st {};
+        if (::stat(path.c_str(), &resolved) == 0 && ::stat(own.c_str(), &st) == 0 &&
+            st.st_dev == resolved.st_dev && st.st_ino == resolved.st_ino) {
+          return Status(400, path + " is the database's own file " + own + "; back up elsewhere");
+        }
+      }
+      if (!replace) return Status(409, path + " exists (give --force to replace it)");
     }
+    // Into a new file beside PATH (0600, made here), renamed onto PATH only
+    // once the copy is whole: a failed copy leaves PATH as it was.
+    std::string temp = path + ".partial-XXXXXX";
+    const int fd = ::mkstemp(temp.data());
+    if (fd < 0)
+      return Status(503, "cannot create a file beside " + path + ": " + std::strerror(errno));
     ::close(fd);
     sqlite3* dest = nullptr;
-    int rc = sqlite3_open_v2(path.c_str(), &dest, SQLITE_OPEN_READWRITE, nullptr);
+    int rc = sqlite3_open_v2(temp.c_str(), &dest, SQLITE_OPEN_READWRITE, nullptr);
     if (rc == SQLITE_OK) {
       sqlite3_backup* b = sqlite3_backup_init(dest, "main", db_, "main");
       if (b == nullptr) {
@@ -120,8 +136,21 @@ class SqliteDb final : public Db {
             ? Status::ok()
             : Status(503, "backup to " + path + " failed: " +
                               (dest != nullptr ? sqlite3_errmsg(dest) : sqlite3_errstr(rc)));
-    sqlite3_close(dest);
-    if (!st.isOk()) std::remove(path.c_str());  // no half copy left to be mistaken for one
+    sqlite3_close(dest);  // a WAL-mode copy checkpoints and drops its -wal here
+    if (st.isOk()) {
+      // A -wal or -shm of the file being replaced would be read as the
+      // new copy's own.
+      std::remove((path + "-wal").c_str());
+      std::remove((path + "-shm").c_str());
+      if (::rename(temp.c_str(), path.c_str()) != 0) {
+        st = Status(503, "cannot move the copy onto " + path + ": " + std::strerror(errno));
+      }
+    }
+    if (!st.isOk()) {
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+        std::remove((temp + suffix).c_str());
+      }
+    }
     return st;
   }
 

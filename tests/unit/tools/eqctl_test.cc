@@ -1,5 +1,6 @@
 #include <fcntl.h>
 #include <rapidjson/document.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1011,7 +1012,22 @@ BOOST_AUTO_TEST_CASE(backup_copies_the_database_into_a_new_file_only) {
   std::string out, err;
   BOOST_TEST(f.run({"backup", copy}, &out, &err) == tools::kExitConflict);
   BOOST_TEST(err.find("--force") != std::string::npos, err);
+  // --force replaces a file, never the database's own (by any name), and
+  // the copy it leaves is 0600 with no stale -wal beside it.
+  ::chmod(copy.c_str(), 0644);
+  ::close(::open((copy + "-wal").c_str(), O_CREAT | O_WRONLY, 0600));
   BOOST_TEST(f.run({"backup", copy, "--force"}, &out, &err) == tools::kExitOk, err);
+  struct stat st {};
+  BOOST_TEST((::stat(copy.c_str(), &st) == 0 && (st.st_mode & 0777) == 0600));
+  BOOST_TEST(::access((copy + "-wal").c_str(), F_OK) != 0);
+  const std::string link = dir + "/link.db";
+  BOOST_REQUIRE(::symlink(f.path.c_str(), link.c_str()) == 0);
+  for (const std::string& own : {f.path, link}) {
+    BOOST_TEST(f.run({"backup", own, "--force"}, &out, &err) == tools::kExitUsage, own);
+    BOOST_TEST(err.find("the database's own file") != std::string::npos, err);
+  }
+  BOOST_TEST(f.store->keyDetails(key_id).isOk(), "the database is intact");
+  std::remove(link.c_str());
   BOOST_TEST(f.run({"backup"}, &out, &err) == tools::kExitUsage);
   BOOST_TEST(f.run({"backup", dir + "/no/such/dir.db"}, &out, &err) == tools::kExitError);
   BOOST_TEST(::access((dir + "/no").c_str(), F_OK) != 0);
