@@ -7,7 +7,8 @@
 #   3. the settings scripts/run records beside the database's URL in
 #      EQ_VAR_DIR/store.env (here: where the developer center's links point,
 #      and the webhook addresses allowed) are eqctl's too, unless this shell
-#      sets them.
+#      sets them;
+#   4. a store.env that others could have written is refused, not read.
 #   tests/run/eqctl_stack_test.sh   (ctest: run_eqctl)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -51,4 +52,10 @@ link="$("$ctl" account invite ann@example.com --json | json link)"
   fail "the stack's EQ_WEBHOOK_ALLOW_CIDRS was not applied"
 link="$(EQ_PORTAL_URL=http://mine.example "$ctl" account invite bob@example.com --json | json link)"
 [[ "$link" == http://mine.example/* ]] || fail "this shell's EQ_PORTAL_URL does not win: $link"
+# 4. A store.env that others could have written is not evaluated.
+chmod 666 "$work/var/store.env"
+rc=0
+out="$("$ctl" key list 2>&1)" || rc=$?
+[[ $rc -eq 2 && "$out" == *"not this user's alone"* ]] || fail "a store.env others can write was read: exit $rc: $out"
+chmod 600 "$work/var/store.env"
 echo "run_eqctl: scripts/eqctl finds the stack, shares its settings and never creates a database"
