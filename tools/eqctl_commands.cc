@@ -1718,13 +1718,51 @@ const char* exitKind(int rc) {
 
 }  // namespace
 
-int requireExistingStore(const std::string& db_url, std::ostream& err) {
+namespace {
+
+// db_url read as a store URL (store::DbUrl), or nothing after a line on err
+// (exit code kExitUsage).
+std::optional<store::DbUrl> readDbUrl(const std::string& db_url, std::ostream& err) {
   auto url = store::DbUrl::parse(db_url);
   if (!url.isOk()) {
     err << "eqctl: EQ_DB_URL: " << url.status().msg() << "\n";
-    return kExitUsage;
+    return std::nullopt;
   }
-  const std::string where = url.value().redacted();
+  return std::move(url).value();
+}
+
+// A database as it is, no migration applied, and where its migrations
+// stand: what migrate and the check that a database exists both read.
+struct DbAsIs {
+  std::unique_ptr<store::Db> db;
+  std::vector<store::MigrationState> migrations;
+};
+
+// Opens url as it is into *out; on failure a line on err and the exit code.
+std::optional<int> openAsIs(const store::DbUrl& url, DbAsIs* out, std::ostream& err) {
+  auto db = store::Db::open(url);
+  if (!db.isOk()) {
+    // A URL libpq cannot use or a password refused is the operator's (2);
+    // a server that cannot be reached now, the database's (1).
+    err << "eqctl: " << url.redacted() << ": " << db.status().msg() << "\n";
+    return Store::exitStatusFor(db.status());
+  }
+  auto states = store::migrationStatus(*db.value());
+  if (!states.isOk()) {
+    err << "eqctl: " << states.status().msg() << "\n";
+    return kExitError;
+  }
+  out->db = std::move(db).value();
+  out->migrations = std::move(states).value();
+  return std::nullopt;
+}
+
+}  // namespace
+
+int requireExistingStore(const std::string& db_url, std::ostream& err) {
+  const std::optional<store::DbUrl> url = readDbUrl(db_url, err);
+  if (!url) return kExitUsage;
+  const std::string where = url->redacted();
   const auto missing = [&](const std::string& what) {
     err << "eqctl: " << what << "\n"
         << "  eqctl works on the database of a stack and never makes one. Point it at the\n"
@@ -1733,21 +1771,13 @@ int requireExistingStore(const std::string& db_url, std::ostream& err) {
         << "  postgresql://...), else EQ_DB_PATH. `eqctl migrate` makes a new, empty one there.\n";
     return kExitUsage;
   };
-  if (url.value().engine == store::DbEngine::kSqlite && url.value().target != ":memory:" &&
-      ::access(url.value().target.c_str(), F_OK) != 0) {
+  if (url->engine == store::DbEngine::kSqlite && url->target != ":memory:" &&
+      ::access(url->target.c_str(), F_OK) != 0) {
     return missing("no database at " + where);
   }
-  auto db = store::Db::open(url.value());
-  if (!db.isOk()) {
-    err << "eqctl: " << where << ": " << db.status().msg() << "\n";
-    return Store::exitStatusFor(db.status());
-  }
-  auto states = store::migrationStatus(*db.value());
-  if (!states.isOk()) {
-    err << "eqctl: " << where << ": " << states.status().msg() << "\n";
-    return kExitError;
-  }
-  if (std::none_of(states.value().begin(), states.value().end(),
+  DbAsIs found;
+  if (std::optional<int> rc = openAsIs(*url, &found, err)) return *rc;
+  if (std::none_of(found.migrations.begin(), found.migrations.end(),
                    [](const store::MigrationState& m) { return m.applied_at_ms.has_value(); })) {
     return missing(where + " holds no EQ Reply tables");
   }
@@ -1766,23 +1796,11 @@ int runMigrate(const std::string& db_url, const std::vector<std::string>& args, 
       return kExitUsage;
     }
   }
-  auto url = store::DbUrl::parse(db_url);
-  if (!url.isOk()) {
-    err << "eqctl: EQ_DB_URL: " << url.status().msg() << "\n";
-    return kExitUsage;
-  }
-  auto db = store::Db::open(url.value());
-  if (!db.isOk()) {
-    // A URL libpq cannot use or a password refused is the operator's (2);
-    // a server that cannot be reached now, the database's (1).
-    err << "eqctl: " << url.value().redacted() << ": " << db.status().msg() << "\n";
-    return Store::exitStatusFor(db.status());
-  }
-  auto before = store::migrationStatus(*db.value());
-  if (!before.isOk()) {
-    err << "eqctl: " << before.status().msg() << "\n";
-    return kExitError;
-  }
+  const std::optional<store::DbUrl> url = readDbUrl(db_url, err);
+  if (!url) return kExitUsage;
+  DbAsIs found;
+  if (std::optional<int> rc = openAsIs(*url, &found, err)) return *rc;
+  const std::vector<store::MigrationState>& before = found.migrations;
   // The version without its folder and .sql: 001_init.
   const auto shortName = [](std::string_view v) {
     v.remove_prefix(v.rfind('/') + 1);
@@ -1790,26 +1808,26 @@ int runMigrate(const std::string& db_url, const std::vector<std::string>& args, 
     return std::string(v);
   };
   size_t pending = 0;
-  for (const store::MigrationState& m : before.value()) pending += m.applied_at_ms ? 0 : 1;
+  for (const store::MigrationState& m : before) pending += m.applied_at_ms ? 0 : 1;
   if (status) {
-    out << "database " << url.value().redacted() << "\n";
-    for (const store::MigrationState& m : before.value()) {
+    out << "database " << url->redacted() << "\n";
+    for (const store::MigrationState& m : before) {
       out << "  " << shortName(m.version) << "  "
           << (m.applied_at_ms ? "applied " + iso8601(*m.applied_at_ms) : std::string("pending"))
           << "\n";
     }
-    out << (before.value().size() - pending) << " of " << before.value().size() << " applied\n";
+    out << (before.size() - pending) << " of " << before.size() << " applied\n";
     return kExitOk;
   }
-  if (Status st = store::migrate(*db.value()); !st.isOk()) {
+  if (Status st = store::migrate(*found.db); !st.isOk()) {
     err << "eqctl: migrate: " << st.msg() << "\n";
     return kExitError;
   }
   if (pending == 0) {
-    out << "up to date (" << before.value().size() << " migrations)\n";
+    out << "up to date (" << before.size() << " migrations)\n";
     return kExitOk;
   }
-  for (const store::MigrationState& m : before.value()) {
+  for (const store::MigrationState& m : before) {
     if (!m.applied_at_ms) out << "applied " << shortName(m.version) << "\n";
   }
   return kExitOk;
