@@ -91,12 +91,14 @@ class SqliteDb final : public Db {
     const bool exists = ::lstat(path.c_str(), &target) == 0 || errno != ENOENT;
     if (exists) {
       struct stat resolved {};
-      const std::string source = sqlite3_db_filename(db_, "main");
-      for (const std::string& own : {source, source + "-wal", source + "-shm"}) {
-        struct stat st {};
-        if (::stat(path.c_str(), &resolved) == 0 && ::stat(own.c_str(), &st) == 0 &&
-            st.st_dev == resolved.st_dev && st.st_ino == resolved.st_ino) {
-          return Status(400, path + " is the database's own file " + own + "; back up elsewhere");
+      if (::stat(path.c_str(), &resolved) == 0) {
+        const std::string source = sqlite3_db_filename(db_, "main");
+        for (const std::string& own : {source, source + "-wal", source + "-shm"}) {
+          struct stat st {};
+          if (::stat(own.c_str(), &st) == 0 && st.st_dev == resolved.st_dev &&
+              st.st_ino == resolved.st_ino) {
+            return Status(400, path + " is the database's own file " + own + "; back up elsewhere");
+          }
         }
       }
       if (!replace) return Status(409, path + " exists (give --force to replace it)");
