@@ -13,7 +13,6 @@
 // The stack runs eq-api only: no worker takes the jobs published, and no
 // dispatcher's own republisher competes with the one under test.
 #include <boost/test/unit_test.hpp>
-#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,6 +21,7 @@
 #include "common/amqp.h"
 #include "common/messages.h"
 #include "common/msg_auth.h"
+#include "common/timefmt.h"
 #include "dispatcher/settler.h"
 #include "store/store.h"
 #include "tests/integration/stack.h"
@@ -33,12 +33,6 @@ using eq::it::Stack;
 using eq::it::StackOptions;
 
 namespace {
-
-int64_t wallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Opens a charge and its queued task for `mode`, as an eq-api that is gone
 // (no api_instances row) would have left it; returns the job it kept.
@@ -56,7 +50,7 @@ std::string orphanedAsyncCall(eq::Store& store, const std::string& account_id,
   c.account_id = account_id;
   c.mode = mode;
   c.task_id = job.task_id;
-  c.created_at_ms = wallMs();
+  c.created_at_ms = eq::nowMs();
   c.deadline_at_ms = c.created_at_ms + 60'000;
   c.job = eq::msg::encodeJob(job);
   eq::Result<eq::ChargeOutcome> charged = store.chargeAndOpen(c, key_id, "");
@@ -118,7 +112,7 @@ BOOST_AUTO_TEST_CASE(claims_only_what_it_can_publish_and_gives_up_on_a_refused_j
   {
     eq::dispatch::JobRepublisher unreachable(store, "amqp://eq:eq@127.0.0.1:1/",
                                              stack.internalKey(), opts);
-    BOOST_TEST(unreachable.step(wallMs()) == 0);
+    BOOST_TEST(unreachable.step(eq::nowMs()) == 0);
     BOOST_TEST(count(stack, "open_charges") == 3);
     BOOST_TEST(count(stack, "open_charges WHERE republish_until IS NOT NULL") == 0,
                "no claim is taken by a sweep that cannot publish");
@@ -149,7 +143,7 @@ BOOST_AUTO_TEST_CASE(claims_only_what_it_can_publish_and_gives_up_on_a_refused_j
 
   eq::dispatch::JobRepublisher republisher(store, stack.roleUrl("eq-dispatcher"),
                                            stack.internalKey(), opts);
-  BOOST_TEST(republisher.step(wallMs()) == 2, "the two fast jobs are published and settled");
+  BOOST_TEST(republisher.step(eq::nowMs()) == 2, "the two fast jobs are published and settled");
   BOOST_TEST(count(stack, "settlements WHERE action = 'republished'") == 2);
   BOOST_TEST(count(stack, "open_charges") == 1);
   BOOST_TEST(count(stack, "open_charges WHERE republish_until IS NOT NULL") == 0,
@@ -170,7 +164,7 @@ BOOST_AUTO_TEST_CASE(claims_only_what_it_can_publish_and_gives_up_on_a_refused_j
   int settled = 0;
   for (int sweep = 2; sweep <= eq::dispatch::JobRepublisher::kMaxRefusals; ++sweep) {
     eq::it::sleepMs(2);
-    settled += republisher.step(wallMs());
+    settled += republisher.step(eq::nowMs());
     if (sweep < eq::dispatch::JobRepublisher::kMaxRefusals) {
       BOOST_TEST(settled == 0,
                  "refusal " << sweep << " of " << eq::dispatch::JobRepublisher::kMaxRefusals);
