@@ -95,8 +95,8 @@ constexpr CommandHelp kCommands[] = {
      "like a revoked one). Prints the key as `key show` does.\n"},
     {"webhook-secret", "show", "webhook-secret show KEY_ID|ACCOUNT_ID [--json]",
      "The account's webhook signing secret, and the previous one while a rotation's overlap\n"
-     "runs (both sign each delivery then). --json prints {account_id, secret,\n"
-     "previous_secret, previous_until}.\n"},
+     "runs (each delivery's webhook-signature then carries a signature with both). --json\n"
+     "prints {account_id, secret, previous_secret, previous_until}.\n"},
     {"webhook-secret", "rotate", "webhook-secret rotate KEY_ID|ACCOUNT_ID [--json]",
      "A new webhook signing secret for the account. For 24 hours (as in the developer center)\n"
      "the Standard Webhooks header webhook-signature carries a signature with each secret, so\n"
@@ -1626,7 +1626,7 @@ int webhookSecret(Store& store, const std::string& verb, const std::string& id, 
   out << "account_id: " << account.value() << "\n"
       << "secret:     " << ws.secret << "\n";
   if (!ws.previous_secret.empty()) {
-    out << "previous:   " << ws.previous_secret << " (signs beside it until "
+    out << "previous:   " << ws.previous_secret << " (in webhook-signature beside it until "
         << iso8601Offset(ws.previous_until) << ")\n";
   }
   return kExitOk;
