@@ -355,7 +355,15 @@ BOOST_AUTO_TEST_CASE(pipelined_requests_are_answered_in_order_and_stop_at_close)
   size_t second = resp.find("HTTP/1.1 200", first + 1);
   size_t third = resp.find("HTTP/1.1 200", second + 1);
   BOOST_TEST(third != std::string::npos, resp);
-  BOOST_TEST(resp.find("404") == std::string::npos, "request after Connection: close was served");
+  // Exactly three answers: the fourth request, after Connection: close, is
+  // not served. (Counted by status line: a bare "404" also turns up inside
+  // the random part of an x-request-id now and then.)
+  size_t answers = 0;
+  for (size_t at = resp.find("HTTP/1.1 "); at != std::string::npos;
+       at = resp.find("HTTP/1.1 ", at + 1)) {
+    ++answers;
+  }
+  BOOST_TEST(answers == 3u, "request after Connection: close was served:\n" << resp);
 }
 
 BOOST_AUTO_TEST_CASE(unauthorized_responses_name_the_scheme) {
