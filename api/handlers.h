@@ -82,7 +82,7 @@ struct RequestInfo {
   std::string playground_slot;
   std::vector<std::pair<std::string, std::string>> extra_headers;  // rate-limit headers
   // Set while this request owns a pending Idempotency-Key row: finish()
-  // stores a final response in it or deletes it (PRODUCT.md §3).
+  // stores a final response in it or deletes it (docs/contract.md §3).
   std::optional<IdempotencyRequest> idempotency;
   std::string mode;  // reply calls, once validated: the mode label of /metrics
   // Writes finish() runs before answering: a unit to refund (sync calls that

@@ -1,4 +1,4 @@
-// The developer center's JSON (PRODUCT.md §9): /portal/api/..., a resource
+// The developer center's JSON (docs/contract.md §9): /portal/api/..., a resource
 // of eq-api like any other. Requests carry the session cookie instead of a
 // bearer key; every database step is a DbRequest on the database thread,
 // and the slow, memory-hard password hashing runs on libuv's thread pool,

@@ -1,4 +1,4 @@
-// The developer center's page and assets (PRODUCT.md §9): one HTML page, its
+// The developer center's page and assets (docs/contract.md §9): one HTML page, its
 // script and its style sheet, compiled into the binary (cmake/embed.cmake)
 // from portal/. Nothing is loaded from another origin; the page's
 // Content-Security-Policy says so to the browser as well.

@@ -25,7 +25,7 @@ const std::array<ApiService::Route, 40> ApiService::kRoutes = {{
     {"/readyz", "GET", false, &ApiService::readyz},
     {"/metrics", "GET", false, &ApiService::metrics},
     {"/openapi.yaml", "GET", false, &ApiService::openapi},
-    // The developer center (PRODUCT.md §9): its page and assets, then its
+    // The developer center (docs/contract.md §9): its page and assets, then its
     // JSON under /portal/api/ (session cookie, not keys).
     {"/", "GET", false, &ApiService::portalRedirect},
     {"/portal", "GET", false, &ApiService::portalRedirect},
@@ -172,7 +172,7 @@ void ApiService::readyz(const CallPtr& c) {
       sendJson(c->info, c->res, 200, data, "ready");
       return;
     }
-    // Like every error, data is null (PRODUCT.md §2); msg names what is down.
+    // Like every error, data is null (docs/contract.md §2); msg names what is down.
     std::string msg = "not ready:";
     if (!broker) msg += " broker unavailable";
     if (!db) msg += std::string(broker ? "" : ",") + " database unavailable";

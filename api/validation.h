@@ -1,4 +1,4 @@
-// Validation of request bodies against PRODUCT.md §3, and of the headers the
+// Validation of request bodies against docs/contract.md §3, and of the headers the
 // developer center relies on (§9). Pure functions of the request's text: no
 // I/O, no state, so the unit tests exercise them directly.
 // Every rejection is a 400 Status whose message names the field and says
@@ -53,7 +53,7 @@ bool portalOriginAllowed(const std::string* origin, const std::string* host,
                          std::string_view portal_origin, std::string_view portal_host);
 
 // The Idempotency-Key header's value: 1 to 255 printable ASCII characters
-// (PRODUCT.md §3). The bound lives here rather than in common/defaults.h,
+// (docs/contract.md §3). The bound lives here rather than in common/defaults.h,
 // which is not this module's to change; it is not tunable anyway.
 constexpr std::size_t kMaxIdempotencyKeyChars = 255;
 Status checkIdempotencyKey(std::string_view key);

@@ -29,8 +29,8 @@ std::string str(amqp_bytes_t b) { return std::string(static_cast<const char*>(b.
 // Work queues are quorum queues: replicated and durable, they count
 // deliveries, so a job that keeps killing workers is dead-lettered instead
 // of looping forever. x-delivery-limit counts *re*deliveries: with 2, the
-// third failed delivery dead-letters the message (PRODUCT.md §5: "a task
-// that crashes workers 3 times is failed"). Measured, not assumed:
+// third failed delivery dead-letters the message (docs/contract.md §5: its
+// task is failed). Measured, not assumed:
 // tests/integration/pipeline_test.cc (case 4) SIGKILLs the worker holding a
 // job until the job's task fails and expects exactly 3 kills (RabbitMQ
 // 3.10), so a broker whose counting differs fails that test.

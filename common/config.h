@@ -56,7 +56,7 @@ struct Config {
   // EQ_API_DB_WAIT_MS: how long a request waits for its database step (the
   // write lock) before 503; defaults::kApiDbDeadlineMs.
   int64_t api_db_wait_ms = 500;
-  // eq-dispatcher (PRODUCT.md §5, §6); defaults in common/defaults.h.
+  // eq-dispatcher (docs/contract.md §5, §6); defaults in common/defaults.h.
   std::vector<int64_t> webhook_retry_schedule_ms;  // EQ_WEBHOOK_RETRY_SCHEDULE
   int64_t webhook_timeout_ms = 10'000;             // EQ_WEBHOOK_TIMEOUT_MS
   int64_t webhook_max_in_flight = 64;              // EQ_WEBHOOK_MAX_IN_FLIGHT
@@ -85,7 +85,7 @@ struct Config {
   int64_t worker_stop_grace_ms = defaults::kWorkerStopGraceMs;  // EQ_WORKER_STOP_GRACE_MS
   LlmConfig llm;  // EQ_LLM_*, used when engine == "llm"
 
-  // The developer center (PRODUCT.md §9), served by eq-api.
+  // The developer center (docs/contract.md §9), served by eq-api.
   bool portal = true;                    // EQ_PORTAL: on | off
   std::string portal_signup = "invite";  // EQ_PORTAL_SIGNUP: invite | open | off
   bool portal_insecure_cookies =

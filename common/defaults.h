@@ -11,7 +11,7 @@ constexpr int kHttpPort = 8080;
 constexpr const char* kAmqpUrl = "amqp://eq:eq@127.0.0.1:5672/";
 constexpr const char* kDbPath = "var/eq.db";
 
-// Requests (PRODUCT.md §3).
+// Requests (docs/contract.md §3).
 constexpr std::size_t kMaxBodyBytes = 64 * 1024;
 constexpr std::size_t kMaxMessageCodePoints = 2000;
 constexpr std::size_t kMaxContextCodePoints = 4000;
@@ -20,7 +20,7 @@ constexpr int kMinReplyCount = 1;
 constexpr int kMaxReplyCount = 5;
 constexpr int kMaxJsonDepth = 32;
 
-// Keys and quota (PRODUCT.md §4).
+// Keys and quota (docs/contract.md §4).
 constexpr int kDefaultRatePerMinute = 60;
 constexpr int kDefaultQuotaUnits = 100;
 constexpr int64_t kDefaultQuotaDays = 30;
@@ -33,7 +33,7 @@ constexpr int64_t kSyncDeadlineStandardMs = 120'000;
 constexpr int64_t kSyncDeadlinePerfectMs = 180'000;
 constexpr int64_t kAnalyzeDeadlineMs = 30'000;
 
-// Webhooks (PRODUCT.md §6). An attempt succeeds with a 2xx within the
+// Webhooks (docs/contract.md §6). An attempt succeeds with a 2xx within the
 // timeout; otherwise the next one follows after the schedule's step (seconds
 // after the failed attempt, each with +-10% jitter), so 9 steps make 10
 // attempts over about 16 h. EQ_WEBHOOK_RETRY_SCHEDULE and
@@ -62,7 +62,7 @@ constexpr int64_t kWebhookLeaseMarginMs = 5'000;
 // Response bodies are not needed; reading stops after this many bytes.
 constexpr std::size_t kWebhookMaxResponseBytes = 64 * 1024;
 
-// Retention (PRODUCT.md §5): tasks with their deliveries and attempts are
+// Retention (docs/contract.md §5): tasks with their deliveries and attempts are
 // purged after EQ_RETENTION_DAYS; rate-limit windows after an hour. The
 // dispatcher purges at start and then hourly, in batches of bounded size so
 // that one purge never holds the write lock for long.
@@ -75,8 +75,8 @@ constexpr int kRetentionBatch = 500;
 // waits in SQLite's busy handler: see kApiDbDeadlineMs).
 constexpr int kApiDbBusyTimeoutMs = 500;
 // eq-api: how long a request waits for its database step (the write lock of
-// its batch) before it is answered 503 with nothing written (PRODUCT.md §2:
-// 503 "within a second", never a hang); EQ_API_DB_WAIT_MS overrides it. The loop thread
+// its batch) before it is answered 503 with nothing written (docs/contract.md §2:
+// a fast 503, never a hang); EQ_API_DB_WAIT_MS overrides it. The loop thread
 // never waits: only the requests that need the database do
 // (api/db_thread.h).
 constexpr int64_t kApiDbDeadlineMs = 500;

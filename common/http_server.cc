@@ -561,7 +561,7 @@ class HttpConnection {
     c->chunked_body_ = (p->flags & F_CHUNKED) != 0;
     c->chunked_framing_ = ChunkedFraming();
     c->head_request_ = p->method == HTTP_HEAD;
-    // Decide on the size before reading the body (PRODUCT.md §2: 413 over 64 KiB).
+    // Decide on the size before reading the body (docs/contract.md §2: 413 over 64 KiB).
     if ((p->flags & F_CONTENTLENGTH) != 0 &&
         p->content_length > c->server_->limitsBody()) {
       c->error_status_ = 413;

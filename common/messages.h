@@ -1,6 +1,9 @@
 // The messages that cross the broker, and the names of the queues they use.
-// Their JSON Schemas live in schema/messages/; this header is the one place
-// in C++ that builds and reads them, so producer and consumer cannot drift.
+// There is no separate schema: the structs below are the formats, and
+// common/messages.cc is the one place that encodes and decodes them, so
+// producer and consumer cannot drift (tests/unit/common/messages_test.cc).
+// docs/architecture.md describes the messages and their signatures
+// (common/msg_auth.h); docs/operations.md, "Topology", the queues.
 //
 //   eq-api ──async Job──> eq.jobs.<mode> (quorum, durable) ──> eq-worker
 //   eq-api ──sync Job──> eq.sync.<mode> | eq.sync.analyze (classic, transient) ──> eq-worker

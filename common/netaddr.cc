@@ -182,7 +182,7 @@ Status checkWebhookUrl(std::string_view url, const net::CidrSet& allowed) {
   if (host.find('%') != std::string_view::npos) {
     return bad("must not contain '%' in its host (zone ids and encoded hosts are refused)");
   }
-  // A literal address is judged now (PRODUCT.md §6); a name is judged by the
+  // A literal address is judged now (docs/contract.md §6); a name is judged by the
   // dispatcher on the address it actually connects to.
   struct sockaddr_storage addr;
   if (parseLiteral(host, &addr)) {

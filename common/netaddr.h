@@ -1,4 +1,4 @@
-// Network address classification for the webhook SSRF guard (PRODUCT.md §6):
+// Network address classification for the webhook SSRF guard (docs/contract.md §6):
 // which addresses are non-public, and operator-allowed CIDR ranges. eq-api
 // uses it to refuse a literal non-public webhook_url at submission; the
 // dispatcher checks the address libcurl actually connects to. Immutable
@@ -38,7 +38,7 @@ class CidrSet {
 // other non-public ranges (IPv4, IPv6 and IPv4-mapped IPv6).
 bool isNonPublicAddress(const struct sockaddr* addr);
 
-// A webhook_url as PRODUCT.md §3 and §6 accept it: absolute http(s), a host
+// A webhook_url as docs/contract.md §3 and §6 accept it: absolute http(s), a host
 // and no user info, at most 2048 chars, and no literal non-public address
 // unless `allowed` has it (a host name is judged later, by the dispatcher, on
 // the address actually connected to). eq-api checks webhook_url with it and

@@ -1,4 +1,4 @@
-// Password hashing for the developer center (PRODUCT.md §9): scrypt through
+// Password hashing for the developer center (docs/contract.md §9): scrypt through
 // OpenSSL 3's EVP_KDF, a memory-hard function, so a stolen database costs an
 // attacker memory as well as time per guess.
 //

@@ -1,4 +1,4 @@
-// Retention (PRODUCT.md §5): purges what the service no longer needs to keep.
+// Retention (docs/contract.md §5): purges what the service no longer needs to keep.
 //   - tasks older than EQ_RETENTION_DAYS (7), with their delivery and its
 //     attempts (a task whose delivery is still pending waits for it);
 //   - Idempotency-Key records past their 24 h life (eq-api purges them

@@ -1,4 +1,4 @@
-// The retry policy of webhook deliveries (PRODUCT.md §6), as pure functions
+// The retry policy of webhook deliveries (docs/contract.md §6), as pure functions
 // of an attempt's outcome: what the delivery becomes and when the next
 // attempt is due. No I/O and no state, so tests pin every rule down; the
 // sender (dispatcher/sender.h) applies the decision to SQLite.

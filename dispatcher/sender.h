@@ -1,5 +1,5 @@
 // The webhook sender: sends due deliveries, many at once, and records each
-// attempt and the delivery's next state in SQLite (PRODUCT.md §6).
+// attempt and the delivery's next state in SQLite (docs/contract.md §6).
 //
 // Threads. eq-dispatcher runs two threads, each with its own SQLite
 // connection (a Store is used by one thread only): the consumer

@@ -1,6 +1,6 @@
 // Webhook bodies, signatures and request headers.
 //
-// Signing follows PRODUCT.md §6: X-Service-Signature is sha256=<hex
+// Signing follows docs/contract.md §6: X-Service-Signature is sha256=<hex
 // HMAC-SHA256 of the raw body> keyed with the secret string exactly as
 // printed (whsec_ included); webhook-signature is the Standard Webhooks
 // v1,<base64 HMAC-SHA256 of "id.timestamp.body"> keyed with the
@@ -22,7 +22,7 @@ std::string serviceSignature(const std::string& secret, const std::string& body)
 std::string standardSignature(const std::string& secret, const std::string& msg_id,
                               int64_t timestamp, const std::string& body);
 
-// The body of PRODUCT.md §6 for a task in a final state.
+// The body of docs/contract.md §6 for a task in a final state.
 std::string webhookBody(const TaskRecord& task, const std::string& event, int64_t timestamp);
 // The developer center's test event: {"event": "test", "delivery_id",
 // "created_at", "timestamp"}, signed like every delivery.
@@ -35,7 +35,7 @@ struct WebhookRequest {
   std::string url;
   std::string body;  // built with the same timestamp
   std::string secret;
-  // During a secret rotation's overlap (PRODUCT.md §9): the previous secret,
+  // During a secret rotation's overlap (docs/contract.md §9): the previous secret,
   // which also signs webhook-signature (a second v1 entry), so receivers
   // still holding it keep verifying. X-Service-Signature uses `secret`.
   std::string previous_secret;

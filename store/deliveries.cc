@@ -1,4 +1,4 @@
-// Webhook deliveries and their attempts (PRODUCT.md §6).
+// Webhook deliveries and their attempts (docs/contract.md §6).
 #include "store/store.h"
 
 #include <algorithm>

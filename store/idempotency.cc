@@ -1,4 +1,4 @@
-// Idempotency-Key records (PRODUCT.md §3).
+// Idempotency-Key records (docs/contract.md §3).
 #include "store/store.h"
 
 #include "common/timefmt.h"

@@ -1,4 +1,4 @@
-// The developer center's records (PRODUCT.md §9, 006_portal.sql): people,
+// The developer center's records (docs/contract.md §9, 006_portal.sql): people,
 // one-time links, sessions, sign-in failures, the usage record, an account's
 // keys, webhook settings and deliveries, and tasks as their owner lists them.
 #include <algorithm>
@@ -19,8 +19,8 @@ using store_detail::optText;
 
 namespace {
 
-// Registration grants 100 units per mode for 30 days (interface-spec, PRODUCT
-// §4), whatever the tier; the operator changes units with eqctl.
+// Registration grants 100 units per mode for 30 days (docs/contract.md §4,
+// §9), whatever the tier; the operator changes units with eqctl.
 constexpr int64_t kSignupUnits = 100;
 constexpr int64_t kSignupQuotaMs = 30LL * 24 * 3'600'000;
 

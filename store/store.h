@@ -129,7 +129,7 @@ struct RateDecision {
   int reset_seconds = 0;  // until the current window ends
 };
 
-// Idempotency-Key (PRODUCT.md §3). beginIdempotent decides, atomically
+// Idempotency-Key (docs/contract.md §3). beginIdempotent decides, atomically
 // across processes, what a request carrying a key does:
 enum class IdempotencyState {
   kStarted,     // first use (or the old record lapsed): run it, then complete or abandon
@@ -171,7 +171,7 @@ struct TaskRecord {
   int64_t finished_at = 0;
 };
 
-// One webhook delivery of a task (PRODUCT.md §6): one id for every attempt,
+// One webhook delivery of a task (docs/contract.md §6): one id for every attempt,
 // retried on a schedule while pending. Its retry state is durable: a pending
 // delivery is due at next_attempt_at, whichever dispatcher process is running
 // then.
@@ -245,7 +245,7 @@ struct Settlement {
   bool task_changed = false;  // task_failed: the task was still queued or running
 };
 
-// The developer center (PRODUCT.md §9, schema/migrations/006_portal.sql).
+// The developer center (docs/contract.md §9, schema/migrations/006_portal.sql).
 struct Person {
   std::string person_id;
   std::string email;
@@ -340,7 +340,7 @@ class Store {
   static int exitStatusFor(const Status& open_failure) {
     return open_failure.code() == 503 ? 1 : 2;
   }
-  // A stored Idempotency-Key response is replayed for 24 h (PRODUCT.md §3).
+  // A stored Idempotency-Key response is replayed for 24 h (docs/contract.md §3).
   static constexpr int64_t kIdempotencyTtlMs = 24 * 3'600'000LL;
   // A pending row older than this belongs to a request whose process died
   // before answering (a live one answers within its sync deadline, 180 s at
@@ -521,7 +521,7 @@ class Store {
                             const std::string& response_body);
   Status abandonIdempotent(const IdempotencyRequest& req);
 
-  // Tasks: creation and one function per transition of PRODUCT.md §5. A
+  // Tasks: creation and one function per transition of docs/contract.md §5. A
   // transition from a state that does not allow it changes nothing and
   // returns false (events may arrive twice or late; handlers are idempotent).
   // Without a webhook_url the account's default one (eqctl) is used, if any.

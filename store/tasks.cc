@@ -1,4 +1,4 @@
-// Tasks: creation and one function per transition (PRODUCT.md §5).
+// Tasks: creation and one function per transition (docs/contract.md §5).
 #include "store/store.h"
 
 #include "common/ids.h"

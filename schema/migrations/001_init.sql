@@ -41,7 +41,7 @@ CREATE TABLE rate_counters (
   PRIMARY KEY (key_id, window_start)
 ) WITHOUT ROWID;
 
--- The task state machine of PRODUCT.md §5; common/store.h has one function
+-- The task state machine of docs/contract.md §5; store/store.h has one function
 -- per transition.
 CREATE TABLE tasks (
   id          TEXT PRIMARY KEY,

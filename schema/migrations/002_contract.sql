@@ -8,7 +8,7 @@
 ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
 ALTER TABLE api_keys ADD COLUMN rotated_to TEXT;
 
--- Idempotency-Key records (PRODUCT.md §3), scoped to the account so they
+-- Idempotency-Key records (docs/contract.md §3), scoped to the account so they
 -- survive a key rotation and hold across every eq-api process on this
 -- database. A row is inserted 'pending' before the request runs (the insert
 -- is what decides which of two concurrent duplicates runs) and becomes

@@ -16,5 +16,5 @@ CREATE INDEX deliveries_status_created ON deliveries (status, created_at);
 ALTER TABLE deliveries ADD COLUMN schedule_offset INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE deliveries ADD COLUMN replayed_at INTEGER;
 
--- Retention purges tasks by age (PRODUCT.md §5: kept 7 days).
+-- Retention purges tasks by age (docs/contract.md §5: kept 7 days).
 CREATE INDEX tasks_created ON tasks (created_at);

@@ -1,4 +1,4 @@
--- The developer center (PRODUCT.md §9, issue 12): the people who sign in,
+-- The developer center (docs/contract.md §9, issue 12): the people who sign in,
 -- their one-time links and sessions, the sign-in failure log that limits
 -- guessing, the usage record per account, mode and hour, key names, webhook
 -- secret rotation with an overlap, and webhook deliveries that belong to an

@@ -1,4 +1,4 @@
-// The contract of PRODUCT.md §2-§4 on the real binaries: quota atomicity,
+// The contract of docs/contract.md §2-§4 on the real binaries: quota atomicity,
 // the rate limit and Idempotency-Key across two eq-api processes sharing one
 // database and one port (SO_REUSEPORT, as scripts/run with
 // EQ_API_PROCESSES=2: the kernel spreads the test's connections over both),
@@ -107,7 +107,7 @@ rapidjson::Document envelope(const HttpResult& r) {
   return d;
 }
 
-// PRODUCT.md §2: data null, code == HTTP status, X-Request-Id, and a msg
+// docs/contract.md §2: data null, code == HTTP status, X-Request-Id, and a msg
 // that says what went wrong (checked by fragment).
 void expectError(const HttpResult& r, int status, const std::string& fragment) {
   BOOST_TEST(r.status == status, "status " << r.status << " body " << r.body);

@@ -70,7 +70,7 @@ BOOST_AUTO_TEST_CASE(sdk_client_drives_every_tool_over_stdio) {
   BOOST_TEST(eq::it::quotaOf(stack, key, "fast") == before["fast"].GetInt64() - 1);
   BOOST_TEST(eq::it::quotaOf(stack, key, "perfect") == before["perfect"].GetInt64() - 1);
   BOOST_TEST(eq::it::quotaOf(stack, key, "standard") == before["standard"].GetInt64());
-  BOOST_TEST(before["fast"].GetInt64() == 100);  // a new key's units (PRODUCT.md §4)
+  BOOST_TEST(before["fast"].GetInt64() == 100);  // a new key's units (docs/contract.md §4)
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,4 +1,4 @@
-// Fault injection on the async pipeline (issue 4; PRODUCT.md §1, §5, §6):
+// Fault injection on the async pipeline (issue 4; docs/contract.md §1, §5, §6):
 // real processes killed with SIGKILL by the pid this test started, the
 // broker restarted under load, and a job driven into the work queue's
 // delivery limit. What each case proves is written above it; the measured
@@ -65,7 +65,7 @@ using eq::it::TaskWebhookReceiver;
 
 namespace {
 
-constexpr int64_t kFastAnswerMs = 1000;  // PRODUCT.md §2: a 503 within a second
+constexpr int64_t kFastAnswerMs = 1000;  // docs/contract.md §2: a fast 503, here within 1 s
 
 std::string asyncBody(const std::string& webhook_url, int n) {
   std::string body = R"({"mode":"fast","message":"今天被老板骂了，好难过 )" + std::to_string(n) +
@@ -684,7 +684,7 @@ BOOST_AUTO_TEST_CASE(sigkill_of_the_dispatcher_mid_delivery_loses_no_webhook) {
 }
 
 // 4. A job whose every delivery ends with a SIGKILL of the worker holding
-// it (PRODUCT.md §5): each worker is started with a stderr it cannot write
+// it (docs/contract.md §5): each worker is started with a stderr it cannot write
 // to (StallableLog), so it stops inside the job at "job started", and is
 // killed there; a fresh stalled worker is consuming before each kill, ready
 // to take the redelivery (a worker started while the job is ready would

@@ -177,7 +177,7 @@ int freePort() {
 
 BOOST_AUTO_TEST_SUITE(portal)
 
-// EQ_PORTAL_SIGNUP=off (PRODUCT.md §9): nobody new gets in, by registering
+// EQ_PORTAL_SIGNUP=off (docs/contract.md §9): nobody new gets in, by registering
 // or through an invitation made before sign-up closed, and eqctl invites
 // nobody; the people who have an account still sign in, and a reset link
 // still sets a password.
@@ -320,8 +320,8 @@ BOOST_AUTO_TEST_CASE(open_sign_up_grants_the_free_tier_and_limits_probing_taken_
   BOOST_TEST(!contains(people, "new@example.com"), people);
 }
 
-// PRODUCT.md §9: "an unknown email and a wrong password get the same
-// answer". From a fresh client, well under the limit: the same status, the
+// docs/contract.md §9: an unknown email and a wrong password get the same
+// answer. From a fresh client, well under the limit: the same status, the
 // same body byte for byte, the same headers but the request id. (The same
 // time is a matter of the same work: portal_store's
 // an_unknown_email_costs_the_same_scrypt_work_as_a_wrong_password.)
@@ -358,7 +358,7 @@ BOOST_AUTO_TEST_CASE(an_unknown_email_and_a_wrong_password_get_the_same_answer) 
   }
 }
 
-// PRODUCT.md §9: the session cookie is Secure unless
+// docs/contract.md §9: the session cookie is Secure unless
 // EQ_PORTAL_INSECURE_COOKIES=1 (plain local http) says otherwise.
 BOOST_AUTO_TEST_CASE(the_session_cookie_is_secure_unless_told_otherwise) {
   Stack stack(portalOnly());  // EQ_PORTAL_INSECURE_COOKIES unset

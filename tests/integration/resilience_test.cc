@@ -1,5 +1,5 @@
 // Fault injection on the real binaries (issue 3, "Broker or database down";
-// PRODUCT.md §2 and §4): while RabbitMQ or SQLite is unavailable, eq-api
+// docs/contract.md §2 and §4): while RabbitMQ or SQLite is unavailable, eq-api
 // answers 503 with Retry-After within a second instead of hanging, /readyz
 // says 503, no quota unit stays charged, and service comes back by itself.
 //
@@ -10,10 +10,11 @@
 // so a failing case never leaves the next one without a broker. ctest runs
 // this executable with RUN_SERIAL, since the outage hits every vhost.
 //
-// The time bounds below are functional bounds on a hang (PRODUCT.md: "within
-// a second", "recovery by itself"), deliberately generous for a loaded 2-core
-// machine; they are not performance measurements. The measured numbers are
-// printed as test messages (ctest runs the module with --log_level=message).
+// The time bounds below are functional bounds on a hang (docs/contract.md §2:
+// a fast 503, never a hang, and recovery by itself), deliberately generous
+// for a loaded 2-core machine; they are not performance measurements. The
+// measured numbers are printed as test messages (ctest runs the module with
+// --log_level=message).
 #include <netinet/in.h>
 #include <rapidjson/document.h>
 #include <sys/socket.h>
@@ -45,7 +46,7 @@ using eq::it::StackOptions;
 
 namespace {
 
-constexpr int64_t kFastAnswerMs = 1000;  // PRODUCT.md §2: 503 within a second
+constexpr int64_t kFastAnswerMs = 1000;  // docs/contract.md §2: a fast 503, here within 1 s
 constexpr int64_t kRecoveryMs = 5000;    // service back this soon after the broker
 constexpr int64_t kRecoveryPollMs = 200;
 constexpr int64_t kInFlightFailureMs = 3000;  // in-flight sync call fails this soon after stop_app

@@ -1,4 +1,4 @@
-// Webhook delivery on the real binaries (PRODUCT.md §6): retries on a
+// Webhook delivery on the real binaries (docs/contract.md §6): retries on a
 // compressed schedule, 410, redirects, dead receivers beside healthy ones,
 // Retry-After, eqctl delivery list/show/replay, and a dispatcher killed
 // between two attempts. Every webhook that arrives is checked with two

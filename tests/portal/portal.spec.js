@@ -98,7 +98,7 @@ async function watchedContext(browser, name, options = {}, origin = BASE) {
 const refused = (...statuses) =>
   new RegExp(`^Failed to load resource: the server responded with a status of (${statuses.join('|')})`);
 
-// PRODUCT.md §9: "every field has a label". Every input, select and
+// docs/contract.md §9: every field has a label. Every input, select and
 // textarea on the page must have an accessible name as Chromium computes it
 // (from a <label>, aria-label or aria-labelledby), not just a placeholder.
 async function expectLabelled(page, name) {

@@ -238,7 +238,7 @@ BOOST_AUTO_TEST_CASE(the_analyzer_reads_better_than_either_of_its_sources) {
 }
 
 BOOST_AUTO_TEST_CASE(clue_validation_split_when_present) {
-  // ../shared/data next to the source tree (/work/shared/data for /work/main).
+  // ../shared/data next to the source tree: a shared/data folder beside the checkout.
   const std::string path = envOr(
       "EQ_CLUE_JSONL", testDataDir() + "/../../../shared/data/clue-emotion-valid.jsonl");
   std::string text;

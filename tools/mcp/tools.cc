@@ -9,7 +9,7 @@ namespace eq::mcp {
 namespace {
 
 // JSON Schemas, written out as JSON so they read like the OpenAPI document
-// they mirror (schema/openapi.yaml). Bounds are the API's (PRODUCT.md §3);
+// they mirror (schema/openapi.yaml). Bounds are the API's (docs/contract.md §3);
 // a unit test parses every one of them. Nullable fields use JSON Schema's
 // type arrays, which is what MCP clients validate with (not OpenAPI's
 // `nullable`).

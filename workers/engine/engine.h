@@ -41,7 +41,7 @@ struct AnalyzeInput {
   int64_t deadline_ms = 0;  // as in ReplyInput
 };
 
-// PRODUCT.md §3: emotion is one of joy, affection, anger, sadness, anxiety,
+// docs/contract.md §3: emotion is one of joy, affection, anger, sadness, anxiety,
 // disgust, surprise, neutral; relationship_stage one of stranger,
 // acquaintance, ambiguous, dating, committed, strained, post_breakup,
 // colleague, family, unknown. The two texts are in the message's language.

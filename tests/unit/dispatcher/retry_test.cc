@@ -1,4 +1,4 @@
-// The retry policy of PRODUCT.md §6 and its configuration.
+// The retry policy of docs/contract.md §6 and its configuration.
 #include "dispatcher/retry.h"
 
 #include <boost/test/unit_test.hpp>

@@ -68,7 +68,7 @@ BOOST_AUTO_TEST_CASE(headers_carry_both_signatures_and_the_delivery_id) {
   BOOST_TEST(has("Expect:"));
 }
 
-// During a secret rotation's overlap (PRODUCT.md §9) webhook-signature
+// During a secret rotation's overlap (docs/contract.md §9) webhook-signature
 // carries one v1 entry per secret, space-separated, so a receiver holding
 // either verifies; X-Service-Signature uses the new secret only.
 BOOST_AUTO_TEST_CASE(a_rotation_overlap_signs_with_both_secrets) {

@@ -44,7 +44,7 @@ BOOST_AUTO_TEST_CASE(password_hash_verifies_only_the_same_password) {
   BOOST_TEST(password::acceptable("十个字符的密码啊啊啊"));
 }
 
-// PRODUCT.md §9: an unknown email and a wrong password get the same answer
+// docs/contract.md §9: an unknown email and a wrong password get the same answer
 // in the same time. Sign-in spends the unknown email's time in
 // burnVerifyTime(), which is verify() against decoyHash(); what a verify()
 // costs is a function of the parameters it derives with, so the decoy must

@@ -1,4 +1,4 @@
-// The built-in engine (PRODUCT.md §8): a lexicon- and rule-based emotion
+// The built-in engine (docs/contract.md §8): a lexicon- and rule-based emotion
 // analyzer and reply composer, Chinese first and English second, that needs no
 // model and gives the same output for the same input.
 //

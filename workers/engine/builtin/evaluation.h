@@ -30,7 +30,7 @@
 
 namespace eq::engine::builtin::eval {
 
-// PRODUCT.md §3's emotions, in the order the report prints them.
+// docs/contract.md §3's emotions, in the order the report prints them.
 inline constexpr std::array<std::string_view, 8> kEmotions = {
     "joy", "affection", "anger", "sadness", "anxiety", "disgust", "surprise", "neutral"};
 inline constexpr size_t kEmotionCount = kEmotions.size();
@@ -112,7 +112,7 @@ inline Result<std::vector<Sample>> parseTsv(std::string_view text, std::string_v
   return out;
 }
 
-// CLUEmotion2020's labels in PRODUCT.md's vocabulary (/work/shared/data/README.md).
+// CLUEmotion2020's labels in the vocabulary of docs/contract.md §3 (docs/engine.md, "CLUE").
 // The set has no neutral label.
 inline std::string_view clueLabel(std::string_view label) {
   if (label == "like") return "affection";

@@ -165,7 +165,7 @@ inline std::string cutOriginal(std::string_view original, const Normalized& n, s
 // "不觉得你烦" and "don't really feel that" count alike.
 size_t countUnits(std::string_view t, size_t a, size_t b);
 
-// The token estimate of PRODUCT.md §3: one token per CJK character and one
+// The token estimate of docs/contract.md §3: one token per CJK character and one
 // per whitespace-separated word otherwise. It is an estimate, not what a model
 // tokenizer would say; it only has to be stable and roughly proportional.
 int64_t countTokens(std::string_view s);

@@ -1,7 +1,7 @@
 // The engine's vocabulary: emotions, relationship stages, strategies, scenes,
 // languages and speech acts, the conditions a phrase may require and the
 // placeholders it may use. The enum orders match the name tables, which are
-// the wire names of PRODUCT.md §3 and the names used in the data files.
+// the wire names of docs/contract.md §3 and the names used in the data files.
 //
 // Constants and pure functions only: nothing to own, safe on any thread.
 #pragma once

@@ -1,6 +1,6 @@
 // The llm engine (EQ_ENGINE=llm): analysis and replies from any
 // OpenAI-compatible chat-completions server (llama.cpp llama-server, vLLM,
-// Ollama, hosted APIs), one pipeline per mode (PRODUCT.md §8):
+// Ollama, hosted APIs), one pipeline per mode (docs/contract.md §8):
 //
 //   fast      one call: replies straight from the message;
 //   standard  an analysis call, then one call for replies built on it, each

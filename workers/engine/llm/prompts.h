@@ -44,7 +44,7 @@ struct ChatCall {
 std::string encodeChatCall(const ChatCall& call);
 
 // The same conversation plus the rejected answer and what was wrong with it:
-// the one repair retry of PRODUCT.md §8.
+// the one repair retry of docs/contract.md §8.
 ChatCall withRepair(ChatCall call, const std::string& bad_answer, const std::string& error);
 
 // Analysis of a message (the analyze endpoint; standard and perfect start here).
