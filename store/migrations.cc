@@ -9,7 +9,7 @@
 namespace eq::store {
 namespace {
 
-constexpr std::array<Migration, 11> kMigrations = {{
+constexpr std::array<Migration, 12> kMigrations = {{
     {"schema/migrations/001_init.sql", "schema/migrations/postgres/001_init.sql"},
     {"schema/migrations/002_contract.sql", "schema/migrations/postgres/002_contract.sql"},
     {"schema/migrations/003_delivery.sql", "schema/migrations/postgres/003_delivery.sql"},
@@ -23,6 +23,7 @@ constexpr std::array<Migration, 11> kMigrations = {{
      "schema/migrations/postgres/010_deferred_account_checks.sql"},
     {"schema/migrations/011_republish_claim.sql",
      "schema/migrations/postgres/011_republish_claim.sql"},
+    {"schema/migrations/012_key_last_used.sql", "schema/migrations/postgres/012_key_last_used.sql"},
 }};
 
 // The advisory lock every host's migrate() takes on PostgreSQL: any fixed

@@ -62,6 +62,19 @@ Result<int> Store::purgeIdempotencyBefore(int64_t cutoff_ms, int limit) {
 }
 
 Result<int> Store::purgeRateCountersBefore(int64_t cutoff_ms, int limit) {
+  // Each key's newest window among those going, kept on the key first: its
+  // "last used" outlives the windows (accountKeys). The larger of the two
+  // wins, since the batches below take old windows in no order.
+  auto kept = exec("keep when keys were last used",
+                   Sql{"UPDATE api_keys SET last_used_at = max(coalesce(last_used_at, 0), gone.at) "
+                       "FROM (SELECT key_id, max(window_start) AS at FROM rate_counters WHERE "
+                       "window_start < ? GROUP BY key_id) AS gone WHERE api_keys.id = gone.key_id",
+                       "UPDATE api_keys SET last_used_at = greatest(coalesce(last_used_at, 0), "
+                       "gone.at) FROM (SELECT key_id, max(window_start) AS at FROM rate_counters "
+                       "WHERE window_start < $1 GROUP BY key_id) AS gone WHERE api_keys.id = "
+                       "gone.key_id"},
+                   {cutoff_ms});
+  if (!kept.isOk()) return kept.status();
   auto r = exec("purge rate counters",
                 // SKIP LOCKED: windows an hour old are no longer counted; two
                 // purgers on PostgreSQL delete disjoint batches.

@@ -803,6 +803,39 @@ EQ_STORE_TEST_CASE(retention_purges_old_tasks_with_their_deliveries_in_batches) 
   BOOST_TEST(db.scalar("SELECT count(*) FROM deliveries") == "0");
 }
 
+EQ_STORE_TEST_CASE(a_key_last_used_before_its_windows_were_purged_still_says_when) {
+  TempDb db;
+  CreatedKey used = db.newKey();
+  CreatedKey idle = db.newKey();
+  const int64_t now = 1'800'000'000'000;
+  auto lastUsed = [&](const CreatedKey& k) {
+    auto keys = db.store->accountKeys(k.account_id, now);
+    BOOST_REQUIRE(keys.isOk());
+    BOOST_REQUIRE(keys.value().size() == 1u);
+    return keys.value()[0].last_used_at;
+  };
+  AuthContext auth{used.key_id, used.account_id, used.display_prefix, 60};
+  const int64_t newest_old = Store::rateWindowStart(now - 70 * 60'000LL);
+  for (int64_t ago : {95, 80, 70}) {  // minutes: all older than the hour retention keeps
+    BOOST_REQUIRE(db.store->countRequest(auth, now - ago * 60'000LL).isOk());
+  }
+  BOOST_TEST(lastUsed(used) == newest_old);
+
+  // Deleted one window per batch, the newest possibly first: the key keeps
+  // the newest of them whatever the order.
+  int purged = 0;
+  for (int batch = 0; batch < 5; ++batch)
+    purged += db.store->purgeRateCountersBefore(now - 3'600'000, 1).value();
+  BOOST_TEST(purged == 3);
+  BOOST_TEST(db.scalar("SELECT count(*) FROM rate_counters") == "0");
+  BOOST_TEST(lastUsed(used) == newest_old);
+  BOOST_TEST(lastUsed(idle) == 0);  // never used: still never
+
+  // Used again: the new window is newer than what the key kept.
+  BOOST_REQUIRE(db.store->countRequest(auth, now - 60'000).isOk());
+  BOOST_TEST(lastUsed(used) == Store::rateWindowStart(now - 60'000));
+}
+
 EQ_STORE_TEST_CASE(retention_purges_idempotency_keys_and_rate_windows_by_age) {
   TempDb db;
   CreatedKey k = db.newKey();

@@ -804,7 +804,7 @@ BOOST_AUTO_TEST_CASE(json_errors_are_one_line_on_stderr_with_distinct_exit_codes
   BOOST_TEST(err.find("key needs a command") != std::string::npos);
 }
 
-// The operator's view of the developer center's people (PRODUCT.md §9):
+// The operator's view of the developer center's people (docs/contract.md §9):
 // invitations make people, list and show report them with their account,
 // quota and keys, disable stops them.
 BOOST_AUTO_TEST_CASE(account_invite_list_show_and_disable) {
@@ -974,15 +974,15 @@ BOOST_AUTO_TEST_CASE(migrate_status_changes_nothing_and_migrate_applies_what_is_
   std::string out, err;
   BOOST_TEST(run({"migrate", "--status"}, &out, &err) == eq::tools::kExitOk);
   BOOST_TEST(out.find("001_init  pending") != std::string::npos, out);
-  BOOST_TEST(out.find("0 of 11 applied") != std::string::npos, out);
+  BOOST_TEST(out.find("0 of 12 applied") != std::string::npos, out);
   BOOST_TEST(run({"migrate", "--status"}, &out, &err) == eq::tools::kExitOk);
-  BOOST_TEST(out.find("0 of 11 applied") != std::string::npos, out);  // still nothing
+  BOOST_TEST(out.find("0 of 12 applied") != std::string::npos, out);  // still nothing
   BOOST_TEST(run({"migrate"}, &out, &err) == eq::tools::kExitOk);
-  BOOST_TEST(out.find("applied 011_republish_claim") != std::string::npos, out);
+  BOOST_TEST(out.find("applied 012_key_last_used") != std::string::npos, out);
   BOOST_TEST(run({"migrate"}, &out, &err) == eq::tools::kExitOk);
-  BOOST_TEST(out == "up to date (11 migrations)\n");
+  BOOST_TEST(out == "up to date (12 migrations)\n");
   BOOST_TEST(run({"migrate", "--status"}, &out, &err) == eq::tools::kExitOk);
-  BOOST_TEST(out.find("11 of 11 applied") != std::string::npos, out);
+  BOOST_TEST(out.find("12 of 12 applied") != std::string::npos, out);
   BOOST_TEST(out.find("001_init  applied 20") != std::string::npos, out);
   // The store opens the migrated file as it is.
   BOOST_TEST(eq::Store::open(path).isOk());
