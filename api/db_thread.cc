@@ -309,26 +309,34 @@ bool DbThread::authenticate(Batch& batch) {
 }
 
 void DbThread::countRates(Batch& batch) {
-  // One UPSERT per key and window for the whole batch.
+  // One increment per key and window for the whole batch, all counted
+  // together (Store::countRequests).
   std::map<std::pair<std::string, int64_t>, std::vector<DbRequest*>> groups;
   for (auto& r : batch) {
     if (r->status.isOk() && r->count_rate && r->authenticated) {
       groups[{r->auth->key_id, Store::rateWindowStart(r->now_ms)}].push_back(r.get());
     }
   }
+  if (groups.empty()) return;
+  std::vector<Store::RateIncrement> increments;
+  for (const auto& [key, members] : groups) {
+    increments.push_back({key.first, key.second, static_cast<int64_t>(members.size())});
+  }
+  Result<std::vector<int64_t>> counts = store_->countRequests(increments);
+  std::size_t g = 0;
   for (auto& [key, members] : groups) {
     auto n = static_cast<int64_t>(members.size());
-    Result<int64_t> count = store_->countRequests(key.first, key.second, n);
     for (int64_t i = 0; i < n; ++i) {
       DbRequest* r = members[static_cast<std::size_t>(i)];
-      if (!count.isOk()) {
-        r->status = count.status();
+      if (!counts.isOk()) {
+        r->status = counts.status();
         continue;
       }
-      r->rate = Store::rateDecision(r->auth->rate_limit_per_min, count.value() - n + 1 + i,
+      r->rate = Store::rateDecision(r->auth->rate_limit_per_min, counts.value()[g] - n + 1 + i,
                                     key.second, r->now_ms);
       r->rate_counted = true;
     }
+    ++g;
   }
 }
 

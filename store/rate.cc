@@ -1,8 +1,11 @@
 // Rate counters: fixed one-minute windows per key.
-#include "store/store.h"
+#include <map>
+#include <optional>
+#include <utility>
 
 #include "common/timefmt.h"
 #include "store/rows.h"
+#include "store/store.h"
 
 namespace eq {
 
@@ -49,6 +52,50 @@ Result<int64_t> Store::countRequests(const std::string& key_id, int64_t window_s
   if (!r.isOk()) return r.status();
   if (!count) return Status(500, "count request: no count returned");
   return *count;
+}
+
+Result<std::vector<int64_t>> Store::countRequests(const std::vector<RateIncrement>& increments) {
+  std::vector<int64_t> counts(increments.size(), 0);
+  if (db_->engine() != store::DbEngine::kPostgres) {
+    // SQLite: a statement costs no round trip; one upsert each.
+    for (std::size_t i = 0; i < increments.size(); ++i) {
+      const RateIncrement& inc = increments[i];
+      Result<int64_t> c = countRequests(inc.key_id, inc.window_start, inc.n);
+      if (!c.isOk()) return c.status();
+      counts[i] = c.value();
+    }
+    return counts;
+  }
+  std::vector<std::string> keys;
+  std::vector<std::optional<int64_t>> windows, ns;
+  std::map<std::pair<std::string, int64_t>, std::size_t> position;
+  for (std::size_t i = 0; i < increments.size(); ++i) {
+    const RateIncrement& inc = increments[i];
+    keys.push_back(inc.key_id);
+    windows.emplace_back(inc.window_start);
+    ns.emplace_back(inc.n);
+    position.emplace(std::pair{inc.key_id, inc.window_start}, i);
+  }
+  std::size_t returned = 0;
+  auto r = exec("count requests",
+                Sql{"",
+                    "INSERT INTO rate_counters (key_id, window_start, count) "
+                    "SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) "
+                    "AS i (key_id, window_start, n) ORDER BY key_id, window_start "
+                    "ON CONFLICT (key_id, window_start) DO UPDATE SET "
+                    "count = rate_counters.count + excluded.count "
+                    "RETURNING key_id, window_start, count"},
+                {store_detail::textArray(keys), store_detail::int64Array(windows),
+                 store_detail::int64Array(ns)},
+                [&](const Row& row) {
+                  auto it = position.find({std::string(row.text(0)), row.int64(1)});
+                  if (it == position.end()) return;
+                  counts[it->second] = row.int64(2);
+                  ++returned;
+                });
+  if (!r.isOk()) return r.status();
+  if (returned != increments.size()) return Status(500, "count requests: a count is missing");
+  return counts;
 }
 
 RateDecision Store::rateDecision(int limit, int64_t count, int64_t window_start, int64_t now_ms) {

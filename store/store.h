@@ -501,6 +501,17 @@ class Store {
   // requests own the counts (count - n, count], in order, exactly as if
   // each had been counted alone, across every process on this database.
   Result<int64_t> countRequests(const std::string& key_id, int64_t window_start, int64_t n);
+  // The same for several keys (or windows) at once, each (key_id,
+  // window_start) given once; the counts come back in the increments'
+  // order. On PostgreSQL one statement for them all, taking their rows in
+  // one order (so two processes' batches never wait on each other in a
+  // cycle) for one round trip, where a statement a key cost one each.
+  struct RateIncrement {
+    std::string key_id;
+    int64_t window_start = 0;
+    int64_t n = 0;
+  };
+  Result<std::vector<int64_t>> countRequests(const std::vector<RateIncrement>& increments);
   // The decision for the request that got `count` in its window.
   static RateDecision rateDecision(int limit, int64_t count, int64_t window_start, int64_t now_ms);
   static int64_t rateWindowStart(int64_t now_ms) { return now_ms - now_ms % 60'000; }

@@ -131,6 +131,26 @@ EQ_STORE_FIXTURE_TEST_CASE(two_hosts_counting_one_key_make_one_rate_count, TwoHo
   for (size_t i = 0; i < seen.size(); ++i) BOOST_TEST(seen[i] == static_cast<int64_t>(3 * (i + 1)));
 }
 
+EQ_STORE_FIXTURE_TEST_CASE(batches_counting_shared_keys_in_any_order_stay_exact, TwoHosts) {
+  // eq-api's batches count every key they serve in one statement: half the
+  // threads name the keys backwards, and none waits on another in a cycle.
+  const int64_t window = Store::rateWindowStart(nowMs());
+  const std::vector<std::string> keys = {"key_a", "key_b", "key_c", "key_d"};
+  std::atomic<int> failed{0};
+  race(25, [&](Store& s, int thread) {
+    std::vector<Store::RateIncrement> batch;
+    for (const std::string& key : keys) batch.push_back({key, window, 1});
+    if (thread / kStores % 2 == 1) std::reverse(batch.begin(), batch.end());
+    // Held to the commit, as a batch holds them.
+    store::Transaction tx = s.transaction();
+    if (!tx.status().isOk() || !s.countRequests(batch).isOk() || !tx.commit().isOk()) ++failed;
+  });
+  BOOST_TEST(failed.load() == 0);
+  for (const std::string& key : keys) {
+    BOOST_TEST(store->countRequests(key, window, 0).value() == 200, key);
+  }
+}
+
 EQ_STORE_FIXTURE_TEST_CASE(one_idempotency_key_on_two_hosts_starts_one_request, TwoHosts) {
   CreatedKey k = newKey();
   std::atomic<int> started{0}, in_progress{0}, other{0};

@@ -905,6 +905,13 @@ EQ_STORE_TEST_CASE(batched_rate_counts_add_up) {
   int64_t w = Store::rateWindowStart(nowMs());
   BOOST_TEST(db.store->countRequests(k.key_id, w, 3).value() == 3);
   BOOST_TEST(db.store->countRequests(k.key_id, w, 4).value() == 7);
+  // Several keys and windows at once: each count in the increments' order.
+  CreatedKey other = db.newKey();
+  Result<std::vector<int64_t>> many =
+      db.store->countRequests({{other.key_id, w, 2}, {k.key_id, w, 1}, {k.key_id, w - 60'000, 5}});
+  BOOST_TEST_REQUIRE(many.isOk(), many.status().msg());
+  BOOST_TEST(many.value() == (std::vector<int64_t>{2, 8, 5}), boost::test_tools::per_element());
+  BOOST_TEST(db.store->countRequests(std::vector<Store::RateIncrement>{}).value().empty());
   RateDecision d = Store::rateDecision(5, 6, w, w);
   BOOST_TEST(!d.allowed);
   BOOST_TEST(d.remaining == 0);
