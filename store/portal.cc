@@ -492,16 +492,17 @@ Status Store::recordTokens(const std::string& account_id, const std::string& mod
 
 Result<std::vector<AccountKey>> Store::accountKeys(const std::string& account_id,
                                                    int64_t now_ms) {
-  // Last used: the newest rate window the key was counted in, or, once
-  // retention purged its windows (an hour on), the newest of those it kept
-  // on the key (purgeRateCountersBefore). Remaining windows are all newer.
+  // Last used: the newest rate window the key was counted in, those
+  // retention purged (an hour on) included: it keeps the newest of them in
+  // key_last_used (purgeRateCountersBefore).
   std::vector<AccountKey> out;
   auto r = exec(
       "list account keys",
       Sql{"SELECT k.id, coalesce(k.name, ''), k.env, k.display_prefix, k.status, k.created_at, "
           "coalesce(k.expires_at, 0), "
-          "coalesce((SELECT max(window_start) FROM rate_counters r WHERE r.key_id = k.id), "
-          "k.last_used_at, 0) "
+          "coalesce((SELECT max(at) FROM (SELECT window_start AS at FROM rate_counters r "
+          "WHERE r.key_id = k.id UNION ALL SELECT at FROM key_last_used u WHERE u.key_id = k.id) "
+          "AS used), 0) "
           "FROM api_keys k WHERE k.account_id = ? ORDER BY k.created_at DESC, k.id"},
       {account_id}, [&](const Row& row) {
         AccountKey k{std::string(row.text(0)), std::string(row.text(1)), std::string(row.text(2)),

@@ -62,17 +62,17 @@ Result<int> Store::purgeIdempotencyBefore(int64_t cutoff_ms, int limit) {
 }
 
 Result<int> Store::purgeRateCountersBefore(int64_t cutoff_ms, int limit) {
-  // Each key's newest window among those going, kept on the key first: its
-  // "last used" outlives the windows (accountKeys). The larger of the two
-  // wins, since the batches below take old windows in no order.
+  // Each key's newest window among those going, kept beside the key first
+  // (key_last_used): its "last used" outlives the windows (accountKeys).
+  // Only a newer one replaces what is kept, as the batches below take old
+  // windows in no order; a purge's later batches find nothing newer. (The
+  // developer center's playground counts under "portal:" names, no key's.)
   auto kept = exec("keep when keys were last used",
-                   Sql{"UPDATE api_keys SET last_used_at = max(coalesce(last_used_at, 0), gone.at) "
-                       "FROM (SELECT key_id, max(window_start) AS at FROM rate_counters WHERE "
-                       "window_start < ? GROUP BY key_id) AS gone WHERE api_keys.id = gone.key_id",
-                       "UPDATE api_keys SET last_used_at = greatest(coalesce(last_used_at, 0), "
-                       "gone.at) FROM (SELECT key_id, max(window_start) AS at FROM rate_counters "
-                       "WHERE window_start < $1 GROUP BY key_id) AS gone WHERE api_keys.id = "
-                       "gone.key_id"},
+                   Sql{"INSERT INTO key_last_used (key_id, at) SELECT key_id, max(window_start) "
+                       "FROM rate_counters WHERE window_start < ? AND key_id IN (SELECT id FROM "
+                       "api_keys) GROUP BY key_id "
+                       "ON CONFLICT (key_id) DO UPDATE SET at = excluded.at "
+                       "WHERE excluded.at > key_last_used.at"},
                    {cutoff_ms});
   if (!kept.isOk()) return kept.status();
   auto r = exec("purge rate counters",

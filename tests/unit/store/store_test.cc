@@ -821,15 +821,28 @@ EQ_STORE_TEST_CASE(a_key_last_used_before_its_windows_were_purged_still_says_whe
   }
   BOOST_TEST(lastUsed(used) == newest_old);
 
+  // The playground's windows (under a "portal:" name) are purged with the
+  // rest, kept for no key.
+  BOOST_REQUIRE(db.store->countPlaygroundRequest(used.account_id, now - 90 * 60'000LL).isOk());
+
   // Deleted one window per batch, the newest possibly first: the key keeps
-  // the newest of them whatever the order.
+  // the newest of them whatever the order. Its use is no change of the key:
+  // the key epoch (which sends every eq-api to look its keys up again) stays.
+  const int64_t epoch = db.store->keyEpoch().value();
   int purged = 0;
-  for (int batch = 0; batch < 5; ++batch)
+  for (int batch = 0; batch < 6; ++batch)
     purged += db.store->purgeRateCountersBefore(now - 3'600'000, 1).value();
-  BOOST_TEST(purged == 3);
+  BOOST_TEST(purged == 4);
   BOOST_TEST(db.scalar("SELECT count(*) FROM rate_counters") == "0");
   BOOST_TEST(lastUsed(used) == newest_old);
   BOOST_TEST(lastUsed(idle) == 0);  // never used: still never
+  BOOST_TEST(db.store->keyEpoch().value() == epoch);
+
+  // An older window purged later (a purge after a late count) does not
+  // move what is kept back.
+  BOOST_REQUIRE(db.store->countRequest(auth, now - 100 * 60'000LL).isOk());
+  BOOST_TEST(db.store->purgeRateCountersBefore(now - 3'600'000, 10).value() == 1);
+  BOOST_TEST(lastUsed(used) == newest_old);
 
   // Used again: the new window is newer than what the key kept.
   BOOST_REQUIRE(db.store->countRequest(auth, now - 60'000).isOk());
