@@ -242,6 +242,7 @@ void DbThread::runBatch(Batch batch) {
 
 bool DbThread::runLocked(Batch& batch, store::Transaction& tx) {
   if (!authenticate(batch)) return false;  // tx rolls back
+  findSessions(batch);
   // A batch of reads writes only its rate counts: its commit need not wait
   // for the disk (on PostgreSQL; SQLite's never does). A database server
   // that crashes right after it may forget those counts, letting a key a
@@ -308,6 +309,27 @@ bool DbThread::authenticate(Batch& batch) {
   return true;
 }
 
+void DbThread::findSessions(Batch& batch) {
+  // Each in a savepoint of its own: the lookup may write (the idle clock),
+  // and a statement that fails must not take the batch's transaction with
+  // it (PostgreSQL aborts a transaction at its first error).
+  for (auto& r : batch) {
+    if (r->session_id.empty() || !r->status.isOk()) continue;
+    store::Transaction savepoint = store_->transaction();
+    if (!savepoint.status().isOk()) {
+      r->status = savepoint.status();
+      continue;
+    }
+    Result<std::optional<PortalSession>> s = store_->session(r->session_id, r->now_ms);
+    Status kept = s.isOk() ? savepoint.commit() : s.status();  // else rolled back
+    if (!kept.isOk()) {
+      r->status = kept;
+      continue;
+    }
+    r->session = s.value();
+  }
+}
+
 void DbThread::countRates(Batch& batch) {
   // One increment per key and window for the whole batch, all counted
   // together (Store::countRequests).
@@ -342,11 +364,12 @@ void DbThread::countRates(Batch& batch) {
 
 namespace {
 
-// Whether the request's reads and work run: nothing failed it, its key (if
-// it has one) is good, and it is within its rate limit.
+// Whether the request's reads and work run: nothing failed it, its key or
+// session (if it has one) is good, and it is within its rate limit.
 bool admitted(const DbRequest& r) {
   if (!r.status.isOk()) return false;
   if (!r.key_digest.empty() && !r.authenticated) return false;
+  if (!r.session_id.empty() && !r.session) return false;
   return !(r.rate_counted && !r.rate.allowed);
 }
 
@@ -389,6 +412,7 @@ void DbThread::runWork(Batch& batch) {
   for (auto& r : batch) {
     if (!r->work || !r->writes || !admitted(*r)) continue;
     if (r->auth) accounts.push_back(r->auth->account_id);
+    if (r->session) accounts.push_back(r->session->account_id);
     accounts.insert(accounts.end(), r->accounts.begin(), r->accounts.end());
   }
   if (Status locked = store_->lockAccounts(accounts); !locked.isOk()) {

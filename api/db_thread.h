@@ -100,6 +100,12 @@ struct DbRequest {
   int64_t auth_epoch = -1;
   std::string key_digest;
   std::string env;
+  // A developer-center request: its session cookie's value. The batch looks
+  // the session up (and moves its idle clock) after the keys and before the
+  // account locks, so that the session's account is locked with the others
+  // (a playground call charges it); `session` holds what was found, and
+  // `work` runs only when a session was.
+  std::string session_id;
   bool count_rate = false;  // count this request against auth's rate limit
   bool writes = true;       // work writes: run it inside a SAVEPOINT
   // Read the caller's account quota into `quota`: the read clients poll,
@@ -122,6 +128,7 @@ struct DbRequest {
   bool storage_failed = false;  // ... because the database cannot write (disk full, I/O error)
   bool authenticated = false;
   bool looked_up = false;  // the key was looked up here (refresh the cache)
+  std::optional<PortalSession> session;  // session_id's, when it is a live session
   int64_t key_epoch = -1;  // the batch's key epoch
   RateDecision rate;
   bool rate_counted = false;
@@ -182,12 +189,14 @@ class DbThread {
   void run();                 // database thread
   void runBatch(Batch batch);  // database thread
   // The steps of a batch that holds the write lock (database thread): the
-  // keys, the rate counts, each request's work, the commit of `tx`. False
+  // keys, the sessions, the rate counts, the quota reads, each request's
+  // work, the commit of `tx`. False
   // when the batch could not start (the key epoch could not be read, or a
   // batch of reads could not relax its commit): nothing was done, tx rolls
   // back.
   bool runLocked(Batch& batch, store::Transaction& tx);
   bool authenticate(Batch& batch);
+  void findSessions(Batch& batch);
   void countRates(Batch& batch);
   void readQuotas(Batch& batch);
   void runWork(Batch& batch);

@@ -232,8 +232,6 @@ Status meJson(Store& store, const PortalSession& s, int64_t now, const std::stri
 struct Step {
   Status answer;          // not ok: answered with its code and message
   std::string data_json;  // ok: the data of the envelope
-  PortalSession session;
-  bool no_session = false;
   bool bad_csrf = false;
 };
 
@@ -334,21 +332,19 @@ void ApiService::withSession(const CallPtr& c, SessionWork work, SessionThen the
   std::string csrf = csrf_header != nullptr ? *csrf_header : "";
   auto step = std::make_shared<Step>();
   std::unique_ptr<DbRequest> r = newDbRequest();
-  int64_t now = r->now_ms;
-  r->work = [step, session_id, csrf, mutating, now, work = std::move(work)](
-                Store& store, const AuthContext*) -> Status {
-    Result<std::optional<PortalSession>> s = store.session(session_id, now);
-    if (!s.isOk()) return s.status();
-    if (!s.value()) {
-      step->no_session = true;
-      return Status::ok();
-    }
-    step->session = *s.value();
-    if (mutating && !crypto::constantTimeEqual(csrf, step->session.csrf)) {
+  // The batch looks the session up before its account locks (DbRequest::
+  // session_id) and runs `work` only when it found one; the request outlives
+  // its work, so the work reads the session from it.
+  r->session_id = session_id;
+  const DbRequest* found = r.get();
+  r->work = [step, found, csrf, mutating, work = std::move(work)](Store& store,
+                                                                  const AuthContext*) -> Status {
+    const PortalSession& session = *found->session;
+    if (mutating && !crypto::constantTimeEqual(csrf, session.csrf)) {
       step->bad_csrf = true;
       return Status::ok();
     }
-    return work(store, step->session, step->answer, step->data_json);
+    return work(store, session, step->answer, step->data_json);
   };
   r->done = [this, c, step, then = std::move(then)](DbRequest& done) {
     if (!done.status.isOk()) {
@@ -357,16 +353,16 @@ void ApiService::withSession(const CallPtr& c, SessionWork work, SessionThen the
       unavailable(c->info, c->res, "the database is busy");
       return;
     }
-    if (step->no_session) {
+    if (!done.session) {
       portalAnswer(c->info, c->res, Status(401, "not signed in, or the session ended"), "", "");
       return;
     }
-    c->info->key_prefix = "portal:" + step->session.person_id;
+    c->info->key_prefix = "portal:" + done.session->person_id;
     if (step->bad_csrf) {
       portalAnswer(c->info, c->res, Status(403, "missing or wrong X-CSRF-Token"), "", "");
       return;
     }
-    then(c, step->session, step->answer, step->data_json);
+    then(c, *done.session, step->answer, step->data_json);
   };
   ctx_.db->submit(std::move(r));
 }
@@ -819,11 +815,10 @@ void ApiService::portalSession(const CallPtr& c) {
   std::unique_ptr<DbRequest> r = newDbRequest();
   int64_t now = r->now_ms;
   std::string env = ctx_.config->env;
-  r->work = [data, session_id, now, env](Store& store, const AuthContext*) -> Status {
-    Result<std::optional<PortalSession>> s = store.session(session_id, now);
-    if (!s.isOk()) return s.status();
-    if (!s.value()) return Status::ok();
-    return meJson(store, *s.value(), now, env, true, data.get());
+  r->session_id = session_id;  // looked up by the batch; work runs if found
+  const DbRequest* found = r.get();
+  r->work = [data, found, now, env](Store& store, const AuthContext*) -> Status {
+    return meJson(store, *found->session, now, env, true, data.get());
   };
   r->done = [this, c, data, not_signed_in](DbRequest& done) {
     if (!done.status.isOk()) {

@@ -7,7 +7,9 @@
 #include <uv.h>
 
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <set>
+#include <thread>
 
 #include "api/auth_cache.h"
 #include "common/crypto.h"
@@ -243,6 +245,87 @@ EQ_STORE_FIXTURE_TEST_CASE(a_cached_key_is_refused_once_revoked, DbFixture) {
   };
   db->submit(std::move(stale));
   run(3);
+}
+
+// Issue 23: a developer-center request names its session, not its account;
+// the batch finds the session before its account locks and locks the
+// session's account with the others (a playground call charges it like a
+// key's). On PostgreSQL a connection holding that account's advisory lock
+// keeps the request waiting on it (seen in pg_locks) until it lets go; on
+// SQLite, whose lock is the whole database's, the session is found and the
+// work runs on it. An unknown session runs no work.
+EQ_STORE_FIXTURE_TEST_CASE(a_sessions_account_is_locked_before_its_work, DbFixture) {
+  const int64_t now = nowMs();
+  std::unique_ptr<Store> setup = openAnother();
+  Result<Person> person = setup->registerPerson("lock@example.com", "hash", now);
+  BOOST_REQUIRE_MESSAGE(person.isOk(), person.status().msg());
+  const std::string account = person.value().account_id;
+  Result<NewSession> session = setup->createSession(person.value().person_id, now);
+  BOOST_REQUIRE(session.isOk());
+  const int64_t before = number("SELECT quota_fast FROM accounts WHERE id = '" + account + "'");
+
+  const bool postgres = test::currentEngine() == test::Engine::kPostgres;
+  std::unique_ptr<store::Db> holder;
+  if (postgres) {
+    holder = raw();
+    BOOST_REQUIRE(holder->begin().isOk());
+    auto held = holder->exec(store::Sql{"SELECT pg_advisory_xact_lock(1163022657, hashtext(?))"},
+                             {account});
+    BOOST_REQUIRE_MESSAGE(held.isOk(), held.status().msg());
+  }
+
+  bool charged = false, unknown_answered = false;
+  auto known = request();
+  known->session_id = session.value().session_id;
+  const DbRequest* sent = known.get();
+  known->work = [&, sent](Store& s, const AuthContext* auth) -> Status {
+    BOOST_TEST(auth == nullptr);
+    BOOST_REQUIRE(sent->session.has_value());
+    return s.chargeQuota(sent->session->account_id, "fast", nowMs()).status();
+  };
+  known->done = [&](DbRequest& d) {
+    ++answered;
+    charged = d.status.isOk() && d.work_ran;
+    BOOST_TEST(d.status.isOk(), d.status.msg());
+    BOOST_REQUIRE(d.session.has_value());
+    BOOST_TEST(d.session->account_id == account);
+  };
+  auto unknown = request();
+  unknown->session_id = "no-such-session";
+  unknown->work = [](Store&, const AuthContext*) -> Status {
+    BOOST_FAIL("work ran for an unknown session");
+    return Status::ok();
+  };
+  unknown->done = [&](DbRequest& d) {
+    ++answered;
+    unknown_answered = true;
+    BOOST_TEST(d.status.isOk());
+    BOOST_TEST(!d.session.has_value());
+    BOOST_TEST(!d.work_ran);
+  };
+  db->submit(std::move(unknown));
+  run(1);
+  BOOST_TEST(unknown_answered);
+  db->submit(std::move(known));
+
+  if (postgres) {
+    // The batch's connection asks for the held lock and waits; nothing is
+    // answered meanwhile. (Bounded well under the store's lock timeout.)
+    const std::string waiting =
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1163022657 "
+        "AND NOT granted";
+    const int64_t give_up = nowMs() + 4'000;
+    while (number(waiting) == 0 && nowMs() < give_up) {
+      uv_run(&loop, UV_RUN_NOWAIT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    BOOST_TEST(number(waiting) == 1, "the session's request never asked for its account's lock");
+    BOOST_TEST(answered == 1, "the session's request ran past its account's held lock");
+    BOOST_REQUIRE(holder->commit().isOk());
+  }
+  run(2);
+  BOOST_TEST(charged);
+  BOOST_TEST(number("SELECT quota_fast FROM accounts WHERE id = '" + account + "'") == before - 1);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_held_write_lock_delays_then_expires_only_db_requests, DbFixture) {
