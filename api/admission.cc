@@ -33,6 +33,7 @@ struct ReplyAdmission {
   Result<ReplyRequest> parsed = Status(400, "not parsed");
   bool charged = false;
   ChargeOutcome charge = ChargeOutcome::kExhausted;
+  int64_t charged_at_ms = 0;   // the admission's clock: the month the unit counts in
   std::string task_id;         // async: the row inserted with the charge
   std::string job;             // async: the encoded job, kept with the open charge
 };
@@ -50,6 +51,27 @@ msg::Job replyJob(const ReplyRequest& r, const std::string& request_id) {
   job.scene = r.scene;
   job.reply_count = r.reply_count;
   return job;
+}
+
+// The 402's words for a call that was not charged (docs/contract.md §4,
+// §11): each says which limit it met and what lifts it.
+std::string notChargedMessage(ChargeOutcome why, const std::string& mode) {
+  switch (why) {
+    case ChargeOutcome::kExpired:
+      return "quota expired: the " + mode +
+             " quota of this key has passed its expire_at (see GET /api/v1/quota); ask for a "
+             "renewal";
+    case ChargeOutcome::kMonthlyLimit:
+      return "monthly volume reached: this account has used its units for this calendar month "
+             "(UTC; see monthly in GET /api/v1/quota); more than that needs a commercial "
+             "arrangement";
+    case ChargeOutcome::kCharged:
+    case ChargeOutcome::kExhausted:
+      break;
+  }
+  return "quota exhausted: no " + mode +
+         " units left for this key (see GET /api/v1/quota); use another mode or ask for more "
+         "units";
 }
 
 }  // namespace
@@ -121,6 +143,7 @@ void ApiService::reply(const CallPtr& c, bool async) {
       if (!ch.isOk()) return ch.status();
       a->charge = ch.value();
       a->charged = ch.value() == ChargeOutcome::kCharged;
+      a->charged_at_ms = now;
       return Status::ok();
     };
   }
@@ -182,17 +205,11 @@ void ApiService::replyAdmitted(const CallPtr& c, bool async, ReplyAdmission& a) 
   info->mode = r.mode;
   if (!a.charged) {
     quota_rejected_.inc();
-    sendError(info, res, 402,
-              a.charge == ChargeOutcome::kExpired
-                  ? "quota expired: the " + r.mode +
-                        " quota of this key has passed its expire_at (see GET /api/v1/quota); "
-                        "ask for a renewal"
-                  : "quota exhausted: no " + r.mode +
-                        " units left for this key (see GET /api/v1/quota); use another mode or "
-                        "ask for more units");
+    sendError(info, res, 402, notChargedMessage(a.charge, r.mode));
     return;
   }
   info->account_id = c->auth->account_id;
+  info->charged_at_ms = a.charged_at_ms;
   info->open_charge = info->request_id;
   if (!async) {
     msg::Job job = replyJob(r, info->request_id);
@@ -276,6 +293,7 @@ void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) 
     int status = 0;
     std::string body;
     std::string account, refund_mode, task_id, task_msg, open_charge;
+    int64_t charged_at_ms = 0;
     std::vector<std::string> errors;
   };
   auto st = std::make_shared<Settle>();
@@ -285,6 +303,7 @@ void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) 
   st->body = r.body;
   st->account = info->account_id;
   st->refund_mode = std::move(info->refund_mode);
+  st->charged_at_ms = info->charged_at_ms;
   st->task_id = std::move(info->failed_task_id);
   st->task_msg = std::move(info->failed_task_msg);
   st->open_charge = std::move(info->open_charge);
@@ -341,7 +360,10 @@ void ApiService::finish(const Info& info, const Responder& res, HttpResponse r) 
     if (!st->refund_mode.empty() && still_open) {
       // Not refunded: undo this step (the charge reopens) and leave the
       // refund to the sweeper, which settles it after the call's deadline.
-      if (Status s = store.refundQuota(st->account, st->refund_mode); !s.isOk()) return s;
+      if (Status s = store.refundQuota(st->account, st->refund_mode, st->charged_at_ms, now);
+          !s.isOk()) {
+        return s;
+      }
     }
     if (st->idem) {
       // Final outcomes are remembered; a 429 or a 5xx says nothing about

@@ -89,6 +89,7 @@ struct RequestInfo {
   // got no result) and a task to fail (async jobs the broker did not take).
   std::string account_id;
   std::string refund_mode;
+  int64_t charged_at_ms = 0;  // when the unit to refund was charged (its month)
   std::string failed_task_id;
   std::string failed_task_msg;
   // The open charge admission wrote (its request id): finish() closes it

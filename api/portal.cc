@@ -26,6 +26,7 @@
 #include "common/utf8.h"
 
 namespace eq::api {
+using util::putMonthly;
 using util::putString;
 using util::putTime;
 using util::Writer;
@@ -125,7 +126,7 @@ std::string queryParam(const std::string& query, std::string_view name) {
   return "";
 }
 
-void writeQuota(Writer& w, const AccountQuota& q) {
+void writeQuota(Writer& w, const AccountQuota& q, int64_t now_ms) {
   w.Key("quota");
   w.StartObject();
   w.Key("fast");
@@ -137,6 +138,7 @@ void writeQuota(Writer& w, const AccountQuota& q) {
   w.EndObject();
   putString(w, "expire_at", iso8601Offset(q.expire_at_ms));
   putString(w, "tier", q.tier);
+  putMonthly(w, q, now_ms);
 }
 
 void writeDelivery(Writer& w, const DeliveryRecord& d) {
@@ -196,7 +198,7 @@ Status meJson(Store& store, const PortalSession& s, int64_t now, const std::stri
   putString(w, "account_id", s.account_id);
   putString(w, "csrf", s.csrf);
   putString(w, "env", env);
-  writeQuota(w, q.value());
+  writeQuota(w, q.value(), now);
   int64_t calls = 0, refunded = 0;
   for (const UsageRow& u : today.value()) {
     calls += u.calls;

@@ -16,6 +16,7 @@
 #include "common/defaults.h"
 #include "common/enums.h"
 #include "common/timefmt.h"
+#include "store/store.h"
 
 namespace eq::api::util {
 
@@ -45,6 +46,24 @@ inline void putTime(Writer& w, const char* key, int64_t ms) {
     std::string t = iso8601(ms);
     w.String(t.c_str(), static_cast<rapidjson::SizeType>(t.size()));
   }
+}
+
+// "monthly": the account's monthly volume at now_ms (docs/contract.md §11),
+// as GET /api/v1/quota and the developer center show it: the limit (null
+// for none), the units used this calendar month (UTC) and when it resets.
+inline void putMonthly(Writer& w, const AccountQuota& q, int64_t now_ms) {
+  w.Key("monthly");
+  w.StartObject();
+  w.Key("limit");
+  if (q.monthly_limit > 0) {
+    w.Int64(q.monthly_limit);
+  } else {
+    w.Null();
+  }
+  w.Key("used");
+  w.Int64(q.usedInMonthOf(now_ms));
+  putString(w, "resets_at", iso8601Offset(nextMonthStartMs(now_ms)));
+  w.EndObject();
 }
 
 // An async call's open charge is settled by eq-api once the broker has

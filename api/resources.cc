@@ -9,6 +9,7 @@
 namespace eq::api {
 using util::isJsonContentType;
 using util::kTaskPrefix;
+using util::putMonthly;
 using util::putString;
 using util::putTime;
 using util::syncDeadlineMs;
@@ -65,6 +66,7 @@ void ApiService::quota(const CallPtr& c) {
     w.EndObject();
     putString(w, "expire_at", iso8601Offset(q.expire_at_ms));
     putString(w, "tier", q.tier);
+    putMonthly(w, q, ctx_.clock->nowMs());
     w.EndObject();
     sendJson(call->info, call->res, 200, std::string_view(sb.GetString(), sb.GetSize()), "ok");
   });

@@ -38,4 +38,20 @@ std::string iso8601Offset(int64_t unix_ms) {
   return buf;
 }
 
+namespace {
+
+// The first instant of the month `months_on` months after unix_ms's.
+int64_t monthStartAfter(int64_t unix_ms, int months_on) {
+  std::tm tm = utcParts(unix_ms);
+  tm.tm_mon += months_on;  // timegm carries a 13th month into the next year
+  tm.tm_mday = 1;
+  tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+  return static_cast<int64_t>(timegm(&tm)) * 1000;
+}
+
+}  // namespace
+
+int64_t monthStartMs(int64_t unix_ms) { return monthStartAfter(unix_ms, 0); }
+int64_t nextMonthStartMs(int64_t unix_ms) { return monthStartAfter(unix_ms, 1); }
+
 }  // namespace eq

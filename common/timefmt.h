@@ -17,6 +17,12 @@ std::string iso8601(int64_t unix_ms);
 // interface's expire_at ("ISO 8601 with UTC offset").
 std::string iso8601Offset(int64_t unix_ms);
 
+// The first instant (unix ms) of the calendar month (UTC) that holds
+// unix_ms, and of the month after it: the period of the monthly volume
+// (docs/contract.md §11).
+int64_t monthStartMs(int64_t unix_ms);
+int64_t nextMonthStartMs(int64_t unix_ms);
+
 class Clock {
  public:
   virtual ~Clock() = default;

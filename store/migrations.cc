@@ -9,7 +9,7 @@
 namespace eq::store {
 namespace {
 
-constexpr std::array<Migration, 13> kMigrations = {{
+constexpr std::array<Migration, 14> kMigrations = {{
     {"schema/migrations/001_init.sql", "schema/migrations/postgres/001_init.sql"},
     {"schema/migrations/002_contract.sql", "schema/migrations/postgres/002_contract.sql"},
     {"schema/migrations/003_delivery.sql", "schema/migrations/postgres/003_delivery.sql"},
@@ -26,6 +26,8 @@ constexpr std::array<Migration, 13> kMigrations = {{
     {"schema/migrations/012_key_last_used.sql", "schema/migrations/postgres/012_key_last_used.sql"},
     {"schema/migrations/013_key_last_used_table.sql",
      "schema/migrations/postgres/013_key_last_used_table.sql"},
+    {"schema/migrations/014_monthly_volume.sql",
+     "schema/migrations/postgres/014_monthly_volume.sql"},
 }};
 
 // The advisory lock every host's migrate() takes on PostgreSQL: any fixed

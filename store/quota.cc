@@ -16,31 +16,53 @@ namespace {
 
 bool validMode(std::string_view mode) { return isModeName(mode); }
 
-// One statement per mode: column names cannot be bound parameters.
-const Sql kCharge[] = {
-    Sql{"UPDATE accounts SET quota_fast = quota_fast - 1 "
-        "WHERE id = ? AND quota_fast > 0 AND quota_expire_at > ?"},
-    Sql{"UPDATE accounts SET quota_standard = quota_standard - 1 "
-        "WHERE id = ? AND quota_standard > 0 AND quota_expire_at > ?"},
-    Sql{"UPDATE accounts SET quota_perfect = quota_perfect - 1 "
-        "WHERE id = ? AND quota_perfect > 0 AND quota_expire_at > ?"},
-};
-const Sql kRefund[] = {
-    Sql{"UPDATE accounts SET quota_fast = quota_fast + 1 WHERE id = ?"},
-    Sql{"UPDATE accounts SET quota_standard = quota_standard + 1 WHERE id = ?"},
-    Sql{"UPDATE accounts SET quota_perfect = quota_perfect + 1 WHERE id = ?"},
-};
+// A charge takes a unit of its mode and counts it in the account's month,
+// in one statement: it passes only while the month has units left under
+// the limit (a count of an earlier month has none used), and a count of an
+// earlier month starts again at this one. A charge stamped with an earlier
+// month than the row's (another host's clock a little behind, at the turn
+// of a month) counts in the row's month rather than moving it back.
+// `month` is the placeholder of the first instant of the charge's month
+// (monthStartMs).
+std::string monthCount(const std::string& month) {
+  return "month_used = CASE WHEN month_start >= " + month +
+         " THEN month_used + 1 ELSE 1 END, month_start = CASE WHEN month_start >= " + month +
+         " THEN month_start ELSE " + month + " END";
+}
+std::string monthLeft(const std::string& month) {
+  return "(monthly_limit = 0 OR month_start < " + month + " OR month_used < monthly_limit)";
+}
 
-// chargeAndOpen's PostgreSQL statement for one mode's column: the charge,
-// and from its row (none when not charged) the hour's usage, the open
-// charge and the task (when $7, its id, is given); its one row counts the
-// accounts charged. The statement's parts all see the accounts row as it
+// One statement per mode: column names cannot be bound parameters. ?1 is
+// the charge's month, ?2 the account, ?3 the time of the charge.
+std::string chargeText(const std::string& column) {
+  return "UPDATE accounts SET " + column + " = " + column + " - 1, " + monthCount("?1") +
+         " WHERE id = ?2 AND " + column + " > 0 AND quota_expire_at > ?3 AND " + monthLeft("?1");
+}
+const std::string kChargeText[] = {chargeText("quota_fast"), chargeText("quota_standard"),
+                                   chargeText("quota_perfect")};
+// A refund: the unit back to its mode and, while the account still counts
+// the month it was charged in (?1), to that month. ?2 is the account.
+std::string refundText(const std::string& column) {
+  return "UPDATE accounts SET " + column + " = " + column +
+         " + 1, month_used = CASE WHEN month_start = ?1 AND month_used > 0 THEN month_used - 1 "
+         "ELSE month_used END WHERE id = ?2";
+}
+const std::string kRefundText[] = {refundText("quota_fast"), refundText("quota_standard"),
+                                   refundText("quota_perfect")};
+
+// chargeAndOpen's PostgreSQL statement for one mode's column: the charge
+// (its month is $13), and from its row (none when not charged) the hour's
+// usage, the open charge and the task (when $7, its id, is given); its one
+// row counts the accounts charged. The statement's parts all see the accounts row as it
 // was before the charge, and each other's rows not at all: none reads
 // another's.
 std::string chargeAndOpenText(std::string_view column) {
   const std::string c(column);
-  return "WITH charged AS (UPDATE accounts SET " + c + " = " + c + " - 1 WHERE id = $1 AND " + c +
-         " > 0 AND quota_expire_at > $2::bigint RETURNING id, default_webhook_url), "
+  return "WITH charged AS (UPDATE accounts SET " + c + " = " + c + " - 1, " +
+         monthCount("$13::bigint") + " WHERE id = $1 AND " + c +
+         " > 0 AND quota_expire_at > $2::bigint AND " + monthLeft("$13::bigint") +
+         " RETURNING id, default_webhook_url), "
          "usage AS (INSERT INTO usage_hourly (account_id, mode, hour, calls, refunded) "
          "SELECT id, $3::text, $4::bigint, 1, 0 FROM charged ON CONFLICT (account_id, mode, hour) "
          "DO UPDATE SET calls = usage_hourly.calls + 1), "
@@ -65,20 +87,32 @@ Result<ChargeOutcome> Store::chargeQuota(const std::string& account_id, const st
                                          int64_t now_ms) {
   if (!validMode(mode)) return Status(500, "charge: bad mode " + mode);
   // One statement: two callers (on any host) never both take the last unit.
-  auto r = exec("charge quota", kCharge[static_cast<int>(*parseMode(mode))], {account_id, now_ms});
+  auto r = exec("charge quota", Sql{kChargeText[static_cast<int>(*parseMode(mode))]},
+                {monthStartMs(now_ms), account_id, now_ms});
   if (!r.isOk()) return r.status();
   if (r.value() == 1) {
     if (Status s = countUsage(account_id, mode, now_ms, 1, 0); !s.isOk()) return s;
     return ChargeOutcome::kCharged;
   }
-  return whyNotCharged(account_id, now_ms);
+  return whyNotCharged(account_id, mode, now_ms);
 }
 
-Result<ChargeOutcome> Store::whyNotCharged(const std::string& account_id, int64_t now_ms) {
-  // Expiry or exhaustion, for the caller's answer.
+Result<ChargeOutcome> Store::whyNotCharged(const std::string& account_id, std::string_view mode,
+                                           int64_t now_ms) {
+  // Expiry, the mode's exhaustion or the month's volume, for the caller's
+  // answer. (None of them: another call took the unit between the charge
+  // and this read, and gave it back. Exhaustion is what the charge saw.)
   Result<AccountQuota> q = quota(account_id);
   if (!q.isOk()) return q.status();
-  return q.value().expire_at_ms <= now_ms ? ChargeOutcome::kExpired : ChargeOutcome::kExhausted;
+  const AccountQuota& a = q.value();
+  if (a.expire_at_ms <= now_ms) return ChargeOutcome::kExpired;
+  const std::optional<Mode> m = parseMode(mode);
+  if (m && a.remaining.of(*m) > 0 && a.monthlyReached(now_ms)) return ChargeOutcome::kMonthlyLimit;
+  return ChargeOutcome::kExhausted;
+}
+
+int64_t AccountQuota::usedInMonthOf(int64_t now_ms) const {
+  return month_start_ms >= monthStartMs(now_ms) ? month_used : 0;
 }
 
 Result<ChargeOutcome> Store::chargeAndOpen(const OpenCharge& c, const std::string& key_id,
@@ -113,17 +147,18 @@ Result<ChargeOutcome> Store::chargeAndOpen(const OpenCharge& c, const std::strin
   auto r = exec("charge and open", Sql{"", kChargeAndOpenText[static_cast<int>(*mode)]},
                 {c.account_id, c.created_at_ms, c.mode, usageHour(c.created_at_ms), c.request_id,
                  c.instance_id, optText(c.task_id), c.deadline_at_ms, optText(c.job),
-                 optText(c.idem_key), key_id, optText(webhook_url)},
+                 optText(c.idem_key), key_id, optText(webhook_url), monthStartMs(c.created_at_ms)},
                 [&](const Row& row) { charged = row.int64(0); });
   if (!r.isOk()) return r.status();
   if (charged == 1) return ChargeOutcome::kCharged;
-  return whyNotCharged(c.account_id, c.created_at_ms);
+  return whyNotCharged(c.account_id, c.mode, c.created_at_ms);
 }
 
 Status Store::refundQuota(const std::string& account_id, const std::string& mode,
-                          int64_t now_ms) {
+                          int64_t charged_at_ms, int64_t now_ms) {
   if (!validMode(mode)) return Status(500, "refund: bad mode " + mode);
-  auto r = exec("refund quota", kRefund[static_cast<int>(*parseMode(mode))], {account_id});
+  auto r = exec("refund quota", Sql{kRefundText[static_cast<int>(*parseMode(mode))]},
+                {monthStartMs(charged_at_ms), account_id});
   if (!r.isOk()) return r.status();
   if (r.value() == 0) return Status::ok();  // the account is gone
   return countUsage(account_id, mode, now_ms, 0, 1);
@@ -142,13 +177,18 @@ Status Store::countUsage(const std::string& account_id, const std::string& mode,
 namespace {
 
 // The columns of an account's quota, read by readQuota from `first` on.
-#define EQ_QUOTA_COLUMNS "quota_fast, quota_standard, quota_perfect, quota_expire_at, tier"
+#define EQ_QUOTA_COLUMNS                                                              \
+  "quota_fast, quota_standard, quota_perfect, quota_expire_at, tier, monthly_limit, " \
+  "month_start, month_used"
 
 AccountQuota readQuota(const store::Row& row, int first) {
   AccountQuota q;
   q.remaining = QuotaUnits{row.int64(first), row.int64(first + 1), row.int64(first + 2)};
   q.expire_at_ms = row.int64(first + 3);
   q.tier = row.text(first + 4);
+  q.monthly_limit = row.int64(first + 5);
+  q.month_start_ms = row.int64(first + 6);
+  q.month_used = row.int64(first + 7);
   return q;
 }
 
@@ -231,14 +271,16 @@ Status Store::lockTaskAccounts(const std::vector<std::string>& task_ids) {
 
 Status Store::setQuota(const std::string& account_id, const QuotaChange& units,
                        std::optional<int64_t> expire_at_ms, std::optional<std::string> tier) {
-  auto r = exec(
-      "set quota",
-      Sql{"UPDATE accounts SET quota_fast = coalesce(?, quota_fast), "
-          "quota_standard = coalesce(?, quota_standard), "
-          "quota_perfect = coalesce(?, quota_perfect), "
-          "quota_expire_at = coalesce(?, quota_expire_at), tier = coalesce(?, tier) WHERE id = ?"},
-      {optInt(units.fast), optInt(units.standard), optInt(units.perfect), optInt(expire_at_ms),
-       tier ? store::Value(std::string_view(*tier)) : store::Value(nullptr), account_id});
+  auto r =
+      exec("set quota",
+           Sql{"UPDATE accounts SET quota_fast = coalesce(?, quota_fast), "
+               "quota_standard = coalesce(?, quota_standard), "
+               "quota_perfect = coalesce(?, quota_perfect), "
+               "quota_expire_at = coalesce(?, quota_expire_at), tier = coalesce(?, tier), "
+               "monthly_limit = coalesce(?, monthly_limit) WHERE id = ?"},
+           {optInt(units.fast), optInt(units.standard), optInt(units.perfect), optInt(expire_at_ms),
+            tier ? store::Value(std::string_view(*tier)) : store::Value(nullptr),
+            optInt(units.monthly_limit), account_id});
   if (!r.isOk()) return r.status();
   if (r.value() == 0) return Status(404, "no account " + account_id);
   return Status::ok();

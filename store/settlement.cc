@@ -165,7 +165,9 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
     if (!closed.value()) continue;
     if (s.charge.task_id.empty()) {
       s.action = "refunded";
-      if (Status st = refundQuota(s.charge.account_id, s.charge.mode, now_ms); !st.isOk()) {
+      if (Status st =
+              refundQuota(s.charge.account_id, s.charge.mode, s.charge.created_at_ms, now_ms);
+          !st.isOk()) {
         return st;
       }
     } else if (task_status[n] == "queued") {

@@ -40,6 +40,9 @@ struct QuotaUnits {
   int64_t fast = 0;
   int64_t standard = 0;
   int64_t perfect = 0;
+  int64_t of(Mode mode) const {
+    return mode == Mode::kFast ? fast : mode == Mode::kStandard ? standard : perfect;
+  }
 };
 
 // Absolute new values for some modes (eqctl quota set); absent modes keep
@@ -48,6 +51,7 @@ struct QuotaChange {
   std::optional<int64_t> fast;
   std::optional<int64_t> standard;
   std::optional<int64_t> perfect;
+  std::optional<int64_t> monthly_limit;  // 0: no monthly limit
 };
 
 struct NewKeyRequest {
@@ -99,6 +103,19 @@ struct AccountQuota {
   QuotaUnits remaining;
   int64_t expire_at_ms = 0;
   std::string tier;
+  // The monthly volume (docs/contract.md §11): units a calendar month (UTC)
+  // over all modes, 0 for none; month_used counts the month that starts at
+  // month_start_ms.
+  int64_t monthly_limit = 0;
+  int64_t month_start_ms = 0;
+  int64_t month_used = 0;
+  // The units charged in the month of now_ms: month_used, or 0 when it
+  // counts an earlier month (the next charge starts the count again).
+  int64_t usedInMonthOf(int64_t now_ms) const;
+  // Whether the month of now_ms has no unit left under the limit.
+  bool monthlyReached(int64_t now_ms) const {
+    return monthly_limit > 0 && usedInMonthOf(now_ms) >= monthly_limit;
+  }
 };
 
 // Everything eqctl key show prints: the key, its account's settings and quota.
@@ -120,7 +137,9 @@ struct KeyUpdate {
   std::optional<int64_t> expires_at_ms;            // 0: never expires
 };
 
-enum class ChargeOutcome { kCharged, kExhausted, kExpired };
+// kMonthlyLimit: the mode has units, but the account's monthly volume is
+// reached (docs/contract.md §11).
+enum class ChargeOutcome { kCharged, kExhausted, kExpired, kMonthlyLimit };
 
 struct RateDecision {
   bool allowed = true;
@@ -453,8 +472,11 @@ class Store {
                                     int64_t now_ms);
   // Both also keep the usage record of the hour (usage_hourly), in the same
   // transaction: calls - refunded is always what the quota lost.
-  Status refundQuota(const std::string& account_id, const std::string& mode,
-                     int64_t now_ms = eq::nowMs());
+  // A refund gives the unit back to the month it was charged in
+  // (charged_at_ms): a unit charged last month leaves this month's count
+  // alone.
+  Status refundQuota(const std::string& account_id, const std::string& mode, int64_t charged_at_ms,
+                     int64_t now_ms);
   Result<AccountQuota> quota(const std::string& account_id);
   // A call's admission: the charge of chargeQuota and, when it is charged,
   // its open charge (openCharge) and, for an async call (charge.task_id
@@ -817,7 +839,8 @@ class Store {
 
  private:
   // Why chargeQuota charged nothing: the quota expired or ran out.
-  Result<ChargeOutcome> whyNotCharged(const std::string& account_id, int64_t now_ms);
+  Result<ChargeOutcome> whyNotCharged(const std::string& account_id, std::string_view mode,
+                                      int64_t now_ms);
   // eqctl's report queries (tools/reports.h) are SQL too, but no process
   // but eqctl needs them: they live in tools/ and run on the Store's connection.
   friend class tools::Reports;

@@ -123,19 +123,25 @@ Result<bool> Store::markTaskFailed(const std::string& task_id, int code, const s
                                    int64_t at_ms) {
   Transaction tx(*db_);
   if (!tx.status().isOk()) return tx.status();
-  std::optional<std::pair<std::string, std::string>> owner;  // account, mode
+  struct Charge {
+    std::string account_id, mode;
+    int64_t at_ms = 0;  // the task's creation, with its charge
+  };
+  std::optional<Charge> owner;
   auto r = exec("mark failed",
                 Sql{"UPDATE tasks SET status = 'failed', error_code = ?, error_msg = ?, "
                     "finished_at = ?, charged = 0 WHERE id = ? AND "
-                    "status IN ('queued', 'running') RETURNING account_id, mode"},
+                    "status IN ('queued', 'running') RETURNING account_id, mode, created_at"},
                 {int64_t{code}, msg, at_ms, task_id}, [&](const Row& row) {
-                  owner.emplace(std::string(row.text(0)), std::string(row.text(1)));
+                  owner = Charge{std::string(row.text(0)), std::string(row.text(1)), row.int64(2)};
                 });
   if (!r.isOk()) return r.status();
   // Tasks are created charged and only this transition uncharges them, so
   // the status guard alone says the unit is still held: refund it.
   if (owner) {
-    if (Status s = refundQuota(owner->first, owner->second, at_ms); !s.isOk()) return s;
+    if (Status s = refundQuota(owner->account_id, owner->mode, owner->at_ms, at_ms); !s.isOk()) {
+      return s;
+    }
   }
   if (Status c = tx.commit(); !c.isOk()) return c;
   return owner.has_value();

@@ -103,14 +103,16 @@ constexpr CommandHelp kCommands[] = {
      "receivers that verify it can switch meanwhile; X-Service-Signature uses the new one at\n"
      "once. --json prints {account_id, secret, previous_until}.\n"},
     {"quota", "show", "quota show KEY_ID [--json]",
-     "Remaining units per mode, expire_at and tier of the key's account. --json prints the\n"
-     "same shape as GET /api/v1/quota's data: {quota: {fast, standard, perfect}, expire_at,\n"
-     "tier}.\n"},
+     "Remaining units per mode, expire_at, tier and the monthly volume of the key's account.\n"
+     "--json prints the same shape as GET /api/v1/quota's data: {quota: {fast, standard,\n"
+     "perfect}, expire_at, tier, monthly: {limit, used, resets_at}}.\n"},
     {"quota", "set",
-     "quota set KEY_ID [--fast N] [--standard N] [--perfect N]\n"
+     "quota set KEY_ID [--fast N] [--standard N] [--perfect N] [--monthly N]\n"
      "           [--expire-days N | --expire-at ISO8601] [--tier T] [--json]",
      "Sets the named modes to N; the others are not written, so a charge landing meanwhile is\n"
-     "kept. --expire-* moves the quota's expiry (a time in the past ends it now).\n"},
+     "kept. --monthly N sets the account's monthly volume: N units a calendar month (UTC) over\n"
+     "all modes, 0 for no limit (an account under a commercial arrangement); 100000 for a\n"
+     "new account. --expire-* moves the quota's expiry (a time in the past ends it now).\n"},
     {"quota", "grant",
      "quota grant KEY_ID [--fast N] [--standard N] [--perfect N]\n"
      "           [--expire-days N | --expire-at ISO8601] [--json]",
@@ -766,29 +768,39 @@ int quotaShow(Store& store, const std::string& account, const Args& a, std::ostr
   Result<AccountQuota> q = store.quota(account);
   if (!q.isOk()) return fail(q.status(), err);
   const AccountQuota& v = q.value();
+  const int64_t now = nowMs();
+  const std::string resets = iso8601Offset(nextMonthStartMs(now));
   if (a.json) {
     out << "{\"quota\":{\"fast\":" << v.remaining.fast << ",\"standard\":" << v.remaining.standard
         << ",\"perfect\":" << v.remaining.perfect << "},\"expire_at\":\""
-        << iso8601Offset(v.expire_at_ms) << "\",\"tier\":\"" << v.tier << "\"}\n";
+        << iso8601Offset(v.expire_at_ms) << "\",\"tier\":\"" << v.tier
+        << "\",\"monthly\":{\"limit\":"
+        << (v.monthly_limit > 0 ? std::to_string(v.monthly_limit) : "null")
+        << ",\"used\":" << v.usedInMonthOf(now) << ",\"resets_at\":\"" << resets << "\"}}\n";
   } else {
     out << "fast:      " << v.remaining.fast << "\n"
         << "standard:  " << v.remaining.standard << "\n"
         << "perfect:   " << v.remaining.perfect << "\n"
         << "expire_at: " << iso8601Offset(v.expire_at_ms)
-        << (v.expire_at_ms <= nowMs() ? " (expired)" : "") << "\n"
-        << "tier:      " << v.tier << "\n";
+        << (v.expire_at_ms <= now ? " (expired)" : "") << "\n"
+        << "tier:      " << v.tier << "\n"
+        << "monthly:   " << v.usedInMonthOf(now) << " of "
+        << (v.monthly_limit > 0 ? std::to_string(v.monthly_limit) : "no limit")
+        << " used this month (resets " << resets << ")\n";
   }
   return 0;
 }
 
 int quotaSet(Store& store, const std::string& account, const Args& a, std::ostream& out,
              std::ostream& err) {
-  if (!checkKnown(a, {"fast", "standard", "perfect", "expire-days", "expire-at", "tier"}, err)) {
+  if (!checkKnown(a, {"fast", "standard", "perfect", "monthly", "expire-days", "expire-at", "tier"},
+                  err)) {
     return 2;
   }
   QuotaChange u;
-  for (auto [name, slot] : {std::pair{"fast", &u.fast}, std::pair{"standard", &u.standard},
-                            std::pair{"perfect", &u.perfect}}) {
+  for (auto [name, slot] :
+       {std::pair{"fast", &u.fast}, std::pair{"standard", &u.standard},
+        std::pair{"perfect", &u.perfect}, std::pair{"monthly", &u.monthly_limit}}) {
     int64_t v = 0;
     if (!intOption(a, name, 0, kMaxUnits, &v, err)) return 2;
     if (a.has(name)) *slot = v;

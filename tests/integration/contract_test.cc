@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/timefmt.h"
 #include "common/utf8.h"
 #include "tests/integration/stack.h"
 
@@ -371,6 +372,47 @@ BOOST_AUTO_TEST_CASE(exhausted_and_expired_quota_are_402_naming_the_mode) {
   BOOST_TEST(quotaOf(k, "fast") == 2);
   BOOST_TEST(post("/api/v1/reply", kFastBody, k.api_key).status == 200);
   BOOST_TEST(quotaOf(k, "fast") == 1);
+}
+
+// docs/contract.md §11: the account's monthly volume. GET /api/v1/quota
+// shows it; a call past it is 402 in its own words and charges nothing;
+// a failed call gives its unit back to the month; --monthly 0 lifts it.
+BOOST_AUTO_TEST_CASE(the_monthly_volume_is_counted_shown_and_refused_past) {
+  Key k = createKey("monthly");
+  HttpResult q = get("/api/v1/quota", k.api_key);
+  BOOST_REQUIRE(q.status == 200);
+  const auto& monthly = envelope(q)["data"]["monthly"];
+  BOOST_REQUIRE(monthly.IsObject());
+  BOOST_TEST(monthly["limit"].GetInt64() == 100000);  // a new account's
+  BOOST_TEST(monthly["used"].GetInt64() == 0);
+  // The first instant of next month, UTC, in expire_at's form.
+  std::string resets = monthly["resets_at"].GetString();
+  BOOST_TEST(resets == eq::iso8601Offset(eq::nextMonthStartMs(eq::nowMs())));
+
+  eqctlOk({"quota", "set", k.id, "--monthly", "2"});
+  std::string standard = R"({"mode":"standard","message":"周末一起去爬山吗？"})";
+  BOOST_TEST(post("/api/v1/reply", kFastBody, k.api_key).status == 200);
+  // A timeout is refunded: to the mode, and to the month.
+  expectError(post("/api/v1/reply", R"({"mode":"perfect","message":"我们分手吧"})", k.api_key), 504,
+              "timed out");
+  BOOST_TEST(post("/api/v1/reply", standard, k.api_key).status == 200);
+  auto used = [&] {
+    return envelope(get("/api/v1/quota", k.api_key))["data"]["monthly"]["used"].GetInt64();
+  };
+  BOOST_TEST(used() == 2);
+  HttpResult refused = post("/api/v1/reply", kFastBody, k.api_key);
+  expectError(refused, 402, "monthly volume reached");
+  BOOST_TEST(std::string(envelope(refused)["msg"].GetString()).find("commercial arrangement") !=
+             std::string::npos);
+  expectError(post("/api/v1/reply/async", kFastBody, k.api_key, 1), 402, "monthly volume");
+  BOOST_TEST(quotaOf(k, "fast") == 99);  // nothing charged by the refusals
+  BOOST_TEST(used() == 2);
+
+  eqctlOk({"quota", "set", k.id, "--monthly", "0"});
+  HttpResult lifted = get("/api/v1/quota", k.api_key);
+  BOOST_TEST(envelope(lifted)["data"]["monthly"]["limit"].IsNull());
+  BOOST_TEST(post("/api/v1/reply", kFastBody, k.api_key).status == 200);
+  BOOST_TEST(used() == 3);
 }
 
 BOOST_AUTO_TEST_CASE(an_expired_key_is_401_like_a_revoked_one) {

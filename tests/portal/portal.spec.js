@@ -299,6 +299,14 @@ test.describe.serial('developer center', () => {
     await expect(page.locator('[data-mode=fast]')).toHaveText('99');
     await expect(page.locator('[data-mode=standard]')).toHaveText('99');
     await expect(page.locator('#calls-today')).toHaveText(/^2/);
+    // The monthly volume (docs/contract.md §11): two units of a new
+    // account's 100,000, and the first of next month (UTC) when it resets.
+    const next = new Date();
+    next.setUTCDate(1);
+    next.setUTCMonth(next.getUTCMonth() + 1);
+    const resets = next.toLocaleDateString('en-GB', {dateStyle: 'medium', timeZone: 'UTC'});
+    await expect(page.locator('#monthly'))
+        .toHaveText(`2 of 100,000 units used; resets ${resets} (UTC)`);
     await shoot(page, 'overview');
 
     await page.getByRole('link', { name: 'Usage' }).click();

@@ -111,12 +111,16 @@ constexpr const char* kQuotaInput =
     R"({"type":"object","additionalProperties":false,"properties":{}})";
 
 constexpr const char* kQuotaOutput =
-    R"({"type":"object","required":["quota","expire_at","tier"],"properties":{)"
+    R"({"type":"object","required":["quota","expire_at","tier","monthly"],"properties":{)"
     R"("quota":{"type":"object","required":["standard","fast","perfect"],"properties":{)"
     R"("standard":{"type":"integer"},"fast":{"type":"integer"},"perfect":{"type":"integer"}},)"
     R"("description":"Remaining units per mode."},)"
     R"("expire_at":{"type":"string","format":"date-time"},)"
-    R"("tier":{"type":"string","enum":["free","pro","ultra"]}}})";
+    R"("tier":{"type":"string","enum":["free","pro","ultra"]},)"
+    R"("monthly":{"type":"object","required":["limit","used","resets_at"],"properties":{)"
+    R"("limit":{"type":["integer","null"]},"used":{"type":"integer"},)"
+    R"("resets_at":{"type":"string","format":"date-time"}},)"
+    R"("description":"Units this calendar month (UTC) over all modes; limit null: none."}}})";
 
 constexpr const char* kReplyOutput = EQ_REPLY_RESPONSE_SCHEMA;
 

@@ -109,6 +109,51 @@ EQ_STORE_FIXTURE_TEST_CASE(two_hosts_charging_one_key_accept_exactly_its_units, 
   BOOST_TEST(calls == 100);
 }
 
+// docs/contract.md §11: the monthly volume holds across hosts like the
+// quota does. 8 threads on two Stores, eq-api's admission statement
+// (chargeAndOpen) in every mode, against a limit of 60 a month with 1,000
+// units a mode: exactly 60 charged, the other 180 refused for the month and
+// charging nothing. Half the threads charge at the turn of the month with
+// the clock a second behind the others; those charges count in the newer
+// month once it began, so one month never holds more than 60.
+EQ_STORE_FIXTURE_TEST_CASE(two_hosts_charging_one_account_never_pass_its_monthly_volume, TwoHosts) {
+  CreatedKey k = newKey(1000);
+  const int64_t turn = nextMonthStartMs(nowMs());
+  QuotaChange limit;
+  limit.monthly_limit = 60;
+  BOOST_REQUIRE(store->setQuota(k.account_id, limit, turn + 86'400'000, {}).isOk());
+  // The account already in the new month (as its first charge there leaves
+  // it), so that the late clocks' charges all land in one month.
+  BOOST_REQUIRE(
+      script("UPDATE accounts SET month_start = " + std::to_string(turn) + ", month_used = 0")
+          .isOk());
+  std::atomic<int> charged{0}, refused{0}, failed{0}, n{0};
+  const char* modes[] = {"fast", "standard", "perfect"};
+  race(30, [&](Store& s, int thread) {
+    const int i = n++;
+    const int64_t at = thread % 2 == 0 ? turn + 1'000 : turn - 1'000;
+    Result<ChargeOutcome> c =
+        s.chargeAndOpen(OpenCharge{"req_mv" + std::to_string(i), "api_1", k.account_id,
+                                   modes[i % 3], "", at + 30'000, at, "", ""},
+                        k.key_id, "");
+    if (!c.isOk()) {
+      ++failed;
+    } else if (c.value() == ChargeOutcome::kCharged) {
+      ++charged;
+    } else if (c.value() == ChargeOutcome::kMonthlyLimit) {
+      ++refused;
+    } else {
+      ++failed;
+    }
+  });
+  BOOST_TEST(failed.load() == 0);
+  BOOST_TEST(charged.load() == 60);
+  BOOST_TEST(refused.load() == 180);
+  AccountQuota q = store->quota(k.account_id).value();
+  BOOST_TEST(q.usedInMonthOf(turn) == 60);
+  BOOST_TEST(q.remaining.fast + q.remaining.standard + q.remaining.perfect == 3000 - 60);
+}
+
 EQ_STORE_FIXTURE_TEST_CASE(two_hosts_counting_one_key_make_one_rate_count, TwoHosts) {
   const int64_t window = Store::rateWindowStart(nowMs());
   std::atomic<int> failed{0};

@@ -350,8 +350,9 @@ EQ_STORE_TEST_CASE(usage_agrees_with_the_quota_through_charges_and_refunds) {
         (db.store->chargeQuota(k.account_id, "fast", now).value() == ChargeOutcome::kCharged));
   }
   BOOST_REQUIRE(db.store->chargeQuota(k.account_id, "perfect", now).isOk());
-  BOOST_REQUIRE(db.store->refundQuota(k.account_id, "fast", now).isOk());
-  BOOST_REQUIRE(db.store->refundQuota(k.account_id, "fast", now + 3'600'000).isOk());  // next hour
+  BOOST_REQUIRE(db.store->refundQuota(k.account_id, "fast", now, now).isOk());
+  BOOST_REQUIRE(
+      db.store->refundQuota(k.account_id, "fast", now, now + 3'600'000).isOk());  // next hour
   BOOST_REQUIRE(db.store->recordTokens(k.account_id, "fast", 42, now).isOk());
   auto rows = db.store->usage(k.account_id, now - 86'400'000);
   BOOST_REQUIRE(rows.isOk());

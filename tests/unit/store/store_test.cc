@@ -65,7 +65,7 @@ EQ_STORE_TEST_CASE(quota_charges_down_to_zero_then_refuses) {
       (db.store->chargeQuota(k.account_id, "fast", now).value() == ChargeOutcome::kExhausted));
   BOOST_TEST(db.store->quota(k.account_id).value().remaining.fast == 0);
   BOOST_TEST(db.store->quota(k.account_id).value().remaining.standard == 2);
-  BOOST_TEST(db.store->refundQuota(k.account_id, "fast").isOk());
+  BOOST_TEST(db.store->refundQuota(k.account_id, "fast", nowMs(), nowMs()).isOk());
   BOOST_TEST(db.store->quota(k.account_id).value().remaining.fast == 1);
   // Past expire_at nothing is charged, and the caller learns why.
   BOOST_TEST((db.store->chargeQuota(k.account_id, "standard", now + 2 * 86'400'000).value() ==

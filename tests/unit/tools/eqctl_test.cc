@@ -974,15 +974,15 @@ BOOST_AUTO_TEST_CASE(migrate_status_changes_nothing_and_migrate_applies_what_is_
   std::string out, err;
   BOOST_TEST(run({"migrate", "--status"}, &out, &err) == eq::tools::kExitOk);
   BOOST_TEST(out.find("001_init  pending") != std::string::npos, out);
-  BOOST_TEST(out.find("0 of 13 applied") != std::string::npos, out);
+  BOOST_TEST(out.find("0 of 14 applied") != std::string::npos, out);
   BOOST_TEST(run({"migrate", "--status"}, &out, &err) == eq::tools::kExitOk);
-  BOOST_TEST(out.find("0 of 13 applied") != std::string::npos, out);  // still nothing
+  BOOST_TEST(out.find("0 of 14 applied") != std::string::npos, out);  // still nothing
   BOOST_TEST(run({"migrate"}, &out, &err) == eq::tools::kExitOk);
-  BOOST_TEST(out.find("applied 013_key_last_used_table") != std::string::npos, out);
+  BOOST_TEST(out.find("applied 014_monthly_volume") != std::string::npos, out);
   BOOST_TEST(run({"migrate"}, &out, &err) == eq::tools::kExitOk);
-  BOOST_TEST(out == "up to date (13 migrations)\n");
+  BOOST_TEST(out == "up to date (14 migrations)\n");
   BOOST_TEST(run({"migrate", "--status"}, &out, &err) == eq::tools::kExitOk);
-  BOOST_TEST(out.find("13 of 13 applied") != std::string::npos, out);
+  BOOST_TEST(out.find("14 of 14 applied") != std::string::npos, out);
   BOOST_TEST(out.find("001_init  applied 20") != std::string::npos, out);
   // The store opens the migrated file as it is.
   BOOST_TEST(eq::Store::open(path).isOk());
