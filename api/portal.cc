@@ -17,6 +17,7 @@
 #include "api/handlers.h"
 #include "api/request_util.h"
 #include "api/validation.h"
+#include "common/ascii.h"
 #include "common/crypto.h"
 #include "common/defaults.h"
 #include "common/ids.h"
@@ -57,11 +58,6 @@ std::string cookieValue(const HttpRequest& req, std::string_view name) {
     rest.remove_prefix(end + 1);
   }
   return "";
-}
-
-std::string lowerAscii(std::string s) {
-  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
 }
 
 // A plausible address: one @, something on both sides, a dot after it, no

@@ -15,12 +15,14 @@
 #include "common/config.h"
 #include "common/defaults.h"
 #include "common/enums.h"
+#include "common/json.h"
 #include "common/timefmt.h"
 #include "store/store.h"
 
 namespace eq::api::util {
 
-using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+using json::putString;
+using json::Writer;
 
 constexpr std::string_view kTaskPrefix = "/api/v1/task/";
 
@@ -31,11 +33,6 @@ inline bool isJsonContentType(const std::string* ct) {
   std::string_view media = v.substr(0, v.find(';'));
   while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
   return media.size() == 16 && strncasecmp(media.data(), "application/json", 16) == 0;
-}
-
-inline void putString(Writer& w, const char* key, std::string_view v) {
-  w.Key(key);
-  w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
 }
 
 inline void putTime(Writer& w, const char* key, int64_t ms) {

@@ -1,11 +1,11 @@
 #include "common/config.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <string>
 #include <utility>
 
+#include "common/ascii.h"
 #include "common/defaults.h"
 #include "common/msg_auth.h"
 
@@ -296,8 +296,7 @@ Status parsePortalUrl(const std::string& url, std::string* origin, std::string* 
                   "https://eq.example.com (" +
                       why + "), got '" + url + "'");
   };
-  std::string lower;
-  for (char ch : url) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  const std::string lower = lowerAscii(url);
   std::string scheme;
   if (lower.rfind("http://", 0) == 0)
     scheme = "http";

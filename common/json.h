@@ -17,6 +17,8 @@
 #include <rapidjson/document.h>
 #include <rapidjson/memorystream.h>
 #include <rapidjson/reader.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +29,14 @@
 #include "common/status.h"
 
 namespace eq::json {
+
+// What every process writes JSON with, and a key with its string value
+// (the value's bytes as they are: RapidJSON escapes what JSON needs).
+using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+inline void putString(Writer& w, const char* key, std::string_view value) {
+  w.Key(key);
+  w.String(value.data(), static_cast<rapidjson::SizeType>(value.size()));
+}
 
 // Whether strings must be valid UTF-8: always, but for the one reader that
 // salvages what it can from a message nobody else could read

@@ -10,16 +10,8 @@
 #include "common/timefmt.h"
 
 namespace eq::dispatch {
-namespace {
-
-using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
-
-void putString(Writer& w, const char* key, const std::string& v) {
-  w.Key(key);
-  w.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
-}
-
-}  // namespace
+using json::putString;
+using json::Writer;
 
 std::string serviceSignature(const std::string& secret, const std::string& body) {
   return "sha256=" + crypto::hex(crypto::hmacSha256(secret, body));

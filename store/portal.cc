@@ -2,8 +2,8 @@
 // one-time links, sessions, sign-in failures, the usage record, an account's
 // keys, webhook settings and deliveries, and tasks as their owner lists them.
 #include <algorithm>
-#include <cctype>
 
+#include "common/ascii.h"
 #include "common/crypto.h"
 #include "common/ids.h"
 #include "store/rows.h"
@@ -23,12 +23,6 @@ namespace {
 // §9), whatever the tier; the operator changes units with eqctl.
 constexpr int64_t kSignupUnits = 100;
 constexpr int64_t kSignupQuotaMs = 30LL * 24 * 3'600'000;
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
 
 // A new account of the developer center, and its person.
 const Sql kInsertAccount{
@@ -73,7 +67,7 @@ Result<T> transact(store::Db& db, F&& body) {
 Result<std::string> Store::createPortalLink(const std::string& kind, const std::string& email,
                                             const std::string& tier,
                                             const std::string& account_id, int64_t now_ms) {
-  std::string address = lower(email);
+  std::string address = lowerAscii(email);
   Result<std::optional<Person>> p = personByEmail(address);
   if (!p.isOk()) return p.status();
   if (kind == "reset") {
@@ -175,7 +169,7 @@ Result<PortalLink> Store::usablePortalLink(const std::string& token, int64_t now
 Status Store::revokePortalLinks(const std::string& email, int64_t now_ms) {
   return exec("revoke links",
               Sql{"UPDATE portal_links SET used_at = ? WHERE email = ? AND used_at IS NULL"},
-              {now_ms, lower(email)})
+              {now_ms, lowerAscii(email)})
       .status();
 }
 
@@ -225,7 +219,7 @@ Result<Person> Store::usePortalLink(const std::string& token, const std::string&
 
 Result<Person> Store::registerPerson(const std::string& email, const std::string& password_hash,
                                      int64_t now_ms) {
-  std::string address = lower(email);
+  std::string address = lowerAscii(email);
   return transact<Person>(*db_, [&]() -> Result<Person> {
     Result<std::optional<Person>> existing = personByEmail(address);
     if (!existing.isOk()) return existing.status();
@@ -253,7 +247,7 @@ Result<Person> Store::registerPerson(const std::string& email, const std::string
 Result<std::optional<Person>> Store::personByEmail(const std::string& email) {
   std::optional<Person> out;
   auto r = exec("read person", Sql{"SELECT " EQ_PERSON_COLUMNS EQ_PERSON_FROM "WHERE p.email = ?"},
-                {lower(email)}, [&](const Row& row) { out = personFromRow(row); });
+                {lowerAscii(email)}, [&](const Row& row) { out = personFromRow(row); });
   if (!r.isOk()) return r.status();
   return out;
 }
@@ -282,7 +276,7 @@ Status Store::disablePerson(const std::string& email, int64_t now_ms) {
   Result<bool> r = transact<bool>(*db_, [&]() -> Result<bool> {
     Result<std::optional<Person>> p = personByEmail(email);
     if (!p.isOk()) return p.status();
-    if (!p.value()) return Status(404, "no person with email " + lower(email));
+    if (!p.value()) return Status(404, "no person with email " + lowerAscii(email));
     const std::string& person_id = p.value()->person_id;
     const std::string& account_id = p.value()->account_id;
     if (auto s = exec("disable person", Sql{"UPDATE people SET status = 'disabled' WHERE id = ?"},

@@ -29,7 +29,8 @@
 namespace eq::tools {
 namespace {
 
-using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+using json::putString;
+using json::Writer;
 
 constexpr int64_t kDayMs = 86'400'000;
 constexpr int64_t kMaxUnits = 1'000'000'000;
@@ -361,11 +362,6 @@ bool expiryOption(const Args& a, bool allow_never, std::optional<int64_t>* out, 
     *out = 0;
   }
   return true;
-}
-
-void putString(Writer& w, const char* k, const std::string& v) {
-  w.Key(k);
-  w.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
 }
 
 void putOptString(Writer& w, const char* k, const std::string& v) {

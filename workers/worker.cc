@@ -1,15 +1,15 @@
 #include "workers/worker.h"
 
+#include <poll.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
-
-#include <poll.h>
 
 #include <algorithm>
 #include <chrono>
 #include <thread>
 
 #include "common/defaults.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/messages.h"
 #include "common/msg_auth.h"
@@ -19,7 +19,8 @@
 namespace eq::worker {
 namespace {
 
-using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+using json::putString;
+using json::Writer;
 
 // A healthy broker confirms in milliseconds; one that has not confirmed an
 // outcome in 10 s is blocked (a resource alarm) or stuck, and reconnecting
@@ -32,11 +33,6 @@ engine::Mode toMode(const std::string& m) {
   if (m == "standard") return engine::Mode::kStandard;
   if (m == "perfect") return engine::Mode::kPerfect;
   return engine::Mode::kFast;
-}
-
-void putString(Writer& w, const char* key, const std::string& v) {
-  w.Key(key);
-  w.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
 }
 
 }  // namespace

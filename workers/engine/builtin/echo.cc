@@ -341,12 +341,6 @@ bool takesObject(std::string_view w) {
   return w.size() > 3 && w.substr(w.size() - 2) == "ed";
 }
 
-std::string asciiLower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = lowerAscii(c);
-  return out;
-}
-
 // Turns the sender's words into the reader's: a reply says "你升职了", not
 // "「我升职了」". In Chinese, 我 and 你 (您) swap and 你们 becomes 我们; a
 // question adverb right after the opening pronoun is dropped ("你怎么又迟到了"
@@ -408,7 +402,7 @@ std::string speakBack(std::string_view s, Lang lang) {
   // proposal's opener goes first ("let's grab dinner" -> "grab dinner"), so
   // that the rest reads as the plan itself ("Grab dinner? I'd love to!").
   for (std::string_view opener : {"let's ", "lets ", "wanna ", "shall we ", "how about "}) {
-    if (s.size() > opener.size() + 2 && asciiLower(s.substr(0, opener.size())) == opener) {
+    if (s.size() > opener.size() + 2 && lowerAscii(s.substr(0, opener.size())) == opener) {
       s.remove_prefix(opener.size());
       break;
     }
@@ -426,8 +420,7 @@ std::string speakBack(std::string_view s, Lang lang) {
     size_t end = pos;
     while (end < s.size() && isWordByte(static_cast<unsigned char>(s[end]))) ++end;
     const std::string_view word = s.substr(pos, end - pos);
-    std::string lower(word);
-    for (char& c : lower) c = lowerAscii(c);
+    const std::string lower = lowerAscii(word);
     std::string repl;
     bool nowI = false;
     bool nowYou = false;

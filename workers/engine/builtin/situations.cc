@@ -19,12 +19,6 @@ constexpr std::string_view kGapMark = "\xE2\x80\xA6";  // U+2026 …
 
 bool isContinuationByte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
 
-std::string lowerAscii(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = detail::lowerAscii(c);
-  return out;
-}
-
 // Appends one English word of text[a, b), its letter runs kept twice
 // (stretch) or once.
 void appendWord(std::string_view text, size_t a, size_t b, bool stretch, std::string* out) {

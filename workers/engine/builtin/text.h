@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/ascii.h"
+
 namespace eq::engine::builtin::detail {
 
 // ---------------------------------------------------------------------------
@@ -96,9 +98,7 @@ inline bool isAsciiAlpha(unsigned char b) {
   return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z');
 }
 inline bool isAsciiAlnum(unsigned char b) { return isAsciiAlpha(b) || (b >= '0' && b <= '9'); }
-inline char lowerAscii(char c) {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
+using eq::lowerAscii;
 
 // Bytes that make up an English word. The apostrophe belongs to the word so
 // that "don't" is one lexicon term and "won't" never matches "won".
