@@ -41,25 +41,6 @@ constexpr std::size_t kMaxEmailBytes = 254;
 constexpr std::size_t kMaxPasswordBytes = 1024;  // bounds the KDF's input, not its cost
 constexpr std::size_t kMaxKeyNameChars = 64;
 
-// The value of one cookie in the Cookie header; empty when absent.
-std::string cookieValue(const HttpRequest& req, std::string_view name) {
-  const std::string* header = req.header("cookie");
-  if (header == nullptr) return "";
-  std::string_view rest = *header;
-  while (!rest.empty()) {
-    std::size_t end = rest.find(';');
-    std::string_view pair = rest.substr(0, end);
-    while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
-    if (pair.size() > name.size() && pair.substr(0, name.size()) == name &&
-        pair[name.size()] == '=') {
-      return std::string(pair.substr(name.size() + 1));
-    }
-    if (end == std::string_view::npos) break;
-    rest.remove_prefix(end + 1);
-  }
-  return "";
-}
-
 // A plausible address: one @, something on both sides, a dot after it, no
 // spaces or controls. Whether it receives mail is not ours to check.
 bool plausibleEmail(const std::string& e) {
@@ -105,21 +86,6 @@ std::string member(const rapidjson::Document& doc, const char* name) {
   auto it = doc.FindMember(name);
   if (it == doc.MemberEnd() || !it->value.IsString()) return "";
   return std::string(it->value.GetString(), it->value.GetStringLength());
-}
-
-std::string queryParam(const std::string& query, std::string_view name) {
-  std::string_view rest = query;
-  while (!rest.empty()) {
-    std::size_t end = rest.find('&');
-    std::string_view pair = rest.substr(0, end);
-    if (pair.size() > name.size() && pair.substr(0, name.size()) == name &&
-        pair[name.size()] == '=') {
-      return std::string(pair.substr(name.size() + 1));
-    }
-    if (end == std::string_view::npos) break;
-    rest.remove_prefix(end + 1);
-  }
-  return "";
 }
 
 void writeQuota(Writer& w, const AccountQuota& q, int64_t now_ms) {
@@ -321,7 +287,7 @@ void ApiService::portalAnswer(const Info& info, const Responder& res, const Stat
 void ApiService::withSession(const CallPtr& c, SessionWork work, SessionThen then) {
   bool mutating = c->req.method == "POST";
   if (mutating && refuseCrossOrigin(c)) return;
-  std::string session_id = cookieValue(c->req, kCookie);
+  std::string session_id = c->req.cookie(kCookie);
   if (session_id.empty()) {
     portalAnswer(c->info, c->res, Status(401, "not signed in"), "", "");
     return;
@@ -422,7 +388,7 @@ bool ApiService::takePlaygroundSlot(const CallPtr& c) {
   // workers (a sync call holds one, or an LLM call, until it is answered).
   // Counted by the cookie's value before the session is looked up: an
   // unknown one is answered 401 at once and gives its slot back.
-  std::string session_id = cookieValue(c->req, kCookie);
+  std::string session_id = c->req.cookie(kCookie);
   if (session_id.empty()) return true;  // withSession answers 401
   std::string slot = crypto::sha256(session_id);
   int& n = playground_in_flight_[slot];
@@ -775,7 +741,7 @@ void ApiService::portalSignin(const CallPtr& c) {
 // ---------------------------------------------------------------- session
 
 void ApiService::portalSignout(const CallPtr& c) {
-  std::string session_id = cookieValue(c->req, kCookie);
+  std::string session_id = c->req.cookie(kCookie);
   withSession(
       c,
       [session_id](Store& store, const PortalSession&, Status&, std::string&) -> Status {
@@ -804,7 +770,7 @@ void ApiService::portalSession(const CallPtr& c) {
   // signed-out visitor is not an error, and a 401 here would be one in
   // every fresh browser's console. Signed in, the answer is /me's.
   const std::string not_signed_in = "{\"signed_in\":false}";
-  std::string session_id = cookieValue(c->req, kCookie);
+  std::string session_id = c->req.cookie(kCookie);
   if (session_id.empty()) {
     portalAnswer(c->info, c->res, Status::ok(), not_signed_in, "not signed in");
     return;
@@ -1338,9 +1304,9 @@ void ApiService::portalDeliveryReplay(const CallPtr& c) {
 
 void ApiService::portalTasks(const CallPtr& c) {
   TaskFilter f;
-  const std::string status = queryParam(c->req.query, "status");
+  const std::string status = c->req.queryParam("status");
   f.status = parseTaskStatus(status);
-  f.mode = queryParam(c->req.query, "mode");
+  f.mode = c->req.queryParam("mode");
   if (!status.empty() && !f.status) {
     portalAnswer(c->info, c->res,
                  Status(400, "status: queued, running, succeeded or failed"), "", "");

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/messages.h"
 #include "common/msg_auth.h"
+#include "common/reconnect.h"
 #include "common/timefmt.h"
 
 namespace eq::amqp {
@@ -502,6 +503,25 @@ Connection::Cork::~Cork() {
 
 bool Connection::hasBuffered() const {
   return !pending_.empty() || amqp_data_in_buffer(conn_) != 0 || amqp_frames_enqueued(conn_) != 0;
+}
+
+void serveUntilStopped(const std::string& url, const std::string& conn_name,
+                       const std::atomic<bool>& stop,
+                       const std::function<Status(Connection&)>& serve,
+                       const std::function<void(const Status&)>& lost) {
+  ReconnectBackoff backoff;
+  std::size_t first_broker = 0;  // of a cluster's addresses, see Connection::open
+  while (!stop.load()) {
+    Result<std::unique_ptr<Connection>> c =
+        Connection::open(url, conn_name, defaults::kAmqpHeartbeatSeconds, &first_broker);
+    if (!c.isOk()) {
+      log::warn("broker connect failed; retrying", {{"error", c.status().msg()}});
+      backoff.sleep(stop);
+      continue;
+    }
+    backoff.reset();
+    lost(serve(*c.value()));
+  }
 }
 
 }  // namespace eq::amqp

@@ -14,8 +14,10 @@
 
 #include <amqp.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -173,5 +175,17 @@ class Connection {
   std::deque<Event> pending_;  // events read while waiting for a confirm
   std::vector<std::string> consumer_tags_;
 };
+
+// The connect-serve-reconnect loop of the processes that hold one broker
+// connection on a thread of their own (eq-worker, eq-dispatcher): connects
+// as `conn_name`, runs `serve` on the connection until it returns (the
+// connection is lost, or `stop` was set), calls `lost` with what serve
+// returned, and connects again after common/reconnect.h's backoff, until
+// `stop` is set (a signal handler sets it). A failed connect is logged and
+// retried the same way.
+void serveUntilStopped(const std::string& url, const std::string& conn_name,
+                       const std::atomic<bool>& stop,
+                       const std::function<Status(Connection&)>& serve,
+                       const std::function<void(const Status&)>& lost);
 
 }  // namespace eq::amqp

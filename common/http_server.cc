@@ -108,6 +108,37 @@ const std::string* HttpRequest::header(std::string_view name) const {
   return nullptr;
 }
 
+namespace {
+
+// The value of `name` in a list of name=value pairs split by `separator`,
+// each perhaps led by spaces (a Cookie header's "a=1; b=2", a query
+// string's "a=1&b=2"); empty when absent.
+std::string valueInPairs(std::string_view list, char separator, std::string_view name) {
+  while (!list.empty()) {
+    const std::size_t end = list.find(separator);
+    std::string_view pair = list.substr(0, end);
+    while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
+    if (pair.size() > name.size() && pair.substr(0, name.size()) == name &&
+        pair[name.size()] == '=') {
+      return std::string(pair.substr(name.size() + 1));
+    }
+    if (end == std::string_view::npos) break;
+    list.remove_prefix(end + 1);
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string HttpRequest::cookie(std::string_view name) const {
+  const std::string* list = header("cookie");
+  return list != nullptr ? valueInPairs(*list, ';', name) : "";
+}
+
+std::string HttpRequest::queryParam(std::string_view name) const {
+  return valueInPairs(query, '&', name);
+}
+
 size_t HttpRequest::headerCount(std::string_view name) const {
   size_t n = 0;
   for (const auto& [k, v] : headers) n += k == name ? 1 : 0;

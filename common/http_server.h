@@ -45,6 +45,10 @@ struct HttpRequest {
   const std::string* header(std::string_view name) const;
   // How many times a header (lower-case name) occurs.
   size_t headerCount(std::string_view name) const;
+  // The value of one cookie of the Cookie header, and of one parameter of
+  // the query string, as sent (not percent-decoded); empty when absent.
+  std::string cookie(std::string_view name) const;
+  std::string queryParam(std::string_view name) const;
 };
 
 struct HttpResponse {

@@ -4,10 +4,11 @@
 // (defaults::kReconnectBackoff*; see there for why the cap is 1 s), back to
 // 100 ms once a connection is up.
 //
-// The loops around it differ in how they wait (the bridge also answers its
-// inbox while it waits, so it sleeps in poll() on its wake-up fd), so the
-// helper gives the delay and, for the loops that only sleep, an
-// interruptible sleep. Resetting "on a successful TCP connect" instead of
+// Two loops use it: amqp::serveUntilStopped (common/amqp.h), the one of
+// eq-worker and eq-dispatcher, which only sleeps between attempts, and
+// eq-api's broker bridge, which also answers its inbox while it waits and
+// so sleeps in poll() on its wake-up fd: the helper gives the delay and,
+// for the first, an interruptible sleep. Resetting "on a successful TCP connect" instead of
 // on a usable connection would not help: nothing connects while the broker
 // is away, and the sleep is what delays recovery.
 //

@@ -10,7 +10,6 @@
 #include "common/defaults.h"
 #include "common/log.h"
 #include "common/msg_auth.h"
-#include "common/reconnect.h"
 #include "common/timefmt.h"
 #include "dispatcher/db_writes.h"
 
@@ -29,22 +28,13 @@ constexpr uint16_t kPrefetch = 1024;
 int Dispatcher::run() {
   // Task state waits for the dispatcher to reconnect (webhooks already
   // pending do not: the sender thread goes on); see common/reconnect.h.
-  ReconnectBackoff backoff;
-  std::size_t first_broker = 0;  // of a cluster's addresses, see Connection::open
-  while (!stop_.load()) {
-    Result<std::unique_ptr<amqp::Connection>> c = amqp::Connection::open(
-        amqp_url_, "eq-dispatcher", defaults::kAmqpHeartbeatSeconds, &first_broker);
-    if (!c.isOk()) {
-      log::warn("broker connect failed; retrying", {{"error", c.status().msg()}});
-      backoff.sleep(stop_);
-      continue;
-    }
-    backoff.reset();
-    Status s = serve(*c.value());
-    held_.clear();  // deliveries of the closed channel: the broker requeued them
-    if (metrics_ != nullptr) metrics_->brokerLost();
-    if (!s.isOk()) log::warn("broker connection lost; reconnecting", {{"error", s.msg()}});
-  }
+  amqp::serveUntilStopped(
+      amqp_url_, "eq-dispatcher", stop_, [this](amqp::Connection& conn) { return serve(conn); },
+      [this](const Status& s) {
+        held_.clear();  // deliveries of the closed channel: the broker requeued them
+        if (metrics_ != nullptr) metrics_->brokerLost();
+        if (!s.isOk()) log::warn("broker connection lost; reconnecting", {{"error", s.msg()}});
+      });
   log::info("dispatcher stopped");
   return 0;
 }

@@ -13,7 +13,6 @@
 #include "common/log.h"
 #include "common/messages.h"
 #include "common/msg_auth.h"
-#include "common/reconnect.h"
 #include "common/timefmt.h"
 
 namespace eq::worker {
@@ -76,37 +75,34 @@ std::string Worker::analysisJson(const engine::Analysis& a) {
 }
 
 int Worker::run() {
-  ReconnectBackoff backoff;
-  std::size_t first_broker = 0;  // of a cluster's addresses, see Connection::open
-  while (!stop_.load()) {
-    std::string name = "eq-worker " + (opts_.mode.empty() ? std::string("analyze") : opts_.mode);
-    Result<std::unique_ptr<amqp::Connection>> c = amqp::Connection::open(
-        opts_.amqp_url, name, defaults::kAmqpHeartbeatSeconds, &first_broker);
-    if (!c.isOk()) {
-      log::warn("broker connect failed; retrying", {{"error", c.status().msg()}});
-      backoff.sleep(stop_);
-      continue;
-    }
-    backoff.reset();
-    ++generation_;
-    ledger_ = OutcomeLedger{};
-    finished_.clear();
-    Status s = serve(*c.value());
-    if (opts_.metrics != nullptr) opts_.metrics->brokerLost();
-    // Jobs of that connection that have not started cannot be acked any
-    // more and the broker is redelivering them: running them would only
-    // spend model time on results nobody can publish.
-    if (size_t dropped = pool_.takeQueued().size(); dropped > 0) {
-      log::warn("dropped jobs of the lost connection before they started",
-                {{"jobs", static_cast<long long>(dropped)}});
-    }
-    if (!s.isOk()) {
-      log::warn("broker connection lost; reconnecting",
-                {{"error", s.msg()}, {"unacked_jobs", static_cast<long long>(ledger_.held())}});
-    }
-  }
+  const std::string name =
+      "eq-worker " + (opts_.mode.empty() ? std::string("analyze") : opts_.mode);
+  amqp::serveUntilStopped(
+      opts_.amqp_url, name, stop_,
+      [this](amqp::Connection& conn) {
+        ++generation_;
+        ledger_ = OutcomeLedger{};
+        finished_.clear();
+        return serve(conn);
+      },
+      [this](const Status& s) { connectionLost(s); });
   log::info("worker stopped");
   return 0;
+}
+
+void Worker::connectionLost(const Status& s) {
+  if (opts_.metrics != nullptr) opts_.metrics->brokerLost();
+  // Jobs of that connection that have not started cannot be acked any
+  // more and the broker is redelivering them: running them would only
+  // spend model time on results nobody can publish.
+  if (size_t dropped = pool_.takeQueued().size(); dropped > 0) {
+    log::warn("dropped jobs of the lost connection before they started",
+              {{"jobs", static_cast<long long>(dropped)}});
+  }
+  if (!s.isOk()) {
+    log::warn("broker connection lost; reconnecting",
+              {{"error", s.msg()}, {"unacked_jobs", static_cast<long long>(ledger_.held())}});
+  }
 }
 
 Status Worker::serve(amqp::Connection& conn) {

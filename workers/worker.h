@@ -90,6 +90,9 @@ class Worker {
 
  private:
   Status serve(amqp::Connection& conn);
+  // After serve() returned: what the lost connection leaves (its queued
+  // jobs dropped, the log line).
+  void connectionLost(const Status& s);
   // Reads what the broker sent (waiting up to wait_ms for it or for a
   // finished job) and starts the jobs among it.
   Status pump(amqp::Connection& conn, int wait_ms);
