@@ -36,6 +36,7 @@ cleanup() {
   if [[ $run_pid -gt 0 ]] && kill -0 "$run_pid" 2>/dev/null; then
     kill -TERM "$run_pid" 2>/dev/null || true
     wait "$run_pid" 2>/dev/null || true
+    echo "clients: [+${SECONDS}s] stack stopped"
   fi
   rm -rf "$tmp"
 }
@@ -166,7 +167,7 @@ for name in "${failed[@]}"; do
   echo "--- $name (failed):" >&2
   tail -n 80 "$tmp/$name.log" >&2
 done
-[[ ${#failed[@]} -eq 0 ]] || fail "failed: ${failed[*]}"
+[[ ${#failed[@]} -eq 0 ]] || stack_fail "failed: ${failed[*]}"
 # What the quick starts print at their end.
 grep -q '^task succeeded' "$tmp/ts-quickstart.log" || fail "the TypeScript quick start did not end with its task"
 grep -q '^task succeeded' "$tmp/py-quickstart.log" || fail "the Python quick start did not end with its task"
