@@ -43,194 +43,6 @@ constexpr int64_t kStatsMaxMinutes = 7 * 24 * 60;
 // The longest a rotated key keeps working beside the new one.
 constexpr int64_t kMaxOverlapMs = 30 * kDayMs;
 
-// One entry per command: the synopsis for `eqctl --help` and the details for
-// `eqctl NOUN VERB --help`. Kept beside each other so they cannot drift.
-struct CommandHelp {
-  const char* noun;
-  const char* verb;  // "" for stats
-  const char* synopsis;
-  const char* details;
-};
-
-constexpr CommandHelp kCommands[] = {
-    {"key", "create",
-     "key create --name NAME [--tier free|pro|ultra] [--quota-fast N] [--quota-standard N]\n"
-     "           [--quota-perfect N] [--expire-days N] [--rate N] [--webhook-url URL] [--json]\n"
-     "   or: eqctl key create --account ACCOUNT_ID --name NAME [--json]",
-     "Creates an account and its first key. Prints the key (eq_live_... or eq_test_..., after\n"
-     "EQ_ENV) and the account's webhook signing secret (whsec_...) once. The database keeps\n"
-     "only a hash and a display prefix of the key, but the webhook secret in clear: signing\n"
-     "a webhook needs the secret itself. Defaults: 100 units per mode, quota expiring in 30 days\n"
-     "(--expire-days is the quota's), 60 requests/minute, no default webhook URL.\n"
-     "--json prints {key_id, api_key, webhook_secret, tier}.\n"
-     "With --account, a further key of an existing account (key show prints a key's\n"
-     "account_id): its quota, rate limit, tier and webhook settings are the account's, so\n"
-     "only --name is taken, and the webhook secret is not printed (webhook-secret show).\n"
-     "--json prints {key_id, api_key, account_id, tier}.\n"},
-    {"key", "list", "key list [--json]",
-     "Every key with its display prefix, env, status (active, revoked, expired), expiry, tier\n"
-     "and name; never a full key. --json prints an array of {key_id, name, prefix, env, status,\n"
-     "tier, created_at, expires_at}.\n"},
-    {"key", "show", "key show KEY_ID [--json]",
-     "The key (status, expiry, revocation, the key that replaced it) and its account's rate\n"
-     "limit, default webhook URL and quota.\n"},
-    {"key", "revoke", "key revoke KEY_ID [--json]",
-     "Stops the key at once: from now on it gets 401. --json prints the key as `key show` does.\n"},
-    {"key", "rotate",
-     "key rotate KEY_ID [--overlap DURATION] [--expire-days N | --expire-at ISO8601 |\n"
-     "           --no-expiry] [--json]",
-     "Issues a new key for the same account. Without --overlap KEY_ID is revoked in the same\n"
-     "transaction; with it (such as 24h, 90m or 7d, at most 30d) KEY_ID keeps working until\n"
-     "then, its expiry shown by key list and key show, so clients can switch to the new key\n"
-     "first. Quota, tasks, rate limit, default webhook URL and the webhook secret belong to\n"
-     "the account and stay (the secret is not printed again). The new key keeps the old one's\n"
-     "expiry unless an option says otherwise. A key rotated with an overlap cannot be rotated\n"
-     "again (rotate the new one, or revoke it). --json prints {key_id, api_key, tier,\n"
-     "old_key_id, old_key_expires_at}.\n"},
-    {"key", "set",
-     "key set KEY_ID [--rate N] [--tier T] [--webhook-url URL | --no-webhook-url]\n"
-     "           [--expire-days N | --expire-at ISO8601 | --no-expiry] [--json]",
-     "Changes the account's rate limit (requests/minute), tier or default webhook URL (an\n"
-     "absolute http/https URL; a literal non-public address is refused unless\n"
-     "EQ_WEBHOOK_ALLOW_CIDRS allows it), or the key's own expiry (an expired key is refused\n"
-     "like a revoked one). Prints the key as `key show` does.\n"},
-    {"webhook-secret", "show", "webhook-secret show KEY_ID|ACCOUNT_ID [--json]",
-     "The account's webhook signing secret, and the previous one while a rotation's overlap\n"
-     "runs (each delivery's webhook-signature then carries a signature with both). --json\n"
-     "prints {account_id, secret, previous_secret, previous_until}.\n"},
-    {"webhook-secret", "rotate", "webhook-secret rotate KEY_ID|ACCOUNT_ID [--json]",
-     "A new webhook signing secret for the account. For 24 hours (as in the developer center)\n"
-     "the Standard Webhooks header webhook-signature carries a signature with each secret, so\n"
-     "receivers that verify it can switch meanwhile; X-Service-Signature uses the new one at\n"
-     "once. --json prints {account_id, secret, previous_until}.\n"},
-    {"quota", "show", "quota show KEY_ID [--json]",
-     "Remaining units per mode, expire_at, tier and the monthly volume of the key's account.\n"
-     "--json prints the same shape as GET /api/v1/quota's data: {quota: {fast, standard,\n"
-     "perfect}, expire_at, tier, monthly: {limit, used, resets_at}}.\n"},
-    {"quota", "set",
-     "quota set KEY_ID [--fast N] [--standard N] [--perfect N] [--monthly N]\n"
-     "           [--expire-days N | --expire-at ISO8601] [--tier T] [--json]",
-     "Sets the named modes to N; the others are not written, so a charge landing meanwhile is\n"
-     "kept. --monthly N sets the account's monthly volume: N units a calendar month (UTC) over\n"
-     "all modes, 0 for no limit (an account under a commercial arrangement); 100000 for a\n"
-     "new account. --expire-* moves the quota's expiry (a time in the past ends it now).\n"},
-    {"quota", "grant",
-     "quota grant KEY_ID [--fast N] [--standard N] [--perfect N]\n"
-     "           [--expire-days N | --expire-at ISO8601] [--json]",
-     "Adds N units to the named modes in one atomic UPDATE, and optionally moves the expiry.\n"
-     "Warns on stderr when the quota has expired (the units cannot be used until extended).\n"},
-    {"task", "show", "task show TASK_ID [--json]",
-     "One async task: status, mode, key, times (created by eq-api, started and finished by the\n"
-     "worker), result replies or error, and its webhook delivery. --json prints {task_id,\n"
-     "account_id, key_id, request_id, mode, status, created_at, started_at, finished_at,\n"
-     "queue_ms, run_ms, total_ms, result, error, webhook_url, delivery}.\n"},
-    {"task", "list",
-     "task list [--key KEY_ID] [--status queued|running|succeeded|failed]\n"
-     "           [--mode fast|standard|perfect] [--limit N] [--json]",
-     "Async tasks, newest first (default 50, at most 10000). --key lists the tasks of that\n"
-     "key's account, including those made with keys it replaced. --json prints an array of\n"
-     "{task_id, key_id, mode, status, created_at, finished_at, total_ms, error, webhook_url}.\n"},
-    {"delivery", "list",
-     "delivery list [--failed | --status pending|delivered|failed] [--task TASK_ID]\n"
-     "           [--limit N] [--json]",
-     "Webhook deliveries, newest first (default 100): id, task, status, attempts, last HTTP\n"
-     "status and error, last and next attempt time, URL.\n"},
-    {"delivery", "show", "delivery show DELIVERY_ID [--json]",
-     "One delivery with every attempt (number, time, HTTP status, latency, error).\n"},
-    {"delivery", "replay", "delivery replay DELIVERY_ID [--json]",
-     "A delivered or failed delivery becomes pending, due now: the dispatcher sends it within\n"
-     "200 ms with the same delivery id, on a fresh retry schedule; attempts keep counting.\n"
-     "A pending delivery is refused (exit 4).\n"},
-    {"account", "invite", "account invite EMAIL [--tier free|pro|ultra] [--key KEY_ID] [--json]",
-     "Prints a one-time sign-up link for the developer center, valid 72 h. The person sets a\n"
-     "password through it and gets a new account of the tier (100 units per mode, 30 days),\n"
-     "or, with --key, the account of an existing key (made by key create). The link's host\n"
-     "is EQ_PORTAL_URL (default http://127.0.0.1:8080). --json prints {email, link, expires_at}.\n"
-     "Refused (exit 5) when EQ_PORTAL_SIGNUP=off: sign-up is closed to new people. Refused\n"
-     "(exit 4) when EMAIL (or the account of --key) already has a person: send them\n"
-     "`account reset-password EMAIL` instead, which sets a password and nothing else.\n"},
-    {"account", "list", "account list [--json]",
-     "Every person of the developer center: email, account, status, created.\n"},
-    {"account", "show", "account show EMAIL [--json]",
-     "The person, their account's quota and tier, and their keys.\n"},
-    {"account", "disable", "account disable EMAIL [--json]",
-     "Disables the person (their sessions end) and revokes every key of their account.\n"
-     "--json prints the person as `account show --json` does, after the change.\n"},
-    {"account", "reset-password", "account reset-password EMAIL [--json]",
-     "Prints a one-time link, valid 72 h, that sets a new password and ends every session;\n"
-     "it never changes the account, its tier or its keys. Using any link of a person revokes\n"
-     "their other links, and so does a password change. Refused (exit 4) for a disabled person.\n"},
-    {"migrate", "", "migrate [--status]",
-     "Applies the store's pending schema migrations and says which; with --status lists each\n"
-     "migration with the time it was applied, or pending, and changes nothing. The database is\n"
-     "EQ_DB_URL (sqlite:PATH or postgresql://...) or else EQ_DB_PATH. eq-api, eq-dispatcher\n"
-     "and eqctl also migrate when they open the store; on PostgreSQL an advisory lock makes\n"
-     "hosts that start together apply each migration once.\n"},
-    {"backup", "", "backup PATH [--force] [--json]",
-     "Copies the SQLite database, as one consistent snapshot, into a new file PATH (mode\n"
-     "0600) while the stack runs: SQLite's online backup API, so the copy holds every commit,\n"
-     "those still in the -wal file too. Refused when PATH exists, unless --force. The copy is a\n"
-     "database eq-api opens as it is (docs/operations.md, \"Backing up\", has the restore).\n"
-     "A PostgreSQL store is backed up with pg_dump (the line is in the error). --json prints\n"
-     "{path, bytes}.\n"},
-    {"store", "copy", "store copy --to postgresql://USER:PASSWORD@HOST/DB [--force]",
-     "Copies the whole store of a stopped deployment from SQLite (EQ_DB_URL or EQ_DB_PATH) into\n"
-     "a new, empty PostgreSQL database, in one transaction, and checks every table's row count;\n"
-     "then point EQ_DB_URL of every process at it. Refused (exit 2) when the destination holds\n"
-     "data, or when an eq-api of the source beat within a minute (stop the stack, or --force).\n"},
-    {"stats", "", "stats [--minutes N] [--json]",
-     "Per mode, the async tasks created in the last N minutes (default 60, at most 10080):\n"
-     "counts by status, and p50/p95/max of their latency in ms. Latency comes from the tasks\n"
-     "table: total = finished_at - created_at of succeeded tasks (eq-api admission to the\n"
-     "worker's result event), queue = started_at - created_at (admission to a worker taking\n"
-     "the job), run = finished_at - started_at. created_at is eq-api's clock and the others\n"
-     "the worker's, so clock skew between hosts shows up here (negative values count as 0).\n"
-     "Sync calls are not stored in the database; their latency is eq-api's GET /metrics\n"
-     "(eq_api_reply_duration_seconds). Also counts the webhook deliveries created in the window\n"
-     "by status.\n"},
-};
-
-constexpr const char* kUsageFooter =
-    "Every command takes --json (stable machine-readable output on stdout; on failure one\n"
-    "JSON line {\"error\": {\"exit_code\", \"kind\", \"message\"}} on stderr) and --help.\n"
-    "Rate limit, tier, default webhook URL and quota belong to the key's account, so they\n"
-    "survive a rotation. --expire-at takes UTC times such as 2026-01-31T00:00:00Z (or\n"
-    "+08:00 offsets) and may lie in the past (ends a quota or key now).\n"
-    "The database is EQ_DB_URL (postgresql://USER:PASSWORD@HOST/DB, or sqlite:PATH), else\n"
-    "the SQLite file EQ_DB_PATH, and must exist (only migrate makes one; scripts/eqctl finds\n"
-    "the stack scripts/run started with the same EQ_VAR_DIR); keys are minted for EQ_ENV\n"
-    "(production: eq_live_, staging: eq_test_). It stores API keys and portal passwords only\n"
-    "as hashes, but webhook secrets and message texts in clear (a webhook signature needs\n"
-    "its secret), so a SQLite file and its -wal and -shm files are created readable by their\n"
-    "owner only (mode 0600).\n"
-    "Exit codes: 0 ok, 1 internal error (database), 2 usage error, 3 not found,\n"
-    "4 conflict (wrong state), 5 refused by the deployment's settings.\n";
-
-// Commands that are a noun alone: what follows them is arguments.
-bool noArgVerb(const std::string& noun) {
-  return noun == "stats" || noun == "migrate" || noun == "backup";
-}
-
-const CommandHelp* findCommand(const std::string& noun, const std::string& verb) {
-  for (const CommandHelp& c : kCommands) {
-    if (noun == c.noun && verb == c.verb) return &c;
-  }
-  return nullptr;
-}
-
-// The overview, or only one noun's commands when `noun` names one.
-void printUsage(std::ostream& out, const std::string& noun = "") {
-  out << "usage: eqctl COMMAND [ARGS] [--json] [--help]\n";
-  for (const CommandHelp& c : kCommands) {
-    if (noun.empty() || noun == c.noun) out << "  " << c.synopsis << "\n";
-  }
-  out << kUsageFooter;
-}
-
-void printCommandHelp(std::ostream& out, const CommandHelp& c) {
-  out << "usage: eqctl " << c.synopsis << "\n\n" << c.details << "\n" << kUsageFooter;
-}
-
 // Options that take no value.
 const std::set<std::string> kFlags = {"json", "no-webhook-url", "no-expiry", "failed", "force"};
 
@@ -1641,72 +1453,302 @@ int webhookSecret(Store& store, const std::string& verb, const std::string& id, 
 }
 
 // Runs the command; errors go to err as text lines "eqctl: ...".
-int dispatch(Store& store, const EqctlOptions& opts, const std::string& noun,
-             const std::string& verb, const Args& a, std::ostream& out, std::ostream& err) {
-  if (noun == "stats") return stats(store, a, out, err);
-  if (noun == "backup") return backup(store, a, out, err);
-  if (noun == "key" && verb == "create") return keyCreate(store, opts, a, out, err);
-  if (noun == "key" && verb == "list") return keyList(store, a, out, err);
-  if (noun == "delivery" && verb == "list") return deliveryList(store, a, out, err);
-  if (noun == "task" && verb == "list") return taskList(store, a, out, err);
-  if (noun == "account" && verb == "list") return accountList(store, a, out, err);
-  if (noun == "account") {
-    if (a.positional.size() != 1) {
-      err << "eqctl: account " << verb << " needs one EMAIL\n";
-      return kExitUsage;
-    }
-    const std::string& email = a.positional[0];
-    if (verb == "invite") return accountLink(store, opts, "invite", email, a, out, err);
-    if (verb == "reset-password") return accountLink(store, opts, "reset", email, a, out, err);
-    if (verb == "show") return accountShow(store, email, a, out, err);
-    // disable
-    if (!checkKnown(a, {}, err)) return kExitUsage;
-    if (Status s = store.disablePerson(email, nowMs()); !s.isOk()) return fail(s, err);
-    if (a.json) return accountShow(store, email, a, out, err);
-    out << "disabled " << email << ": sessions ended, keys revoked\n";
-    return kExitOk;
-  }
+// ---------------------------------------------------------------- the command table
 
-  // Every other command takes exactly one id.
-  if (a.positional.size() != 1) {
-    const char* what = noun == "delivery"         ? "DELIVERY_ID"
-                       : noun == "task"           ? "TASK_ID"
-                       : noun == "webhook-secret" ? "KEY_ID or ACCOUNT_ID"
-                                                  : "KEY_ID";
-    err << "eqctl: " << noun << " " << verb << " needs one " << what << "\n";
-    return kExitUsage;
-  }
-  const std::string& id = a.positional[0];
-  if (noun == "delivery") {
-    if (verb == "show") return deliveryShow(store, id, a, out, err);
-    return deliveryReplay(store, id, a, out, err);
-  }
-  if (noun == "task") return taskShow(store, id, a, out, err);
-  if (noun == "webhook-secret") return webhookSecret(store, verb, id, a, out, err);
-  if (noun == "key") {
-    if (verb == "show") {
-      // Checked here, not in keyShow: key set and revoke print through it
-      // with their own options.
-      if (!checkKnown(a, {}, err)) return kExitUsage;
-      return keyShow(store, id, a, out, err);
-    }
-    if (verb == "rotate") return keyRotate(store, id, a, out, err);
-    if (verb == "set") return keySet(store, opts, id, a, out, err);
-    // revoke
-    if (!checkKnown(a, {}, err)) return kExitUsage;
-    if (Status s = store.revokeKey(id); !s.isOk()) return fail(s, err);
-    if (a.json) return keyShow(store, id, a, out, err);
-    out << "revoked " << id << "\n";
-    return kExitOk;
-  }
+// What a command's handler gets: the store, the settings, its arguments
+// and, when the table names one, its one positional argument.
+struct Invocation {
+  Store& store;
+  const EqctlOptions& opts;
+  const Args& a;
+  const std::string& operand;
+  std::ostream& out;
+  std::ostream& err;
+};
+using Handler = int (*)(const Invocation&);
+
+int runStats(const Invocation& i) { return stats(i.store, i.a, i.out, i.err); }
+int runBackup(const Invocation& i) { return backup(i.store, i.a, i.out, i.err); }
+int runKeyCreate(const Invocation& i) { return keyCreate(i.store, i.opts, i.a, i.out, i.err); }
+int runKeyList(const Invocation& i) { return keyList(i.store, i.a, i.out, i.err); }
+int runKeyShow(const Invocation& i) {
+  // Checked here, not in keyShow: key set and revoke print through it with
+  // their own options.
+  if (!checkKnown(i.a, {}, i.err)) return kExitUsage;
+  return keyShow(i.store, i.operand, i.a, i.out, i.err);
+}
+int runKeyRotate(const Invocation& i) { return keyRotate(i.store, i.operand, i.a, i.out, i.err); }
+int runKeySet(const Invocation& i) { return keySet(i.store, i.opts, i.operand, i.a, i.out, i.err); }
+int runKeyRevoke(const Invocation& i) {
+  if (!checkKnown(i.a, {}, i.err)) return kExitUsage;
+  if (Status s = i.store.revokeKey(i.operand); !s.isOk()) return fail(s, i.err);
+  if (i.a.json) return keyShow(i.store, i.operand, i.a, i.out, i.err);
+  i.out << "revoked " << i.operand << "\n";
+  return kExitOk;
+}
+int runWebhookSecretShow(const Invocation& i) {
+  return webhookSecret(i.store, "show", i.operand, i.a, i.out, i.err);
+}
+int runWebhookSecretRotate(const Invocation& i) {
+  return webhookSecret(i.store, "rotate", i.operand, i.a, i.out, i.err);
+}
+// The quota commands take a key id and work on its account.
+using QuotaCommand = int (*)(Store&, const std::string& account, const Args&, std::ostream&,
+                             std::ostream&);
+int onKeysAccount(const Invocation& i, QuotaCommand command) {
+  Result<std::string> account = i.store.accountOfKey(i.operand);
+  if (!account.isOk()) return fail(account.status(), i.err);
+  return command(i.store, account.value(), i.a, i.out, i.err);
+}
+int runQuotaShow(const Invocation& i) {
   // quota show has no options of its own (set and grant check theirs, after
   // the lookup); a usage error should not hide behind a missing key.
-  if (verb == "show" && !checkKnown(a, {}, err)) return kExitUsage;
-  Result<std::string> account = store.accountOfKey(id);
-  if (!account.isOk()) return fail(account.status(), err);
-  if (verb == "show") return quotaShow(store, account.value(), a, out, err);
-  if (verb == "set") return quotaSet(store, account.value(), a, out, err);
-  return quotaGrant(store, account.value(), a, out, err);
+  if (!checkKnown(i.a, {}, i.err)) return kExitUsage;
+  return onKeysAccount(i, quotaShow);
+}
+int runQuotaSet(const Invocation& i) { return onKeysAccount(i, quotaSet); }
+int runQuotaGrant(const Invocation& i) { return onKeysAccount(i, quotaGrant); }
+int runTaskShow(const Invocation& i) { return taskShow(i.store, i.operand, i.a, i.out, i.err); }
+int runTaskList(const Invocation& i) { return taskList(i.store, i.a, i.out, i.err); }
+int runDeliveryList(const Invocation& i) { return deliveryList(i.store, i.a, i.out, i.err); }
+int runDeliveryShow(const Invocation& i) {
+  return deliveryShow(i.store, i.operand, i.a, i.out, i.err);
+}
+int runDeliveryReplay(const Invocation& i) {
+  return deliveryReplay(i.store, i.operand, i.a, i.out, i.err);
+}
+int runAccountInvite(const Invocation& i) {
+  return accountLink(i.store, i.opts, "invite", i.operand, i.a, i.out, i.err);
+}
+int runAccountResetPassword(const Invocation& i) {
+  return accountLink(i.store, i.opts, "reset", i.operand, i.a, i.out, i.err);
+}
+int runAccountList(const Invocation& i) { return accountList(i.store, i.a, i.out, i.err); }
+int runAccountShow(const Invocation& i) {
+  return accountShow(i.store, i.operand, i.a, i.out, i.err);
+}
+int runAccountDisable(const Invocation& i) {
+  if (!checkKnown(i.a, {}, i.err)) return kExitUsage;
+  if (Status s = i.store.disablePerson(i.operand, nowMs()); !s.isOk()) return fail(s, i.err);
+  if (i.a.json) return accountShow(i.store, i.operand, i.a, i.out, i.err);
+  i.out << "disabled " << i.operand << ": sessions ended, keys revoked\n";
+  return kExitOk;
+}
+
+// One entry per command: what runs it, the synopsis for `eqctl --help` and
+// the details for `eqctl NOUN VERB --help`. Kept beside each other so they
+// cannot drift.
+struct Command {
+  const char* noun;
+  const char* verb;  // "" for the commands that are a noun alone
+  // The one positional argument the command takes ("KEY_ID", "EMAIL"...),
+  // checked before it runs; nullptr: it reads its arguments itself.
+  const char* operand;
+  // nullptr: eqctl's main runs it before any store is opened (migrate,
+  // store copy).
+  Handler run;
+  const char* synopsis;
+  const char* details;
+};
+
+constexpr Command kCommands[] = {
+    {"key", "create", nullptr, runKeyCreate,
+     "key create --name NAME [--tier free|pro|ultra] [--quota-fast N] [--quota-standard N]\n"
+     "           [--quota-perfect N] [--expire-days N] [--rate N] [--webhook-url URL] [--json]\n"
+     "   or: eqctl key create --account ACCOUNT_ID --name NAME [--json]",
+     "Creates an account and its first key. Prints the key (eq_live_... or eq_test_..., after\n"
+     "EQ_ENV) and the account's webhook signing secret (whsec_...) once. The database keeps\n"
+     "only a hash and a display prefix of the key, but the webhook secret in clear: signing\n"
+     "a webhook needs the secret itself. Defaults: 100 units per mode, quota expiring in 30 days\n"
+     "(--expire-days is the quota's), 60 requests/minute, no default webhook URL.\n"
+     "--json prints {key_id, api_key, webhook_secret, tier}.\n"
+     "With --account, a further key of an existing account (key show prints a key's\n"
+     "account_id): its quota, rate limit, tier and webhook settings are the account's, so\n"
+     "only --name is taken, and the webhook secret is not printed (webhook-secret show).\n"
+     "--json prints {key_id, api_key, account_id, tier}.\n"},
+    {"key", "list", nullptr, runKeyList, "key list [--json]",
+     "Every key with its display prefix, env, status (active, revoked, expired), expiry, tier\n"
+     "and name; never a full key. --json prints an array of {key_id, name, prefix, env, status,\n"
+     "tier, created_at, expires_at}.\n"},
+    {"key", "show", "KEY_ID", runKeyShow, "key show KEY_ID [--json]",
+     "The key (status, expiry, revocation, the key that replaced it) and its account's rate\n"
+     "limit, default webhook URL and quota.\n"},
+    {"key", "revoke", "KEY_ID", runKeyRevoke, "key revoke KEY_ID [--json]",
+     "Stops the key at once: from now on it gets 401. --json prints the key as `key show` does.\n"},
+    {"key", "rotate", "KEY_ID", runKeyRotate,
+     "key rotate KEY_ID [--overlap DURATION] [--expire-days N | --expire-at ISO8601 |\n"
+     "           --no-expiry] [--json]",
+     "Issues a new key for the same account. Without --overlap KEY_ID is revoked in the same\n"
+     "transaction; with it (such as 24h, 90m or 7d, at most 30d) KEY_ID keeps working until\n"
+     "then, its expiry shown by key list and key show, so clients can switch to the new key\n"
+     "first. Quota, tasks, rate limit, default webhook URL and the webhook secret belong to\n"
+     "the account and stay (the secret is not printed again). The new key keeps the old one's\n"
+     "expiry unless an option says otherwise. A key rotated with an overlap cannot be rotated\n"
+     "again (rotate the new one, or revoke it). --json prints {key_id, api_key, tier,\n"
+     "old_key_id, old_key_expires_at}.\n"},
+    {"key", "set", "KEY_ID", runKeySet,
+     "key set KEY_ID [--rate N] [--tier T] [--webhook-url URL | --no-webhook-url]\n"
+     "           [--expire-days N | --expire-at ISO8601 | --no-expiry] [--json]",
+     "Changes the account's rate limit (requests/minute), tier or default webhook URL (an\n"
+     "absolute http/https URL; a literal non-public address is refused unless\n"
+     "EQ_WEBHOOK_ALLOW_CIDRS allows it), or the key's own expiry (an expired key is refused\n"
+     "like a revoked one). Prints the key as `key show` does.\n"},
+    {"webhook-secret", "show", "KEY_ID or ACCOUNT_ID", runWebhookSecretShow,
+     "webhook-secret show KEY_ID|ACCOUNT_ID [--json]",
+     "The account's webhook signing secret, and the previous one while a rotation's overlap\n"
+     "runs (each delivery's webhook-signature then carries a signature with both). --json\n"
+     "prints {account_id, secret, previous_secret, previous_until}.\n"},
+    {"webhook-secret", "rotate", "KEY_ID or ACCOUNT_ID", runWebhookSecretRotate,
+     "webhook-secret rotate KEY_ID|ACCOUNT_ID [--json]",
+     "A new webhook signing secret for the account. For 24 hours (as in the developer center)\n"
+     "the Standard Webhooks header webhook-signature carries a signature with each secret, so\n"
+     "receivers that verify it can switch meanwhile; X-Service-Signature uses the new one at\n"
+     "once. --json prints {account_id, secret, previous_until}.\n"},
+    {"quota", "show", "KEY_ID", runQuotaShow, "quota show KEY_ID [--json]",
+     "Remaining units per mode, expire_at, tier and the monthly volume of the key's account.\n"
+     "--json prints the same shape as GET /api/v1/quota's data: {quota: {fast, standard,\n"
+     "perfect}, expire_at, tier, monthly: {limit, used, resets_at}}.\n"},
+    {"quota", "set", "KEY_ID", runQuotaSet,
+     "quota set KEY_ID [--fast N] [--standard N] [--perfect N] [--monthly N]\n"
+     "           [--expire-days N | --expire-at ISO8601] [--tier T] [--json]",
+     "Sets the named modes to N; the others are not written, so a charge landing meanwhile is\n"
+     "kept. --monthly N sets the account's monthly volume: N units a calendar month (UTC) over\n"
+     "all modes, 0 for no limit (an account under a commercial arrangement); 100000 for a\n"
+     "new account. --expire-* moves the quota's expiry (a time in the past ends it now).\n"},
+    {"quota", "grant", "KEY_ID", runQuotaGrant,
+     "quota grant KEY_ID [--fast N] [--standard N] [--perfect N]\n"
+     "           [--expire-days N | --expire-at ISO8601] [--json]",
+     "Adds N units to the named modes in one atomic UPDATE, and optionally moves the expiry.\n"
+     "Warns on stderr when the quota has expired (the units cannot be used until extended).\n"},
+    {"task", "show", "TASK_ID", runTaskShow, "task show TASK_ID [--json]",
+     "One async task: status, mode, key, times (created by eq-api, started and finished by the\n"
+     "worker), result replies or error, and its webhook delivery. --json prints {task_id,\n"
+     "account_id, key_id, request_id, mode, status, created_at, started_at, finished_at,\n"
+     "queue_ms, run_ms, total_ms, result, error, webhook_url, delivery}.\n"},
+    {"task", "list", nullptr, runTaskList,
+     "task list [--key KEY_ID] [--status queued|running|succeeded|failed]\n"
+     "           [--mode fast|standard|perfect] [--limit N] [--json]",
+     "Async tasks, newest first (default 50, at most 10000). --key lists the tasks of that\n"
+     "key's account, including those made with keys it replaced. --json prints an array of\n"
+     "{task_id, key_id, mode, status, created_at, finished_at, total_ms, error, webhook_url}.\n"},
+    {"delivery", "list", nullptr, runDeliveryList,
+     "delivery list [--failed | --status pending|delivered|failed] [--task TASK_ID]\n"
+     "           [--limit N] [--json]",
+     "Webhook deliveries, newest first (default 100): id, task, status, attempts, last HTTP\n"
+     "status and error, last and next attempt time, URL.\n"},
+    {"delivery", "show", "DELIVERY_ID", runDeliveryShow, "delivery show DELIVERY_ID [--json]",
+     "One delivery with every attempt (number, time, HTTP status, latency, error).\n"},
+    {"delivery", "replay", "DELIVERY_ID", runDeliveryReplay, "delivery replay DELIVERY_ID [--json]",
+     "A delivered or failed delivery becomes pending, due now: the dispatcher sends it within\n"
+     "200 ms with the same delivery id, on a fresh retry schedule; attempts keep counting.\n"
+     "A pending delivery is refused (exit 4).\n"},
+    {"account", "invite", "EMAIL", runAccountInvite,
+     "account invite EMAIL [--tier free|pro|ultra] [--key KEY_ID] [--json]",
+     "Prints a one-time sign-up link for the developer center, valid 72 h. The person sets a\n"
+     "password through it and gets a new account of the tier (100 units per mode, 30 days),\n"
+     "or, with --key, the account of an existing key (made by key create). The link's host\n"
+     "is EQ_PORTAL_URL (default http://127.0.0.1:8080). --json prints {email, link, expires_at}.\n"
+     "Refused (exit 5) when EQ_PORTAL_SIGNUP=off: sign-up is closed to new people. Refused\n"
+     "(exit 4) when EMAIL (or the account of --key) already has a person: send them\n"
+     "`account reset-password EMAIL` instead, which sets a password and nothing else.\n"},
+    {"account", "list", nullptr, runAccountList, "account list [--json]",
+     "Every person of the developer center: email, account, status, created.\n"},
+    {"account", "show", "EMAIL", runAccountShow, "account show EMAIL [--json]",
+     "The person, their account's quota and tier, and their keys.\n"},
+    {"account", "disable", "EMAIL", runAccountDisable, "account disable EMAIL [--json]",
+     "Disables the person (their sessions end) and revokes every key of their account.\n"
+     "--json prints the person as `account show --json` does, after the change.\n"},
+    {"account", "reset-password", "EMAIL", runAccountResetPassword,
+     "account reset-password EMAIL [--json]",
+     "Prints a one-time link, valid 72 h, that sets a new password and ends every session;\n"
+     "it never changes the account, its tier or its keys. Using any link of a person revokes\n"
+     "their other links, and so does a password change. Refused (exit 4) for a disabled person.\n"},
+    {"migrate", "", nullptr, nullptr, "migrate [--status]",
+     "Applies the store's pending schema migrations and says which; with --status lists each\n"
+     "migration with the time it was applied, or pending, and changes nothing. The database is\n"
+     "EQ_DB_URL (sqlite:PATH or postgresql://...) or else EQ_DB_PATH. eq-api, eq-dispatcher\n"
+     "and eqctl also migrate when they open the store; on PostgreSQL an advisory lock makes\n"
+     "hosts that start together apply each migration once.\n"},
+    {"backup", "", nullptr, runBackup, "backup PATH [--force] [--json]",
+     "Copies the SQLite database, as one consistent snapshot, into a new file PATH (mode\n"
+     "0600) while the stack runs: SQLite's online backup API, so the copy holds every commit,\n"
+     "those still in the -wal file too. Refused when PATH exists, unless --force. The copy is a\n"
+     "database eq-api opens as it is (docs/operations.md, \"Backing up\", has the restore).\n"
+     "A PostgreSQL store is backed up with pg_dump (the line is in the error). --json prints\n"
+     "{path, bytes}.\n"},
+    {"store", "copy", nullptr, nullptr,
+     "store copy --to postgresql://USER:PASSWORD@HOST/DB [--force]",
+     "Copies the whole store of a stopped deployment from SQLite (EQ_DB_URL or EQ_DB_PATH) into\n"
+     "a new, empty PostgreSQL database, in one transaction, and checks every table's row count;\n"
+     "then point EQ_DB_URL of every process at it. Refused (exit 2) when the destination holds\n"
+     "data, or when an eq-api of the source beat within a minute (stop the stack, or --force).\n"},
+    {"stats", "", nullptr, runStats, "stats [--minutes N] [--json]",
+     "Per mode, the async tasks created in the last N minutes (default 60, at most 10080):\n"
+     "counts by status, and p50/p95/max of their latency in ms. Latency comes from the tasks\n"
+     "table: total = finished_at - created_at of succeeded tasks (eq-api admission to the\n"
+     "worker's result event), queue = started_at - created_at (admission to a worker taking\n"
+     "the job), run = finished_at - started_at. created_at is eq-api's clock and the others\n"
+     "the worker's, so clock skew between hosts shows up here (negative values count as 0).\n"
+     "Sync calls are not stored in the database; their latency is eq-api's GET /metrics\n"
+     "(eq_api_reply_duration_seconds). Also counts the webhook deliveries created in the window\n"
+     "by status.\n"},
+};
+
+constexpr const char* kUsageFooter =
+    "Every command takes --json (stable machine-readable output on stdout; on failure one\n"
+    "JSON line {\"error\": {\"exit_code\", \"kind\", \"message\"}} on stderr) and --help.\n"
+    "Rate limit, tier, default webhook URL and quota belong to the key's account, so they\n"
+    "survive a rotation. --expire-at takes UTC times such as 2026-01-31T00:00:00Z (or\n"
+    "+08:00 offsets) and may lie in the past (ends a quota or key now).\n"
+    "The database is EQ_DB_URL (postgresql://USER:PASSWORD@HOST/DB, or sqlite:PATH), else\n"
+    "the SQLite file EQ_DB_PATH, and must exist (only migrate makes one; scripts/eqctl finds\n"
+    "the stack scripts/run started with the same EQ_VAR_DIR); keys are minted for EQ_ENV\n"
+    "(production: eq_live_, staging: eq_test_). It stores API keys and portal passwords only\n"
+    "as hashes, but webhook secrets and message texts in clear (a webhook signature needs\n"
+    "its secret), so a SQLite file and its -wal and -shm files are created readable by their\n"
+    "owner only (mode 0600).\n"
+    "Exit codes: 0 ok, 1 internal error (database), 2 usage error, 3 not found,\n"
+    "4 conflict (wrong state), 5 refused by the deployment's settings.\n";
+
+// Commands that are a noun alone: what follows them is arguments.
+bool noArgVerb(const std::string& noun) {
+  return noun == "stats" || noun == "migrate" || noun == "backup";
+}
+
+const Command* findCommand(const std::string& noun, const std::string& verb) {
+  for (const Command& c : kCommands) {
+    if (noun == c.noun && verb == c.verb) return &c;
+  }
+  return nullptr;
+}
+
+// The overview, or only one noun's commands when `noun` names one.
+void printUsage(std::ostream& out, const std::string& noun = "") {
+  out << "usage: eqctl COMMAND [ARGS] [--json] [--help]\n";
+  for (const Command& c : kCommands) {
+    if (noun.empty() || noun == c.noun) out << "  " << c.synopsis << "\n";
+  }
+  out << kUsageFooter;
+}
+
+void printCommandHelp(std::ostream& out, const Command& c) {
+  out << "usage: eqctl " << c.synopsis << "\n\n" << c.details << "\n" << kUsageFooter;
+}
+
+// Runs a command of the table: its operand checked, then its handler.
+int runCommand(const Command& cmd, Store& store, const EqctlOptions& opts, const Args& a,
+               std::ostream& out, std::ostream& err) {
+  static const std::string kNone;
+  if (cmd.operand != nullptr && a.positional.size() != 1) {
+    err << "eqctl: " << cmd.noun << " " << cmd.verb << " needs one " << cmd.operand << "\n";
+    return kExitUsage;
+  }
+  const std::string& operand = cmd.operand != nullptr ? a.positional[0] : kNone;
+  if (cmd.run == nullptr) {  // never reached: eqctl's main runs these
+    err << "eqctl: " << cmd.noun << " is run by eqctl itself\n";
+    return kExitError;
+  }
+  return cmd.run(Invocation{store, opts, a, operand, out, err});
 }
 
 const char* exitKind(int rc) {
@@ -1867,9 +1909,9 @@ int runEqctl(Store& store, const EqctlOptions& opts, const std::vector<std::stri
   const std::string noun = rest.empty() ? "" : rest[0];
   // stats and migrate have no verb; every other command is NOUN VERB.
   const std::string verb = noArgVerb(noun) || rest.size() < 2 ? "" : rest[1];
-  const CommandHelp* cmd = findCommand(noun, verb);
+  const Command* cmd = findCommand(noun, verb);
   bool known_noun = false;
-  for (const CommandHelp& c : kCommands) known_noun = known_noun || noun == c.noun;
+  for (const Command& c : kCommands) known_noun = known_noun || noun == c.noun;
   if (help) {
     if (cmd != nullptr) {
       printCommandHelp(out, *cmd);
@@ -1893,7 +1935,7 @@ int runEqctl(Store& store, const EqctlOptions& opts, const std::vector<std::stri
   } else {
     Args a;
     if (parseArgs(rest, noArgVerb(noun) ? 1 : 2, &a, errbuf)) {
-      rc = dispatch(store, opts, noun, verb, a, out, errbuf);
+      rc = runCommand(*cmd, store, opts, a, out, errbuf);
     }
   }
   std::string text = errbuf.str();

@@ -48,12 +48,16 @@ class LiveTest(unittest.TestCase):
         self.assertIsInstance(q, Quota)
         self.assertIn(q.tier, {"free", "pro", "ultra"})
         self.assertRegex(q.expire_at, r"^\d{4}-\d\d-\d\dT")
-        # The month's volume: absent from a service without it, else its record.
-        self.assertTrue(q.monthly is None or isinstance(q.monthly, MonthlyVolume))
+        # The month's volume (docs/contract.md §11): a new account's limit,
+        # one more unit used after the call, over all modes.
+        self.assertIsInstance(q.monthly, MonthlyVolume)
+        self.assertEqual(q.monthly.limit, 100000)
+        self.assertRegex(q.monthly.resets_at, r"^\d{4}-\d\d-01T00:00:00")
         c.reply("standard", "明天面试，有点紧张")
         after = c.quota()
         self.assertEqual(after.quota.standard, q.quota.standard - 1)
         self.assertEqual(after.quota.fast, q.quota.fast)
+        self.assertEqual(after.monthly.used, q.monthly.used + 1)
 
     def test_an_exhausted_mode_is_a_402_not_retried(self):
         transport = RecordingTransport()

@@ -37,10 +37,15 @@ test("quota reports units per mode; a sync reply takes one unit of its mode", as
   const q = await c.quota();
   assert.ok(["free", "pro", "ultra"].includes(q.tier));
   assert.match(q.expire_at, /^\d{4}-\d\d-\d\dT/);
+  // The month's volume (docs/contract.md §11): a new account's limit, one
+  // more unit used after the call, over all modes.
+  assert.equal(q.monthly.limit, 100000);
+  assert.match(q.monthly.resets_at, /^\d{4}-\d\d-01T00:00:00/);
   await c.reply({ mode: "standard", message: "明天面试，有点紧张" });
   const after = await c.quota();
   assert.equal(after.quota.standard, q.quota.standard - 1);
   assert.equal(after.quota.fast, q.quota.fast);
+  assert.equal(after.monthly.used, q.monthly.used + 1);
 });
 
 test("an exhausted mode is a 402 EqReplyError, not retried", async () => {
