@@ -381,7 +381,8 @@ BOOST_AUTO_TEST_CASE(the_monthly_volume_is_counted_shown_and_refused_past) {
   Key k = createKey("monthly");
   HttpResult q = get("/api/v1/quota", k.api_key);
   BOOST_REQUIRE(q.status == 200);
-  const auto& monthly = envelope(q)["data"]["monthly"];
+  const rapidjson::Document body = envelope(q);  // the value below lives in it
+  const auto& monthly = body["data"]["monthly"];
   BOOST_REQUIRE(monthly.IsObject());
   BOOST_TEST(monthly["limit"].GetInt64() == 100000);  // a new account's
   BOOST_TEST(monthly["used"].GetInt64() == 0);
