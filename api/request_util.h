@@ -45,10 +45,31 @@ inline void putTime(Writer& w, const char* key, int64_t ms) {
   }
 }
 
+// The calendar month (UTC) of now_ms and the text of when it ends, worked
+// out again only when the month turns: GET /api/v1/quota is answered tens
+// of thousands of times a second, and the calendar arithmetic and the
+// formatting cost more than the rest of its answer (a loop thread's own
+// copy: no lock).
+struct MonthOfNow {
+  int64_t start_ms = 0;
+  int64_t next_ms = 0;
+  std::string next_text;  // next_ms in expire_at's form
+};
+inline const MonthOfNow& monthOf(int64_t now_ms) {
+  thread_local MonthOfNow month;
+  if (now_ms < month.start_ms || now_ms >= month.next_ms) {
+    month.start_ms = monthStartMs(now_ms);
+    month.next_ms = nextMonthStartMs(now_ms);
+    month.next_text = iso8601Offset(month.next_ms);
+  }
+  return month;
+}
+
 // "monthly": the account's monthly volume at now_ms (docs/contract.md §11),
 // as GET /api/v1/quota and the developer center show it: the limit (null
 // for none), the units used this calendar month (UTC) and when it resets.
 inline void putMonthly(Writer& w, const AccountQuota& q, int64_t now_ms) {
+  const MonthOfNow& month = monthOf(now_ms);
   w.Key("monthly");
   w.StartObject();
   w.Key("limit");
@@ -58,8 +79,8 @@ inline void putMonthly(Writer& w, const AccountQuota& q, int64_t now_ms) {
     w.Null();
   }
   w.Key("used");
-  w.Int64(q.usedInMonthOf(now_ms));
-  putString(w, "resets_at", iso8601Offset(nextMonthStartMs(now_ms)));
+  w.Int64(q.usedInMonthStarting(month.start_ms));
+  putString(w, "resets_at", month.next_text);
   w.EndObject();
 }
 

@@ -112,7 +112,7 @@ Result<ChargeOutcome> Store::whyNotCharged(const std::string& account_id, std::s
 }
 
 int64_t AccountQuota::usedInMonthOf(int64_t now_ms) const {
-  return month_start_ms >= monthStartMs(now_ms) ? month_used : 0;
+  return usedInMonthStarting(monthStartMs(now_ms));
 }
 
 Result<ChargeOutcome> Store::chargeAndOpen(const OpenCharge& c, const std::string& key_id,

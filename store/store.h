@@ -109,9 +109,13 @@ struct AccountQuota {
   int64_t monthly_limit = 0;
   int64_t month_start_ms = 0;
   int64_t month_used = 0;
-  // The units charged in the month of now_ms: month_used, or 0 when it
-  // counts an earlier month (the next charge starts the count again).
+  // The units charged in the month of now_ms (or the month that starts at
+  // month_start): month_used, or 0 when it counts an earlier month (the
+  // next charge starts the count again).
   int64_t usedInMonthOf(int64_t now_ms) const;
+  int64_t usedInMonthStarting(int64_t month_start) const {
+    return month_start_ms >= month_start ? month_used : 0;
+  }
   // Whether the month of now_ms has no unit left under the limit.
   bool monthlyReached(int64_t now_ms) const {
     return monthly_limit > 0 && usedInMonthOf(now_ms) >= monthly_limit;

@@ -9,6 +9,7 @@
 #include <boost/test/unit_test.hpp>
 #include <string>
 
+#include "api/request_util.h"
 #include "common/timefmt.h"
 #include "store/migrations.h"
 #include "store/store.h"
@@ -71,6 +72,24 @@ BOOST_AUTO_TEST_CASE(a_month_starts_on_its_first_day_at_midnight_utc) {
   BOOST_TEST(nextMonthStartMs(1'827'619'200'000 + 15 * kDay) == 1'830'297'600'000);
   BOOST_TEST(nextMonthStartMs(1'832'976'000'000 + 28 * kDay) == 1'835'481'600'000);
   BOOST_TEST(iso8601Offset(nextMonthStartMs(kJan2027 + 10 * kDay)) == "2027-02-01T00:00:00+00:00");
+}
+
+// GET /api/v1/quota's month, worked out again only when the month turns
+// (api/request_util.h): right on both sides of a turn, either way.
+BOOST_AUTO_TEST_CASE(the_answers_month_follows_the_clock_across_a_turn) {
+  using api::util::monthOf;
+  BOOST_TEST(monthOf(kFeb2027 - 1).start_ms == kJan2027);
+  BOOST_TEST(monthOf(kFeb2027 - 1).next_text == "2027-02-01T00:00:00+00:00");
+  BOOST_TEST(monthOf(kFeb2027).start_ms == kFeb2027);
+  BOOST_TEST(monthOf(kFeb2027 + 5 * kDay).next_ms == kMar2027);
+  BOOST_TEST(monthOf(kFeb2027 + 5 * kDay).next_text == "2027-03-01T00:00:00+00:00");
+  BOOST_TEST(monthOf(kFeb2027 - 1).start_ms == kJan2027);  // a clock set back
+  AccountQuota q;
+  q.month_start_ms = kFeb2027;
+  q.month_used = 7;
+  BOOST_TEST(q.usedInMonthStarting(kFeb2027) == 7);
+  BOOST_TEST(q.usedInMonthStarting(kMar2027) == 0);
+  BOOST_TEST(q.usedInMonthOf(kMar2027 + kDay) == 0);
 }
 
 EQ_STORE_TEST_CASE(a_month_never_passes_its_limit_and_the_next_starts_again) {
