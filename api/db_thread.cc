@@ -310,9 +310,10 @@ bool DbThread::authenticate(Batch& batch) {
 }
 
 void DbThread::findSessions(Batch& batch) {
-  // Each in a savepoint of its own: the lookup may write (the idle clock),
-  // and a statement that fails must not take the batch's transaction with
-  // it (PostgreSQL aborts a transaction at its first error).
+  // Each in a savepoint of its own: a statement that fails must not take
+  // the batch's transaction with it (PostgreSQL aborts a transaction at its
+  // first error). A read: the idle clock moves after the account locks
+  // (touchSessions).
   for (auto& r : batch) {
     if (r->session_id.empty() || !r->status.isOk()) continue;
     store::Transaction savepoint = store_->transaction();
@@ -401,6 +402,21 @@ void DbThread::readQuotas(Batch& batch) {
   }
 }
 
+void DbThread::touchSessions(Batch& batch) {
+  // Each in a savepoint of its own, as their lookups were. A clock that did
+  // not move costs the session nothing but a minute of its idle time: the
+  // request goes on.
+  for (auto& r : batch) {
+    if (!admitted(*r) || !r->session || !r->session->idleClockDue(r->now_ms)) continue;
+    if (!store_->inTransaction()) return;
+    store::Transaction savepoint = store_->transaction();
+    Status s = savepoint.status();
+    if (s.isOk()) s = store_->touchSession(r->session_id, *r->session, r->now_ms);
+    if (s.isOk()) s = savepoint.commit();  // else rolled back
+    if (!s.isOk()) log::warn("session idle clock not moved", {{"error", s.msg()}});
+  }
+}
+
 void DbThread::runWork(Batch& batch) {
   // The accounts every request's work writes, locked first and in one
   // order (PostgreSQL's advisory locks, Store::lockAccounts). Otherwise each
@@ -408,17 +424,23 @@ void DbThread::runWork(Batch& batch) {
   // eq-api processes whose batches share two accounts in opposite orders
   // wait on each other until the lock timeout (EQ_API_DB_WAIT_MS) fails
   // one. Should the locks fail, the work goes on without them.
+  // A session whose idle clock moves is a write of its account's too.
   std::vector<std::string> accounts;
   for (auto& r : batch) {
-    if (!r->work || !r->writes || !admitted(*r)) continue;
+    if (!admitted(*r)) continue;
+    bool touches = r->session && r->session->idleClockDue(r->now_ms);
+    if (touches || (r->work && r->writes && r->session)) {
+      accounts.push_back(r->session->account_id);
+    }
+    if (!r->work || !r->writes) continue;
     if (r->auth) accounts.push_back(r->auth->account_id);
-    if (r->session) accounts.push_back(r->session->account_id);
     accounts.insert(accounts.end(), r->accounts.begin(), r->accounts.end());
   }
   if (Status locked = store_->lockAccounts(accounts); !locked.isOk()) {
     log::warn("batch: account locks not taken; its work goes on without them",
               {{"error", locked.msg()}});
   }
+  touchSessions(batch);
   // Each admitted request's own work, its writes in a savepoint of their
   // own: a request that fails undoes only its own statements.
   for (auto& r : batch) {

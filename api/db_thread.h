@@ -197,6 +197,7 @@ class DbThread {
   bool runLocked(Batch& batch, store::Transaction& tx);
   bool authenticate(Batch& batch);
   void findSessions(Batch& batch);
+  void touchSessions(Batch& batch);
   void countRates(Batch& batch);
   void readQuotas(Batch& batch);
   void runWork(Batch& batch);

@@ -218,6 +218,15 @@ int JobRepublisher::publishClaimed(const std::vector<OpenCharge>& claimed, int64
     std::unique_lock<std::mutex> gate = lockDbWrites(db_writes_);
     store::Transaction tx = store_.transaction();
     if (!tx.status().isOk()) return tx.status();
+    // The accounts' locks before the charges' rows, in the order every
+    // writer of accounts takes them (Store::lockAccounts): a refused job's
+    // settlement refunds its account, and an eq-api batch holding that
+    // account's lock may be closing the same charge.
+    std::vector<std::string> accounts;
+    for (const auto* list : {&confirmed, &refused}) {
+      for (const OpenCharge* c : *list) accounts.push_back(c->account_id);
+    }
+    if (Status l = store_.lockAccounts(accounts); !l.isOk()) return l;
     for (const OpenCharge* c : confirmed) {
       Result<bool> r = store_.settleRepublished(*c, now_ms);
       if (!r.isOk()) return r.status();  // rolled back by tx

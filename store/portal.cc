@@ -330,36 +330,34 @@ Result<NewSession> Store::createSession(const std::string& person_id, int64_t no
   return s;
 }
 
-Result<std::optional<PortalSession>> Store::session(const std::string& session_id,
-                                                     int64_t now_ms) {
-  std::string digest = crypto::sha256(session_id);
+Result<std::optional<PortalSession>> Store::session(const std::string& session_id, int64_t now_ms) {
   std::optional<PortalSession> s;
-  int64_t last_seen = 0;
   auto r = exec("read session",
                 Sql{"SELECT s.person_id, p.email, p.account_id, s.csrf, s.created_at, "
                     "s.last_seen_at FROM portal_sessions s JOIN people p ON p.id = s.person_id "
                     "JOIN accounts a ON a.id = p.account_id "
                     "WHERE s.id_hash = ? AND s.expires_at > ? AND s.last_seen_at > ? AND "
                     "p.status = 'active' AND a.disabled_at IS NULL"},
-                {Blob{digest}, now_ms, now_ms - kSessionIdleMs}, [&](const Row& row) {
-                  s = PortalSession{std::string(row.text(0)), std::string(row.text(1)),
-                                    std::string(row.text(2)), std::string(row.text(3)),
-                                    row.int64(4)};
-                  last_seen = row.int64(5);
+                {Blob{crypto::sha256(session_id)}, now_ms, now_ms - kSessionIdleMs},
+                [&](const Row& row) {
+                  s = PortalSession{std::string(row.text(0)),
+                                    std::string(row.text(1)),
+                                    std::string(row.text(2)),
+                                    std::string(row.text(3)),
+                                    row.int64(4),
+                                    row.int64(5)};
                 });
   if (!r.isOk()) return r.status();
-  if (!s) return s;
-  // The idle clock moves at most once a minute: a page's burst of requests
-  // costs one write, not one each.
-  if (now_ms - last_seen >= 60'000) {
-    if (auto t = exec("touch session",
-                      Sql{"UPDATE portal_sessions SET last_seen_at = ? WHERE id_hash = ?"},
-                      {now_ms, Blob{digest}});
-        !t.isOk()) {
-      return t.status();
-    }
-  }
   return s;
+}
+
+Status Store::touchSession(const std::string& session_id, const PortalSession& s, int64_t now_ms) {
+  if (!s.idleClockDue(now_ms)) return Status::ok();
+  return exec("touch session",
+              Sql{"UPDATE portal_sessions SET last_seen_at = ? WHERE id_hash = ? AND "
+                  "last_seen_at < ?"},
+              {now_ms, Blob{crypto::sha256(session_id)}, now_ms})
+      .status();
 }
 
 Status Store::endSession(const std::string& session_id) {

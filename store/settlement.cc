@@ -116,16 +116,18 @@ Result<std::vector<std::string>> Store::closeCharges(const std::vector<std::stri
   store::numberPlaceholders(statement(" FOR UPDATE OF c SKIP LOCKED"))
 
 // Not the charges claimOrphanedJobs() takes: a queued task whose job was
-// kept is published again by the dispatcher's consumer thread.
+// kept is published again by the dispatcher's consumer thread. A sweep
+// settles at most the 500 oldest.
+#define EQ_ORPHANED_CHARGES_FROM                                           \
+  "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id " \
+  "LEFT JOIN tasks t ON t.id = c.task_id "                                 \
+  "WHERE " EQ_ORPHANED_CHARGE                                              \
+  " AND NOT (c.job IS NOT NULL AND coalesce(t.status, '') = 'queued') "    \
+  "ORDER BY c.created_at, c.request_id LIMIT 500"
 #define EQ_READ_ORPHANED_CHARGES(locking)                                               \
   "SELECT c.request_id, c.instance_id, c.account_id, c.mode, coalesce(c.task_id, ''), " \
   "c.deadline_at, c.created_at, i.id IS NULL OR i.heartbeat_at < ?1, "                  \
-  "coalesce(t.status, ''), coalesce(c.idem_key, '') "                                   \
-  "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "              \
-  "LEFT JOIN tasks t ON t.id = c.task_id "                                              \
-  "WHERE " EQ_ORPHANED_CHARGE                                                           \
-  " AND NOT (c.job IS NOT NULL AND coalesce(t.status, '') = 'queued') "                 \
-  "ORDER BY c.created_at, c.request_id LIMIT 500" locking
+  "coalesce(t.status, ''), coalesce(c.idem_key, '') " EQ_ORPHANED_CHARGES_FROM locking
 const std::string kReadOrphanedChargesPg = EQ_PG_LOCKING(EQ_READ_ORPHANED_CHARGES);
 
 Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int64_t stale_ms,
@@ -133,22 +135,39 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
   // The read and the settlements in one transaction (a savepoint inside the
   // caller's). Whoever deletes an open charge settles it (closeCharge
   // below), so a charge is settled once however many sweepers run. The
-  // read is what keeps them from queuing on each other: on PostgreSQL it
-  // locks the charges it returns (FOR UPDATE OF c SKIP LOCKED) until the
-  // transaction ends, and passes over those another sweeper holds, so two
-  // dispatchers sweeping at once settle disjoint charges, neither waiting
-  // for the other's commit nor deadlocking with it over the quota rows the
-  // refunds update. On SQLite the transaction holds the write lock: one
-  // sweeper at a time. eq-api's own settle of a call the sweep locked waits
-  // for the sweep's commit and then finds the charge closed.
+  // read locks the charges it returns (on PostgreSQL: FOR UPDATE OF c SKIP
+  // LOCKED) until the transaction ends, and passes over those another
+  // sweeper holds. Before it, the sweep takes the locks of the accounts
+  // those charges belong to (lockAccounts), in the one order every writer
+  // of accounts takes them: an eq-api batch holds its accounts' locks when
+  // it closes its calls' charges, so a sweep that locked a charge first and
+  // then waited for its account would deadlock with it. On SQLite the
+  // transaction holds the write lock: one sweeper at a time. eq-api's own
+  // settle of a call the sweep locked waits for the sweep's commit and then
+  // finds the charge closed.
   Transaction tx(*db_);
   if (!tx.status().isOk()) return tx.status();
+  const std::vector<int64_t> since{now_ms - stale_ms, now_ms - grace_ms};
+  std::vector<std::string> accounts;
+  auto a = exec("read orphaned charges' accounts",
+                Sql{"SELECT DISTINCT account_id FROM (SELECT c.account_id " EQ_ORPHANED_CHARGES_FROM
+                    ") AS o"},
+                {since[0], since[1]}, [&](const Row& row) { accounts.emplace_back(row.text(0)); });
+  if (!a.isOk()) return a.status();
+  if (accounts.empty()) return std::vector<Settlement>{};
+  if (Status l = lockAccounts(accounts); !l.isOk()) return l;
   std::vector<Settlement> found;
   std::vector<std::string> task_status;  // per found charge; empty: none (sync, or no row)
   auto r = exec("read orphaned charges", Sql{EQ_READ_ORPHANED_CHARGES(""), kReadOrphanedChargesPg},
-                {now_ms - stale_ms, now_ms - grace_ms}, [&](const Row& row) {
+                {since[0], since[1]}, [&](const Row& row) {
                   Settlement s;
                   s.charge = chargeFromRow(row, false);
+                  // Orphaned since the first read (its account not locked):
+                  // the next sweep's.
+                  if (std::find(accounts.begin(), accounts.end(), s.charge.account_id) ==
+                      accounts.end()) {
+                    return;
+                  }
                   s.reason = row.int64(7) != 0 ? "eq-api stopped before the call ended"
                                                : "the call outlived its deadline unsettled";
                   found.push_back(std::move(s));
@@ -276,6 +295,7 @@ Status Store::releaseOrphanedJobs(const std::vector<std::string>& request_ids,
 #undef EQ_CLAIM_ORPHANED_JOBS
 #undef EQ_ORPHANED_JOB_FROM
 #undef EQ_READ_ORPHANED_CHARGES
+#undef EQ_ORPHANED_CHARGES_FROM
 #undef EQ_PG_LOCKING
 #undef EQ_ORPHANED_CHARGE
 

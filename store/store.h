@@ -296,6 +296,11 @@ struct PortalSession {
   std::string account_id;
   std::string csrf;
   int64_t created_at = 0;
+  int64_t last_seen_at = 0;  // the idle clock
+
+  // The idle clock moves at most once a minute (Store::touchSession): a
+  // page's burst of requests costs one write, not one each.
+  bool idleClockDue(int64_t now_ms) const { return now_ms - last_seen_at >= 60'000; }
 };
 
 // What creating a session returns: the cookie's value, shown once.
@@ -759,10 +764,14 @@ class Store {
   Status setPassword(const std::string& person_id, const std::string& password_hash,
                      int64_t now_ms);
   Result<NewSession> createSession(const std::string& person_id, int64_t now_ms);
-  // The live session with this id at now_ms (its last-seen time moves);
-  // nullopt when unknown, idle for 12 h, older than 7 days, or its person or
-  // account is disabled.
+  // The live session with this id at now_ms; nullopt when unknown, idle
+  // for 12 h, older than 7 days, or its person or account is disabled. A
+  // read: the caller moves the idle clock (touchSession) once it holds the
+  // session's account lock, as every writer of the account's rows does.
   Result<std::optional<PortalSession>> session(const std::string& session_id, int64_t now_ms);
+  // Moves the session's idle clock to now_ms when it is due
+  // (PortalSession::idleClockDue); nothing otherwise.
+  Status touchSession(const std::string& session_id, const PortalSession& s, int64_t now_ms);
   Status endSession(const std::string& session_id);
   // Failed sign-ins in the window before now_ms, per scope.
   Result<int64_t> signinFailures(const std::string& scope, int64_t now_ms,

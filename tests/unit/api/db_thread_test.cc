@@ -333,6 +333,81 @@ EQ_STORE_FIXTURE_TEST_CASE(a_sessions_account_is_locked_before_its_work, DbFixtu
   BOOST_TEST(number("SELECT quota_fast FROM accounts WHERE id = '" + account + "'") == before - 1);
 }
 
+// A session's idle clock moves at most once a minute, and its move is a
+// write of the session's account: taken after the account's lock, as
+// every writer of the account's rows takes it, never before (a batch that
+// touched the session first and then waited for the account could cross
+// another host's batch holding the account and ending its sessions). A
+// read-only request of a session seen 5 minutes ago waits for its
+// account's held lock (PostgreSQL) and then moves the clock; one seen
+// within the minute neither waits nor writes.
+EQ_STORE_FIXTURE_TEST_CASE(a_sessions_idle_clock_moves_under_its_accounts_lock, DbFixture) {
+  const int64_t now = nowMs();
+  std::unique_ptr<Store> setup = openAnother();
+  Result<Person> person = setup->registerPerson("idle@example.com", "hash", now);
+  BOOST_REQUIRE_MESSAGE(person.isOk(), person.status().msg());
+  const std::string account = person.value().account_id;
+  Result<NewSession> idle = setup->createSession(person.value().person_id, now - 300'000);
+  Result<NewSession> fresh = setup->createSession(person.value().person_id, now - 1'000);
+  BOOST_REQUIRE(idle.isOk() && fresh.isOk());
+  // The sessions told apart by their creation time.
+  const auto lastSeen = [&](int64_t created_at) {
+    return number("SELECT last_seen_at FROM portal_sessions WHERE created_at = " +
+                  std::to_string(created_at));
+  };
+  const bool postgres = test::currentEngine() == test::Engine::kPostgres;
+  std::unique_ptr<store::Db> holder;
+  if (postgres) {
+    holder = raw();
+    BOOST_REQUIRE(holder->begin().isOk());
+    auto held = holder->exec(store::Sql{"SELECT pg_advisory_xact_lock(1163022657, hashtext(?))"},
+                             {account});
+    BOOST_REQUIRE_MESSAGE(held.isOk(), held.status().msg());
+  }
+  const auto reader = [&](const NewSession& s) {
+    auto r = request();
+    r->session_id = s.session_id;
+    r->writes = false;
+    r->work = [](Store&, const AuthContext*) -> Status { return Status::ok(); };
+    r->done = [&](DbRequest& d) {
+      ++answered;
+      BOOST_TEST(d.status.isOk(), d.status.msg());
+      BOOST_TEST(d.session.has_value());
+    };
+    return r;
+  };
+  // Seen a second ago: answered at once, held lock or not, and not written.
+  db->submit(reader(fresh.value()));
+  run(1);
+  BOOST_TEST(lastSeen(now - 1'000) == now - 1'000);
+  auto stale = reader(idle.value());
+  const int64_t asked_at = stale->now_ms;
+  db->submit(std::move(stale));
+  if (postgres) {
+    const std::string waiting =
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1163022657 "
+        "AND NOT granted";
+    const int64_t give_up = nowMs() + 4'000;
+    while (number(waiting) == 0 && nowMs() < give_up) {
+      uv_run(&loop, UV_RUN_NOWAIT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    BOOST_TEST(number(waiting) == 1, "the idle clock moved without its account's lock");
+    BOOST_TEST(answered == 1);
+    // The holder, as another host's batch would, writes the session while
+    // it holds the account: the waiting batch has not taken the row.
+    BOOST_REQUIRE(holder->exec(store::Sql{"SET LOCAL lock_timeout = '300ms'"}, {}).isOk());
+    auto ended = holder->exec(
+        store::Sql{"UPDATE portal_sessions SET last_seen_at = last_seen_at WHERE created_at = ?"},
+        {now - 300'000});
+    BOOST_TEST(ended.isOk(), "the batch took the session's row before its account's lock: "
+                                 << ended.status().msg());
+    BOOST_REQUIRE(holder->commit().isOk());
+  }
+  run(2);
+  BOOST_TEST(lastSeen(now - 300'000) == asked_at);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_held_write_lock_delays_then_expires_only_db_requests, DbFixture) {
   sqlite3* lock = nullptr;
   BOOST_REQUIRE(sqlite3_open(path.c_str(), &lock) == SQLITE_OK);

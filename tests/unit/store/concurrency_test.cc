@@ -312,6 +312,99 @@ EQ_STORE_FIXTURE_TEST_CASE(two_sweepers_settle_each_charge_of_a_dead_eq_api_once
   BOOST_TEST(scalar("SELECT count(*) FROM open_charges") == "0");
 }
 
+// A sweep and eq-api's batches meet on the same accounts: each batch locks
+// its accounts, charges them, opens a charge for each (its deadline already
+// past, so a sweep may settle it) and closes the charges its previous batch
+// opened; sweepers on both Stores settle what they find meanwhile. A sweep
+// that locked the charges before their accounts deadlocked with a batch
+// that held an account and waited to close one of them (with a 300 ms lock
+// timeout, most runs failed a few of either). Each charge is closed once,
+// by the batch or by a sweep, and every refund is the sweep's.
+EQ_STORE_FIXTURE_TEST_CASE(a_sweep_and_eq_api_batches_on_shared_accounts_never_deadlock, TwoHosts) {
+  constexpr int kAccounts = 2, kBatches = 20, kUnits = 1000;
+  const auto sweeper = [](int t) { return t < kStores; };  // one a Store
+  std::vector<std::string> accounts;
+  for (int i = 0; i < kAccounts; ++i) accounts.push_back(newKey(kUnits).account_id);
+  const int64_t t0 = nowMs();
+  BOOST_REQUIRE(store->registerInstance("api_live", 1, t0).isOk());
+  // A sweep 20 s on: every charge's deadline (t0) is 15 s or more behind.
+  const int64_t sweep_at = t0 + 20'000;
+  store->setLockTimeout(300);
+  other->setLockTimeout(300);
+  std::atomic<int> failed{0}, batches{0};
+  std::mutex seen_mu;
+  std::map<std::string, int> closed;               // request id -> times closed
+  std::map<std::string, int> refunds;              // account -> units the sweeps gave back
+  std::map<int, std::vector<std::string>> opened;  // thread -> its last batch's charges
+  std::atomic<int> batch_of[kStores * kThreadsPerStore] = {};
+  const auto settle = [&](Store& s) -> Result<std::vector<Settlement>> {
+    return s.settleOrphanedCharges(sweep_at, 10'000, 15'000);
+  };
+  race(kBatches, [&](Store& s, int thread) {
+    const int b = batch_of[thread]++;
+    std::vector<std::string> mine, done;
+    std::vector<Settlement> swept;
+    auto apiBatch = [&]() -> Status {
+      if (Status l = s.lockAccounts(accounts); !l.isOk()) return l;
+      for (const std::string& a : accounts) {
+        Result<ChargeOutcome> c = s.chargeQuota(a, "fast", t0);
+        if (!c.isOk()) return c.status();
+        if (c.value() != ChargeOutcome::kCharged) return Status(500, "not charged");
+        std::string id = "req_d" + std::to_string(thread) + "_" + std::to_string(b) + "_" + a;
+        if (Status o = s.openCharge(OpenCharge{id, "api_live", a, "fast", "", t0, t0, "", ""});
+            !o.isOk()) {
+          return o;
+        }
+        mine.push_back(std::move(id));
+      }
+      Result<std::vector<std::string>> c = s.closeCharges(opened[thread]);
+      if (!c.isOk()) return c.status();
+      done = std::move(c).value();
+      return Status::ok();
+    };
+    auto sweep = [&]() -> Status {
+      Result<std::vector<Settlement>> r = settle(s);
+      if (!r.isOk()) return r.status();
+      swept = std::move(r).value();
+      return Status::ok();
+    };
+    Status st = s.begin();
+    if (st.isOk()) st = sweeper(thread) ? sweep() : apiBatch();
+    if (st.isOk()) st = s.commit();
+    if (!st.isOk()) {
+      ++failed;
+      BOOST_TEST_MESSAGE((sweeper(thread) ? "a sweep" : "a batch") << " failed: " << st.msg());
+      (void)s.rollback();
+      return;
+    }
+    std::lock_guard<std::mutex> lock(seen_mu);
+    if (!sweeper(thread)) {
+      ++batches;
+      opened[thread] = std::move(mine);
+    }
+    for (const std::string& id : done) ++closed[id];
+    for (const Settlement& x : swept) {
+      ++closed[x.charge.request_id];
+      ++refunds[x.charge.account_id];
+    }
+  });
+  BOOST_TEST(failed.load() == 0);
+  // What the last batches left open, settled by one more sweep.
+  Result<std::vector<Settlement>> last = settle(*store);
+  BOOST_TEST_REQUIRE(last.isOk(), last.status().msg());
+  for (const Settlement& x : last.value()) {
+    ++closed[x.charge.request_id];
+    ++refunds[x.charge.account_id];
+  }
+  BOOST_TEST(batches.load() == (kStores * kThreadsPerStore - kStores) * kBatches);
+  BOOST_TEST(closed.size() == static_cast<size_t>(batches.load() * kAccounts));
+  for (const auto& [id, n] : closed) BOOST_TEST(n == 1, id << " closed " << n << " times");
+  for (const std::string& a : accounts) {
+    BOOST_TEST(store->quota(a).value().remaining.fast == kUnits - batches.load() + refunds[a]);
+  }
+  BOOST_TEST(scalar("SELECT count(*) FROM open_charges") == "0");
+}
+
 // Issue 23, item 4: with a dispatcher on each host, each orphaned job
 // (an async call whose eq-api died before the broker's confirm was
 // recorded) is claimed by one of them and published again once, not by
