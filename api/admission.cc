@@ -122,6 +122,23 @@ void ApiService::reply(const CallPtr& c, bool async) {
                                            ? syncDeadlineMs(*ctx_.config, a->parsed.value().mode)
                                            : 0));
     std::string instance = ctx_.instance_id;
+    if (!c->portal && !a->idem && a->parsed.isOk()) {
+      // A key's call without an Idempotency-Key: charged with the batch's
+      // others of its account and mode in one statement
+      // (Store::chargeAndOpenAll), its account and key filled in there.
+      const ReplyRequest& r = a->parsed.value();
+      Store::ChargeCall charge{
+          OpenCharge{request_id, instance, "", r.mode, a->task_id, deadline, now, a->job, ""}, "",
+          r.webhook_url};
+      authorizeCharge(c, std::move(charge),
+                      [this, async, a, now](const CallPtr& call, ChargeOutcome outcome) {
+                        a->charge = outcome;
+                        a->charged = outcome == ChargeOutcome::kCharged;
+                        a->charged_at_ms = now;
+                        replyAdmitted(call, async, *a);
+                      });
+      return;
+    }
     work = [a, now, request_id, deadline, instance](Store& store,
                                                     const AuthContext* who) -> Status {
       if (a->idem) {

@@ -59,6 +59,20 @@ void ApiService::authorize(const CallPtr& c, DbWork work, bool writes, Then then
           [then = std::move(then)](const CallPtr& call, DbRequest&) { then(call); });
 }
 
+void ApiService::authorizeCharge(const CallPtr& c, Store::ChargeCall charge, ChargeThen then) {
+  auto r = std::make_unique<DbRequest>();
+  r->charge = std::move(charge);
+  keyStep(c, std::move(r), [this, then = std::move(then)](const CallPtr& call, DbRequest& done) {
+    // Made for every admitted request of a committed batch, as the quota
+    // read is; a batch that failed answered 503 before this.
+    if (!done.charged) {
+      unavailable(call->info, call->res, "the call could not be charged");
+      return;
+    }
+    then(call, *done.charged);
+  });
+}
+
 void ApiService::authorizeQuotaRead(const CallPtr& c, QuotaThen then) {
   auto r = std::make_unique<DbRequest>();
   r->writes = false;

@@ -247,8 +247,8 @@ bool DbThread::runLocked(Batch& batch, store::Transaction& tx) {
   // for the disk (on PostgreSQL; SQLite's never does). A database server
   // that crashes right after it may forget those counts, letting a key a
   // few more requests in that minute; no answer depends on them being kept.
-  bool reads_only =
-      std::none_of(batch.begin(), batch.end(), [](const auto& r) { return r->work && r->writes; });
+  bool reads_only = std::none_of(batch.begin(), batch.end(),
+                                 [](const auto& r) { return (r->work && r->writes) || r->charge; });
   if (reads_only) {
     if (Status s = store_->relaxDurability(); !s.isOk()) return false;
   }
@@ -417,6 +417,27 @@ void DbThread::touchSessions(Batch& batch) {
   }
 }
 
+void DbThread::chargeAll(Batch& batch) {
+  std::vector<DbRequest*> callers;
+  std::vector<Store::ChargeCall> calls;
+  for (auto& r : batch) {
+    if (!r->charge || !admitted(*r) || !r->auth) continue;
+    r->charge->charge.account_id = r->auth->account_id;
+    r->charge->key_id = r->auth->key_id;
+    callers.push_back(r.get());
+    calls.push_back(*r->charge);
+  }
+  if (calls.empty() || !store_->inTransaction()) return;
+  std::vector<Result<ChargeOutcome>> outcomes = store_->chargeAndOpenAll(calls);
+  for (std::size_t i = 0; i < callers.size(); ++i) {
+    if (outcomes[i].isOk()) {
+      callers[i]->charged = outcomes[i].value();
+    } else {
+      callers[i]->status = outcomes[i].status();
+    }
+  }
+}
+
 void DbThread::runWork(Batch& batch) {
   // The accounts every request's work writes, locked first and in one
   // order (PostgreSQL's advisory locks, Store::lockAccounts). Otherwise each
@@ -432,7 +453,7 @@ void DbThread::runWork(Batch& batch) {
     if (touches || (r->work && r->writes && r->session)) {
       accounts.push_back(r->session->account_id);
     }
-    if (!r->work || !r->writes) continue;
+    if (!r->charge && (!r->work || !r->writes)) continue;
     if (r->auth) accounts.push_back(r->auth->account_id);
     accounts.insert(accounts.end(), r->accounts.begin(), r->accounts.end());
   }
@@ -441,6 +462,7 @@ void DbThread::runWork(Batch& batch) {
               {{"error", locked.msg()}});
   }
   touchSessions(batch);
+  chargeAll(batch);
   // Each admitted request's own work, its writes in a savepoint of their
   // own: a request that fails undoes only its own statements.
   for (auto& r : batch) {

@@ -116,6 +116,12 @@ struct DbRequest {
   // refund, the usage rows of answered calls' tokens): the batch locks them
   // with auth's accounts before any work (Store::lockAccounts).
   std::vector<std::string> accounts;
+  // A call's admission without an Idempotency-Key: its charge, open charge
+  // and (async) task, made with the batch's others in one statement per
+  // account and mode (Store::chargeAndOpenAll) after the account locks and
+  // before any request's work; the account is auth's. `charged` holds the
+  // outcome.
+  std::optional<Store::ChargeCall> charge;
   // Runs on the database thread inside the batch transaction, only when the
   // request is authenticated (if it needs to be) and within its rate limit.
   // An error rolls back this request's own statements and answers 503.
@@ -134,6 +140,7 @@ struct DbRequest {
   bool rate_counted = false;
   bool work_ran = false;
   std::optional<AccountQuota> quota;  // reads_quota's answer
+  std::optional<ChargeOutcome> charged;  // charge's outcome
 };
 
 class DbThread {
@@ -201,6 +208,7 @@ class DbThread {
   void countRates(Batch& batch);
   void readQuotas(Batch& batch);
   void runWork(Batch& batch);
+  void chargeAll(Batch& batch);
   bool takeInbox(Batch& into);  // moves queued requests into `into`, up to kMaxBatch
   void handOver(Batch& done);
   void expire(Batch& batch, int64_t now_ms);

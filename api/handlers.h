@@ -265,7 +265,11 @@ class ApiService {
   // every such request of a batch at once (DbRequest::reads_quota).
   using QuotaThen = std::function<void(const CallPtr& call, const AccountQuota& quota)>;
   void authorizeQuotaRead(const CallPtr& c, QuotaThen then);
-  // Both: `r` gets the key and its rate count; `then` runs as authorize()'s.
+  // The same for a key's call charged with the batch's others
+  // (DbRequest::charge): `then` gets the charge's outcome.
+  using ChargeThen = std::function<void(const CallPtr& call, ChargeOutcome outcome)>;
+  void authorizeCharge(const CallPtr& c, Store::ChargeCall charge, ChargeThen then);
+  // All three: `r` gets the key and its rate count; `then` runs as authorize()'s.
   using StepThen = std::function<void(const CallPtr& call, DbRequest& done)>;
   void keyStep(const CallPtr& c, std::unique_ptr<DbRequest> r, StepThen then);
   // Both reply endpoints: Idempotency-Key admission, charge and (async) the

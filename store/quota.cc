@@ -1,8 +1,10 @@
 // Quota: atomic charge and refund, reads and operator changes.
-#include "store/store.h"
+#include <map>
+#include <tuple>
 
 #include "common/timefmt.h"
 #include "store/rows.h"
+#include "store/store.h"
 
 namespace eq {
 
@@ -79,6 +81,47 @@ const std::string kChargeAndOpenText[] = {chargeAndOpenText("quota_fast"),
                                           chargeAndOpenText("quota_standard"),
                                           chargeAndOpenText("quota_perfect")};
 
+// chargeAndOpenAll's PostgreSQL statement for one mode's column: up to $2
+// calls of account $1 charged at once. `granted` locks the row and works
+// out how many of them the mode's units and the month's volume (month $3)
+// allow while the quota has not expired at $4; `charged` takes that many
+// and counts them in the month as chargeAndOpenText's monthCount does one;
+// the first that many calls of the arrays ($8 on, in their order) get
+// their open charge (instance $7) and, where a task id is given, their
+// task; the hour's ($6) usage counts them for mode $5. Its one row: how
+// many were charged.
+std::string chargeAndOpenAllText(std::string_view column) {
+  const std::string c(column);
+  return "WITH granted AS (SELECT id, default_webhook_url, LEAST($2::bigint, " + c +
+         ", CASE WHEN monthly_limit = 0 THEN $2::bigint WHEN month_start < $3::bigint THEN "
+         "monthly_limit ELSE GREATEST(monthly_limit - month_used, 0) END) AS n FROM accounts "
+         "WHERE id = $1 AND quota_expire_at > $4::bigint FOR UPDATE), "
+         "charged AS (UPDATE accounts a SET " +
+         c + " = a." + c +
+         " - g.n, month_used = CASE "
+         "WHEN a.month_start >= $3::bigint THEN a.month_used + g.n ELSE g.n END, month_start = "
+         "GREATEST(a.month_start, $3::bigint) FROM granted g WHERE a.id = g.id AND g.n > 0 "
+         "RETURNING a.id, g.n, g.default_webhook_url), "
+         "taken AS (SELECT u.*, c.id AS account_id, c.default_webhook_url FROM unnest($8::text[], "
+         "$9::text[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[], "
+         "$15::text[]) WITH ORDINALITY AS u(request_id, task_id, deadline_at, created_at, job, "
+         "idem_key, key_id, webhook_url, n) JOIN charged c ON u.n <= c.n), "
+         "usage AS (INSERT INTO usage_hourly (account_id, mode, hour, calls, refunded) "
+         "SELECT id, $5::text, $6::bigint, n, 0 FROM charged ON CONFLICT (account_id, mode, hour) "
+         "DO UPDATE SET calls = usage_hourly.calls + excluded.calls), "
+         "opened AS (INSERT INTO open_charges (request_id, instance_id, account_id, mode, "
+         "task_id, deadline_at, created_at, job, idem_key) SELECT request_id, $7::text, "
+         "account_id, $5::text, task_id, deadline_at, created_at, job, idem_key FROM taken), "
+         "task AS (INSERT INTO tasks (id, account_id, key_id, request_id, mode, status, "
+         "webhook_url, created_at) SELECT task_id, account_id, key_id, request_id, $5::text, "
+         "'queued', coalesce(webhook_url, default_webhook_url), created_at FROM taken "
+         "WHERE task_id IS NOT NULL) "
+         "SELECT coalesce((SELECT n FROM charged), 0)";
+}
+const std::string kChargeAndOpenAllText[] = {chargeAndOpenAllText("quota_fast"),
+                                             chargeAndOpenAllText("quota_standard"),
+                                             chargeAndOpenAllText("quota_perfect")};
+
 }  // namespace
 
 // ---------------------------------------------------------------- quota
@@ -152,6 +195,96 @@ Result<ChargeOutcome> Store::chargeAndOpen(const OpenCharge& c, const std::strin
   if (!r.isOk()) return r.status();
   if (charged == 1) return ChargeOutcome::kCharged;
   return whyNotCharged(c.account_id, c.mode, c.created_at_ms);
+}
+
+std::vector<Result<ChargeOutcome>> Store::chargeAndOpenAll(const std::vector<ChargeCall>& calls) {
+  std::vector<Result<ChargeOutcome>> out;
+  out.reserve(calls.size());
+  for (std::size_t i = 0; i < calls.size(); ++i) out.emplace_back(Status(500, "not charged"));
+  // The calls by account, mode, month and hour, each group in its order;
+  // the groups in the order of their first calls, on both engines.
+  using Group = std::tuple<std::string, std::string, int64_t, int64_t>;
+  std::map<Group, std::vector<std::size_t>> groups;
+  std::vector<Group> order;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const OpenCharge& c = calls[i].charge;
+    Group g{c.account_id, c.mode, monthStartMs(c.created_at_ms), usageHour(c.created_at_ms)};
+    auto [it, added] = groups.try_emplace(g);
+    if (added) order.push_back(g);
+    it->second.push_back(i);
+  }
+  for (const Group& g : order) {
+    const std::vector<std::size_t>& members = groups[g];
+    if (db_->engine() != store::DbEngine::kPostgres) {
+      // SQLite: a statement costs no round trip, and a row's updates no
+      // chain of versions: one admission at a time.
+      for (std::size_t i : members) {
+        out[i] = chargeAndOpen(calls[i].charge, calls[i].key_id, calls[i].webhook_url);
+      }
+      continue;
+    }
+    const auto& [account, mode_name, month, hour] = g;
+    const OpenCharge& first = calls[members.front()].charge;
+    const std::optional<Mode> mode = parseMode(mode_name);
+    const auto fail = [&](const Status& s) {
+      for (std::size_t i : members) out[i] = s;
+    };
+    if (!mode) {
+      fail(Status(500, "charge: bad mode " + mode_name));
+      continue;
+    }
+    std::vector<std::optional<std::string>> request_ids, task_ids, jobs, idem_keys, key_ids,
+        webhook_urls;
+    std::vector<std::optional<int64_t>> deadlines, created;
+    // Empty: NULL, as optText binds it.
+    const auto orNull = [](const std::string& s) {
+      return s.empty() ? std::nullopt : std::optional<std::string>(s);
+    };
+    for (std::size_t i : members) {
+      const ChargeCall& call = calls[i];
+      request_ids.emplace_back(call.charge.request_id);
+      task_ids.push_back(orNull(call.charge.task_id));
+      deadlines.emplace_back(call.charge.deadline_at_ms);
+      created.emplace_back(call.charge.created_at_ms);
+      jobs.push_back(orNull(call.charge.job));
+      idem_keys.push_back(orNull(call.charge.idem_key));
+      key_ids.emplace_back(call.key_id);
+      webhook_urls.push_back(orNull(call.webhook_url));
+    }
+    // A savepoint of its own: a statement that fails takes only its group.
+    store::Transaction tx(*db_);
+    if (!tx.status().isOk()) {
+      fail(tx.status());
+      continue;
+    }
+    int64_t charged = 0;
+    auto r = exec(
+        "charge and open (batch)", Sql{"", kChargeAndOpenAllText[static_cast<int>(*mode)]},
+        {account, static_cast<int64_t>(members.size()), month, first.created_at_ms, mode_name, hour,
+         first.instance_id, store_detail::textArray(request_ids), store_detail::textArray(task_ids),
+         store_detail::int64Array(deadlines), store_detail::int64Array(created),
+         store_detail::textArray(jobs), store_detail::textArray(idem_keys),
+         store_detail::textArray(key_ids), store_detail::textArray(webhook_urls)},
+        [&](const Row& row) { charged = row.int64(0); });
+    // Those past the units left: why, as the first of them would be told
+    // (read in the savepoint: a read that fails takes only its group).
+    Result<ChargeOutcome> refused = ChargeOutcome::kExhausted;
+    if (r.isOk() && charged < static_cast<int64_t>(members.size())) {
+      refused = whyNotCharged(account, mode_name, first.created_at_ms);
+    }
+    Status s = !r.isOk() ? r.status() : refused.status();
+    if (s.isOk()) s = tx.commit();  // else rolled back
+    if (!s.isOk()) {
+      fail(s);
+      continue;
+    }
+    for (std::size_t n = 0; n < members.size(); ++n) {
+      out[members[n]] = static_cast<int64_t>(n) < charged
+                            ? Result<ChargeOutcome>(ChargeOutcome::kCharged)
+                            : refused;
+    }
+  }
+  return out;
 }
 
 Status Store::refundQuota(const std::string& account_id, const std::string& mode,

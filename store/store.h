@@ -495,6 +495,21 @@ class Store {
   // where there were two; the same statements in turn on SQLite.
   Result<ChargeOutcome> chargeAndOpen(const OpenCharge& charge, const std::string& key_id,
                                       const std::string& webhook_url);
+  // A batch's admissions at once, each as chargeAndOpen would make it: per
+  // account and mode, in their order, the calls are charged while the mode
+  // has units and the month volume (one outcome each, in `calls`' order;
+  // the groups taken in the order of their first calls, on both engines).
+  // On PostgreSQL one statement per account and mode, which takes the
+  // account's row once for all of them (a row updated once a call, each in
+  // a savepoint of its own, grows a chain of versions every later update
+  // of the batch walks); in a savepoint each, so that one failing fails
+  // only its own calls. On SQLite chargeAndOpen for each.
+  struct ChargeCall {
+    OpenCharge charge;
+    std::string key_id;
+    std::string webhook_url;  // empty: the account's default
+  };
+  std::vector<Result<ChargeOutcome>> chargeAndOpenAll(const std::vector<ChargeCall>& calls);
   // The quota of several accounts, by account id (one statement on
   // PostgreSQL); an account that does not exist is absent.
   Result<std::map<std::string, AccountQuota>> quotas(const std::vector<std::string>& account_ids);

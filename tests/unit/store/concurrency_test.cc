@@ -109,6 +109,60 @@ EQ_STORE_FIXTURE_TEST_CASE(two_hosts_charging_one_key_accept_exactly_its_units, 
   BOOST_TEST(calls == 100);
 }
 
+// eq-api's batches charge their calls together (Store::chargeAndOpenAll):
+// 8 threads on two Stores, each call of theirs a batch of 5 (in both modes
+// a key has units of, one an async call), against 100 fast units: exactly
+// 100 fast calls charged, each with its open charge, the rest refused, the
+// standard ones all charged.
+EQ_STORE_FIXTURE_TEST_CASE(two_hosts_charging_batches_accept_exactly_the_units, TwoHosts) {
+  CreatedKey k = newKey(100);
+  QuotaChange more;
+  more.standard = 1000;
+  BOOST_REQUIRE(store->setQuota(k.account_id, more, nowMs() + 86'400'000, {}).isOk());
+  std::atomic<int> charged{0}, refused{0}, failed{0}, standard{0};
+  std::atomic<int> next{0};
+  const int64_t now = nowMs();
+  race(8, [&](Store& s, int) {
+    std::vector<Store::ChargeCall> calls;
+    for (int i = 0; i < 5; ++i) {
+      const std::string id = std::to_string(next++);
+      const bool async = i == 2;
+      calls.push_back(Store::ChargeCall{
+          OpenCharge{"req_b" + id, "api_1", k.account_id, i == 4 ? "standard" : "fast",
+                     async ? "tsk_b" + id : "", now + 30'000, now, async ? "{}" : "", ""},
+          k.key_id, ""});
+    }
+    Status st = s.begin();
+    std::vector<Result<ChargeOutcome>> got;
+    if (st.isOk()) got = s.chargeAndOpenAll(calls);
+    if (st.isOk()) st = s.commit();
+    if (!st.isOk()) {
+      ++failed;
+      (void)s.rollback();
+      return;
+    }
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (!got[i].isOk()) {
+        ++failed;
+      } else if (got[i].value() != ChargeOutcome::kCharged) {
+        ++refused;
+      } else if (calls[i].charge.mode == "standard") {
+        ++standard;
+      } else {
+        ++charged;
+      }
+    }
+  });
+  // 8 threads x 8 batches x 4 fast calls: 256 on 100 units.
+  BOOST_TEST(failed.load() == 0);
+  BOOST_TEST(charged.load() == 100);
+  BOOST_TEST(refused.load() == 156);
+  BOOST_TEST(standard.load() == 64);
+  BOOST_TEST(store->quota(k.account_id).value().remaining.fast == 0);
+  BOOST_TEST(scalar("SELECT count(*) FROM open_charges") == "164");
+  BOOST_TEST(scalar("SELECT sum(calls) FROM usage_hourly WHERE mode = 'fast'") == "100");
+}
+
 // docs/contract.md §11: the monthly volume holds across hosts like the
 // quota does. 8 threads on two Stores, eq-api's admission statement
 // (chargeAndOpen) in every mode, against a limit of 60 a month with 1,000
