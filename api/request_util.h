@@ -70,18 +70,7 @@ inline const MonthOfNow& monthOf(int64_t now_ms) {
 // for none), the units used this calendar month (UTC) and when it resets.
 inline void putMonthly(Writer& w, const AccountQuota& q, int64_t now_ms) {
   const MonthOfNow& month = monthOf(now_ms);
-  w.Key("monthly");
-  w.StartObject();
-  w.Key("limit");
-  if (q.monthly_limit > 0) {
-    w.Int64(q.monthly_limit);
-  } else {
-    w.Null();
-  }
-  w.Key("used");
-  w.Int64(q.usedInMonthStarting(month.start_ms));
-  putString(w, "resets_at", month.next_text);
-  w.EndObject();
+  json::putMonthly(w, q.monthly_limit, q.usedInMonthStarting(month.start_ms), month.next_text);
 }
 
 // An async call's open charge is settled by eq-api once the broker has

@@ -38,6 +38,25 @@ inline void putString(Writer& w, const char* key, std::string_view value) {
   w.String(value.data(), static_cast<rapidjson::SizeType>(value.size()));
 }
 
+// "monthly": an account's monthly volume (docs/contract.md §11) as GET
+// /api/v1/quota, the developer center and `eqctl quota show --json` show
+// it: the limit (null for none: 0), the units used this calendar month
+// (UTC) and when it resets (`resets_at`, expire_at's form).
+inline void putMonthly(Writer& w, int64_t limit, int64_t used, std::string_view resets_at) {
+  w.Key("monthly");
+  w.StartObject();
+  w.Key("limit");
+  if (limit > 0) {
+    w.Int64(limit);
+  } else {
+    w.Null();
+  }
+  w.Key("used");
+  w.Int64(used);
+  putString(w, "resets_at", resets_at);
+  w.EndObject();
+}
+
 // Whether strings must be valid UTF-8: always, but for the one reader that
 // salvages what it can from a message nobody else could read
 // (msg::salvageTaskId).

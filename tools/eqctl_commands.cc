@@ -579,12 +579,21 @@ int quotaShow(Store& store, const std::string& account, const Args& a, std::ostr
   const int64_t now = nowMs();
   const std::string resets = iso8601Offset(nextMonthStartMs(now));
   if (a.json) {
-    out << "{\"quota\":{\"fast\":" << v.remaining.fast << ",\"standard\":" << v.remaining.standard
-        << ",\"perfect\":" << v.remaining.perfect << "},\"expire_at\":\""
-        << iso8601Offset(v.expire_at_ms) << "\",\"tier\":\"" << v.tier
-        << "\",\"monthly\":{\"limit\":"
-        << (v.monthly_limit > 0 ? std::to_string(v.monthly_limit) : "null")
-        << ",\"used\":" << v.usedInMonthOf(now) << ",\"resets_at\":\"" << resets << "\"}}\n";
+    rapidjson::StringBuffer buf;
+    json::Writer w(buf);
+    w.StartObject();
+    w.Key("quota");
+    w.StartObject();
+    for (Mode m : {Mode::kFast, Mode::kStandard, Mode::kPerfect}) {
+      w.Key(modeName(m));
+      w.Int64(v.remaining.of(m));
+    }
+    w.EndObject();
+    json::putString(w, "expire_at", iso8601Offset(v.expire_at_ms));
+    json::putString(w, "tier", v.tier);
+    json::putMonthly(w, v.monthly_limit, v.usedInMonthOf(now), resets);
+    w.EndObject();
+    out << buf.GetString() << "\n";
   } else {
     out << "fast:      " << v.remaining.fast << "\n"
         << "standard:  " << v.remaining.standard << "\n"

@@ -80,6 +80,15 @@ BOOST_AUTO_TEST_CASE(create_json_prints_key_once_and_list_hides_it) {
 
   BOOST_REQUIRE(f.run({"quota", "set", key_id, "--perfect", "3"}, &quota) == 0);
   BOOST_TEST(f.store->quota(f.store->accountOfKey(key_id).value()).value().remaining.perfect == 3);
+  // The monthly volume as GET /api/v1/quota shows it (docs/contract.md §11):
+  // 100,000 by default, null once lifted.
+  rapidjson::Document shown = f.json({"quota", "show", key_id});
+  BOOST_TEST(shown["monthly"]["limit"].GetInt64() == 100'000);
+  BOOST_TEST(shown["monthly"]["used"].GetInt64() == 0);
+  BOOST_TEST(shown["monthly"]["resets_at"].GetString() == iso8601Offset(nextMonthStartMs(nowMs())));
+  BOOST_TEST(shown["tier"].IsString());
+  BOOST_REQUIRE(f.run({"quota", "set", key_id, "--monthly", "0"}, &quota) == 0);
+  BOOST_TEST(f.json({"quota", "show", key_id})["monthly"]["limit"].IsNull());
 
   BOOST_REQUIRE(f.run({"key", "revoke", key_id}, &out) == 0);
   BOOST_TEST(!f.store->authenticate(key, "production", nowMs()).value().has_value());
