@@ -75,6 +75,29 @@ struct DbFixture : test::TempDb {
     while (answered < n) uv_run(&loop, UV_RUN_ONCE);
   }
   int64_t number(const std::string& sql) { return std::stoll(scalar(sql)); }
+  // PostgreSQL: another connection, in a transaction that holds the
+  // account's advisory lock (Store::lockAccounts') until its commit.
+  std::unique_ptr<store::Db> holdAccountLock(const std::string& account_id) {
+    std::unique_ptr<store::Db> holder = raw();
+    BOOST_REQUIRE(holder->begin().isOk());
+    auto held = holder->exec(store::Sql{"SELECT pg_advisory_xact_lock(1163022657, hashtext(?))"},
+                             {account_id});
+    BOOST_REQUIRE_MESSAGE(held.isOk(), held.status().msg());
+    return holder;
+  }
+  // Turns the loop until a connection waits for an account's advisory lock
+  // (bounded well under the store's lock timeout); how many wait.
+  int64_t awaitAccountLockWaiter() {
+    const std::string waiting =
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1163022657 "
+        "AND NOT granted";
+    const int64_t give_up = nowMs() + 4'000;
+    while (number(waiting) == 0 && nowMs() < give_up) {
+      uv_run(&loop, UV_RUN_NOWAIT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return number(waiting);
+  }
 };
 
 }  // namespace
@@ -266,13 +289,7 @@ EQ_STORE_FIXTURE_TEST_CASE(a_sessions_account_is_locked_before_its_work, DbFixtu
 
   const bool postgres = test::currentEngine() == test::Engine::kPostgres;
   std::unique_ptr<store::Db> holder;
-  if (postgres) {
-    holder = raw();
-    BOOST_REQUIRE(holder->begin().isOk());
-    auto held = holder->exec(store::Sql{"SELECT pg_advisory_xact_lock(1163022657, hashtext(?))"},
-                             {account});
-    BOOST_REQUIRE_MESSAGE(held.isOk(), held.status().msg());
-  }
+  if (postgres) holder = holdAccountLock(account);
 
   // The work runs on the database thread, where Boost.Test may not be
   // called (it is not thread-safe): it notes what it saw, and the loop
@@ -315,16 +332,9 @@ EQ_STORE_FIXTURE_TEST_CASE(a_sessions_account_is_locked_before_its_work, DbFixtu
 
   if (postgres) {
     // The batch's connection asks for the held lock and waits; nothing is
-    // answered meanwhile. (Bounded well under the store's lock timeout.)
-    const std::string waiting =
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1163022657 "
-        "AND NOT granted";
-    const int64_t give_up = nowMs() + 4'000;
-    while (number(waiting) == 0 && nowMs() < give_up) {
-      uv_run(&loop, UV_RUN_NOWAIT);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    BOOST_TEST(number(waiting) == 1, "the session's request never asked for its account's lock");
+    // answered meanwhile.
+    BOOST_TEST(awaitAccountLockWaiter() == 1,
+               "the session's request never asked for its account's lock");
     BOOST_TEST(answered == 1, "the session's request ran past its account's held lock");
     BOOST_REQUIRE(holder->commit().isOk());
   }
@@ -357,13 +367,7 @@ EQ_STORE_FIXTURE_TEST_CASE(a_sessions_idle_clock_moves_under_its_accounts_lock, 
   };
   const bool postgres = test::currentEngine() == test::Engine::kPostgres;
   std::unique_ptr<store::Db> holder;
-  if (postgres) {
-    holder = raw();
-    BOOST_REQUIRE(holder->begin().isOk());
-    auto held = holder->exec(store::Sql{"SELECT pg_advisory_xact_lock(1163022657, hashtext(?))"},
-                             {account});
-    BOOST_REQUIRE_MESSAGE(held.isOk(), held.status().msg());
-  }
+  if (postgres) holder = holdAccountLock(account);
   const auto reader = [&](const NewSession& s) {
     auto r = request();
     r->session_id = s.session_id;
@@ -384,15 +388,7 @@ EQ_STORE_FIXTURE_TEST_CASE(a_sessions_idle_clock_moves_under_its_accounts_lock, 
   const int64_t asked_at = stale->now_ms;
   db->submit(std::move(stale));
   if (postgres) {
-    const std::string waiting =
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1163022657 "
-        "AND NOT granted";
-    const int64_t give_up = nowMs() + 4'000;
-    while (number(waiting) == 0 && nowMs() < give_up) {
-      uv_run(&loop, UV_RUN_NOWAIT);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    BOOST_TEST(number(waiting) == 1, "the idle clock moved without its account's lock");
+    BOOST_TEST(awaitAccountLockWaiter() == 1, "the idle clock moved without its account's lock");
     BOOST_TEST(answered == 1);
     // The holder, as another host's batch would, writes the session while
     // it holds the account: the waiting batch has not taken the row.
