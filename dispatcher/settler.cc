@@ -226,7 +226,12 @@ int JobRepublisher::publishClaimed(const std::vector<OpenCharge>& claimed, int64
     for (const auto* list : {&confirmed, &refused}) {
       for (const OpenCharge* c : *list) accounts.push_back(c->account_id);
     }
-    if (Status l = store_.lockAccounts(accounts); !l.isOk()) return l;
+    if (Status l = store_.lockAccounts(accounts); !l.isOk()) {
+      // As eq-api's batches do: without the locks rather than not at all
+      // (a timeout here means a busy account, not a broken database).
+      log::warn("job republisher: account locks not taken; its settlements go on without them",
+                {{"error", l.msg()}});
+    }
     for (const OpenCharge* c : confirmed) {
       Result<bool> r = store_.settleRepublished(*c, now_ms);
       if (!r.isOk()) return r.status();  // rolled back by tx

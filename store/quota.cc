@@ -1,4 +1,5 @@
 // Quota: atomic charge and refund, reads and operator changes.
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -213,17 +214,33 @@ std::vector<Result<ChargeOutcome>> Store::chargeAndOpenAll(const std::vector<Cha
     if (added) order.push_back(g);
     it->second.push_back(i);
   }
+  // Inside a caller's transaction, one that is lost midway (SQLite's full
+  // disk, a lost connection) must not have the rest charged on their own in
+  // a new one: they fail, as the caller's commit will.
+  const bool inside = db_->inTransaction();
+  const auto lost = [&] { return inside && !db_->inTransaction(); };
+  const Status kLost(503, "the transaction was lost before the call was charged");
   for (const Group& g : order) {
     const std::vector<std::size_t>& members = groups[g];
     if (db_->engine() != store::DbEngine::kPostgres) {
       // SQLite: a statement costs no round trip, and a row's updates no
       // chain of versions: one admission at a time.
       for (std::size_t i : members) {
-        out[i] = chargeAndOpen(calls[i].charge, calls[i].key_id, calls[i].webhook_url);
+        out[i] = lost() ? Result<ChargeOutcome>(kLost)
+                        : chargeAndOpen(calls[i].charge, calls[i].key_id, calls[i].webhook_url);
       }
       continue;
     }
     const auto& [account, mode_name, month, hour] = g;
+    if (lost()) {
+      for (std::size_t i : members) out[i] = kLost;
+      continue;
+    }
+    // The quota's expiry at the group's latest call: none of its calls is
+    // charged once the quota has expired (one made a moment before it, in
+    // the same batch as one after, is refused with it).
+    int64_t latest = 0;
+    for (std::size_t i : members) latest = std::max(latest, calls[i].charge.created_at_ms);
     const OpenCharge& first = calls[members.front()].charge;
     const std::optional<Mode> mode = parseMode(mode_name);
     const auto fail = [&](const Status& s) {
@@ -260,7 +277,7 @@ std::vector<Result<ChargeOutcome>> Store::chargeAndOpenAll(const std::vector<Cha
     int64_t charged = 0;
     auto r = exec(
         "charge and open (batch)", Sql{"", kChargeAndOpenAllText[static_cast<int>(*mode)]},
-        {account, static_cast<int64_t>(members.size()), month, first.created_at_ms, mode_name, hour,
+        {account, static_cast<int64_t>(members.size()), month, latest, mode_name, hour,
          first.instance_id, store_detail::textArray(request_ids), store_detail::textArray(task_ids),
          store_detail::int64Array(deadlines), store_detail::int64Array(created),
          store_detail::textArray(jobs), store_detail::textArray(idem_keys),
@@ -270,7 +287,7 @@ std::vector<Result<ChargeOutcome>> Store::chargeAndOpenAll(const std::vector<Cha
     // (read in the savepoint: a read that fails takes only its group).
     Result<ChargeOutcome> refused = ChargeOutcome::kExhausted;
     if (r.isOk() && charged < static_cast<int64_t>(members.size())) {
-      refused = whyNotCharged(account, mode_name, first.created_at_ms);
+      refused = whyNotCharged(account, mode_name, latest);
     }
     Status s = !r.isOk() ? r.status() : refused.status();
     if (s.isOk()) s = tx.commit();  // else rolled back

@@ -118,17 +118,20 @@ Result<std::vector<std::string>> Store::closeCharges(const std::vector<std::stri
 // Not the charges claimOrphanedJobs() takes: a queued task whose job was
 // kept is published again by the dispatcher's consumer thread. A sweep
 // settles at most the 500 oldest.
-#define EQ_ORPHANED_CHARGES_FROM                                           \
-  "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id " \
-  "LEFT JOIN tasks t ON t.id = c.task_id "                                 \
-  "WHERE " EQ_ORPHANED_CHARGE                                              \
-  " AND NOT (c.job IS NOT NULL AND coalesce(t.status, '') = 'queued') "    \
-  "ORDER BY c.created_at, c.request_id LIMIT 500"
-#define EQ_READ_ORPHANED_CHARGES(locking)                                               \
+#define EQ_ORPHANED_CHARGES_FROM(accounts)                                      \
+  "FROM open_charges c LEFT JOIN api_instances i ON i.id = c.instance_id "      \
+  "LEFT JOIN tasks t ON t.id = c.task_id "                                      \
+  "WHERE " EQ_ORPHANED_CHARGE                                                   \
+  " AND NOT (c.job IS NOT NULL AND coalesce(t.status, '') = 'queued')" accounts \
+  " ORDER BY c.created_at, c.request_id LIMIT 500"
+#define EQ_READ_ORPHANED_CHARGES(accounts, locking)                                     \
   "SELECT c.request_id, c.instance_id, c.account_id, c.mode, coalesce(c.task_id, ''), " \
   "c.deadline_at, c.created_at, i.id IS NULL OR i.heartbeat_at < ?1, "                  \
-  "coalesce(t.status, ''), coalesce(c.idem_key, '') " EQ_ORPHANED_CHARGES_FROM locking
-const std::string kReadOrphanedChargesPg = EQ_PG_LOCKING(EQ_READ_ORPHANED_CHARGES);
+  "coalesce(t.status, ''), coalesce(c.idem_key, '') " EQ_ORPHANED_CHARGES_FROM(accounts) locking
+// On PostgreSQL only the charges of the accounts locked (?3), so that the
+// read holds no row it then leaves.
+const std::string kReadOrphanedChargesPg = store::numberPlaceholders(EQ_READ_ORPHANED_CHARGES(
+    " AND c.account_id = ANY (?3::text[])", " FOR UPDATE OF c SKIP LOCKED"));
 
 Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int64_t stale_ms,
                                                              int64_t grace_ms) {
@@ -149,30 +152,37 @@ Result<std::vector<Settlement>> Store::settleOrphanedCharges(int64_t now_ms, int
   if (!tx.status().isOk()) return tx.status();
   const std::vector<int64_t> since{now_ms - stale_ms, now_ms - grace_ms};
   std::vector<std::string> accounts;
-  auto a = exec("read orphaned charges' accounts",
-                Sql{"SELECT DISTINCT account_id FROM (SELECT c.account_id " EQ_ORPHANED_CHARGES_FROM
-                    ") AS o"},
-                {since[0], since[1]}, [&](const Row& row) { accounts.emplace_back(row.text(0)); });
+  auto a =
+      exec("read orphaned charges' accounts",
+           Sql{"SELECT DISTINCT account_id FROM (SELECT c.account_id " EQ_ORPHANED_CHARGES_FROM(
+               "") ") AS o"},
+           {since[0], since[1]}, [&](const Row& row) { accounts.emplace_back(row.text(0)); });
   if (!a.isOk()) return a.status();
   if (accounts.empty()) return std::vector<Settlement>{};
   if (Status l = lockAccounts(accounts); !l.isOk()) return l;
   std::vector<Settlement> found;
   std::vector<std::string> task_status;  // per found charge; empty: none (sync, or no row)
-  auto r = exec("read orphaned charges", Sql{EQ_READ_ORPHANED_CHARGES(""), kReadOrphanedChargesPg},
-                {since[0], since[1]}, [&](const Row& row) {
-                  Settlement s;
-                  s.charge = chargeFromRow(row, false);
-                  // Orphaned since the first read (its account not locked):
-                  // the next sweep's.
-                  if (std::find(accounts.begin(), accounts.end(), s.charge.account_id) ==
-                      accounts.end()) {
-                    return;
-                  }
-                  s.reason = row.int64(7) != 0 ? "eq-api stopped before the call ended"
-                                               : "the call outlived its deadline unsettled";
-                  found.push_back(std::move(s));
-                  task_status.emplace_back(row.text(8));
-                });
+  const std::string locked_accounts = store_detail::textArray(accounts);
+  const auto read_charge = [&](const Row& row) {
+    Settlement s;
+    s.charge = chargeFromRow(row, false);
+    // Orphaned since the first read (its account not locked):
+    // the next sweep's.
+    if (std::find(accounts.begin(), accounts.end(), s.charge.account_id) == accounts.end()) {
+      return;
+    }
+    s.reason = row.int64(7) != 0 ? "eq-api stopped before the call ended"
+                                 : "the call outlived its deadline unsettled";
+    found.push_back(std::move(s));
+    task_status.emplace_back(row.text(8));
+  };
+  // On PostgreSQL the locking read takes only the locked accounts' charges
+  // (SQLite holds no row locks: the check above is enough there).
+  auto r = db_->engine() == store::DbEngine::kPostgres
+               ? exec("read orphaned charges", Sql{"", kReadOrphanedChargesPg},
+                      {since[0], since[1], locked_accounts}, read_charge)
+               : exec("read orphaned charges", Sql{EQ_READ_ORPHANED_CHARGES("", "")},
+                      {since[0], since[1]}, read_charge);
   if (!r.isOk()) return r.status();
   std::vector<Settlement> settled;
   for (size_t n = 0; n < found.size(); ++n) {

@@ -498,7 +498,11 @@ class Store {
   // A batch's admissions at once, each as chargeAndOpen would make it: per
   // account and mode, in their order, the calls are charged while the mode
   // has units and the month volume (one outcome each, in `calls`' order;
-  // the groups taken in the order of their first calls, on both engines).
+  // the groups taken in the order of their first calls, on both engines, so
+  // a later call of an earlier group may take a month's last unit before an
+  // earlier call of another mode). A group's quota expiry is judged at its
+  // latest call's time. Inside a transaction that is lost midway, the calls
+  // left fail (503) rather than being charged in a new one.
   // On PostgreSQL one statement per account and mode, which takes the
   // account's row once for all of them (a row updated once a call, each in
   // a savepoint of its own, grows a chain of versions every later update

@@ -226,6 +226,55 @@ EQ_STORE_FIXTURE_TEST_CASE(a_quota_read_over_the_rate_limit_reads_nothing, DbFix
   BOOST_TEST(refused == 2);
 }
 
+// A call's charge (DbRequest::charge) is made with the batch's others, for
+// its key's account and key, and only for an admitted request: of 12 calls
+// in one batch on a key allowing 10 a minute, 10 are charged (each with its
+// open charge) and the two over the limit are not; a call with a key the
+// store does not know is not charged either.
+EQ_STORE_FIXTURE_TEST_CASE(calls_are_charged_together_only_when_admitted, DbFixture) {
+  const int64_t before =
+      number("SELECT quota_fast FROM accounts WHERE id = '" + key.account_id + "'");
+  int charged = 0, refused = 0;
+  const auto call = [&](int i) {
+    auto r = authed();
+    const int64_t now = r->now_ms;
+    r->charge = Store::ChargeCall{OpenCharge{"req_dt" + std::to_string(i), "api_1", "", "fast", "",
+                                             now + 30'000, now, "", ""},
+                                  "", ""};
+    r->done = [&](DbRequest& d) {
+      ++answered;
+      BOOST_TEST(d.status.isOk(), d.status.msg());
+      if (d.rate.allowed) {
+        BOOST_TEST((d.charged && *d.charged == ChargeOutcome::kCharged));
+        ++charged;
+      } else {
+        BOOST_TEST(!d.charged.has_value());
+        ++refused;
+      }
+    };
+    return r;
+  };
+  for (int i = 0; i < 12; ++i) db->submit(call(i));
+  auto stranger = call(99);
+  stranger->key_digest = crypto::sha256("eq_live_no_such_key_at_all_000000000000");
+  stranger->auth.reset();
+  stranger->done = [&](DbRequest& d) {
+    ++answered;
+    BOOST_TEST(!d.authenticated);
+    BOOST_TEST(!d.charged.has_value());
+  };
+  db->submit(std::move(stranger));
+  run(13);
+  BOOST_TEST(charged == 10);
+  BOOST_TEST(refused == 2);
+  BOOST_TEST(db->batches() == 1);
+  BOOST_TEST(number("SELECT quota_fast FROM accounts WHERE id = '" + key.account_id + "'") ==
+             before - 10);
+  BOOST_TEST(number("SELECT count(*) FROM open_charges WHERE account_id = '" + key.account_id +
+                    "' AND instance_id = 'api_1'") == 10);
+  BOOST_TEST(number("SELECT count(*) FROM open_charges WHERE request_id = 'req_dt99'") == 0);
+}
+
 EQ_STORE_FIXTURE_TEST_CASE(a_cached_key_is_refused_once_revoked, DbFixture) {
   int64_t epoch = -1;
   std::optional<AuthContext> who;

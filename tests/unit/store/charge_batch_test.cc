@@ -93,6 +93,60 @@ EQ_STORE_TEST_CASE(a_batch_charges_each_account_and_mode_in_order_while_units_la
                        "'") == "1");
 }
 
+// Each call's own row values, not its group's first: its time, deadline,
+// key, job and webhook (the account's default where it gives none); the
+// hour's usage row counted on top of the one an earlier charge made; and a
+// month the account has not counted yet starts the count again.
+EQ_STORE_TEST_CASE(each_charged_call_keeps_its_own_values) {
+  TempDb db("charge_batch");
+  const int64_t now = nowMs();
+  CreatedKey k = db.newKey(10);
+  KeyUpdate u;
+  u.default_webhook_url = "https://default.example/hook";
+  BOOST_REQUIRE(db.store->updateKey(k.key_id, u).isOk());
+  BOOST_REQUIRE(db.store->chargeAndOpen(call(k, "x", "fast", now).charge, k.key_id, "").value() ==
+                ChargeOutcome::kCharged);
+  // The account counted an earlier month: this batch starts this one.
+  BOOST_REQUIRE(db.script("UPDATE accounts SET month_start = " +
+                          std::to_string(monthStartMs(now) - 86'400'000LL * 40) +
+                          ", month_used = 77 WHERE id = '" + k.account_id + "'")
+                    .isOk());
+  Store::ChargeCall first = call(k, "c1", "fast", now, true);
+  Store::ChargeCall second = call(k, "c2", "fast", now + 7, true);
+  second.key_id = "key_other";
+  second.webhook_url = "";
+  second.charge.deadline_at_ms = now + 99'000;
+  BOOST_REQUIRE(db.store->begin().isOk());
+  std::vector<std::string> got = outcomes(db.store->chargeAndOpenAll({first, second}));
+  BOOST_REQUIRE(db.store->commit().isOk());
+  BOOST_TEST(got == (std::vector<std::string>{"charged", "charged"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(db.scalar("SELECT created_at FROM open_charges WHERE request_id = 'req_c2'") ==
+             std::to_string(now + 7));
+  BOOST_TEST(db.scalar("SELECT deadline_at FROM open_charges WHERE request_id = 'req_c2'") ==
+             std::to_string(now + 99'000));
+  BOOST_TEST(db.scalar("SELECT job FROM open_charges WHERE request_id = 'req_c2'") ==
+             "{\"job\":\"c2\"}");
+  Result<std::optional<TaskRecord>> t1 = db.store->task("tsk_c1");
+  Result<std::optional<TaskRecord>> t2 = db.store->task("tsk_c2");
+  BOOST_REQUIRE(t1.isOk() && t1.value() && t2.isOk() && t2.value());
+  BOOST_TEST(t1.value()->key_id == k.key_id);
+  BOOST_TEST(t1.value()->webhook_url == "https://hook.example/c1");
+  BOOST_TEST(t1.value()->created_at == now);
+  BOOST_TEST(t2.value()->key_id == "key_other");
+  BOOST_TEST(t2.value()->webhook_url == "https://default.example/hook");
+  BOOST_TEST(t2.value()->created_at == now + 7);
+  BOOST_TEST(t2.value()->request_id == "req_c2");
+  // One usage row for the hour: the earlier charge's and these two.
+  const std::string where = " FROM usage_hourly WHERE account_id = '" + k.account_id + "'";
+  BOOST_TEST(db.scalar("SELECT count(*)" + where) == "1");
+  BOOST_TEST(db.scalar("SELECT calls" + where) == "3");
+  AccountQuota q = db.store->quota(k.account_id).value();
+  BOOST_TEST(q.month_start_ms == monthStartMs(now));
+  BOOST_TEST(q.month_used == 2);
+  BOOST_TEST(q.remaining.fast == 7);
+}
+
 EQ_STORE_TEST_CASE(a_batch_stops_at_the_months_volume_and_at_expiry) {
   TempDb db("charge_batch");
   const int64_t now = nowMs();
