@@ -243,10 +243,11 @@ void DbThread::runBatch(Batch batch) {
 bool DbThread::runLocked(Batch& batch, store::Transaction& tx) {
   if (!authenticate(batch)) return false;  // tx rolls back
   findSessions(batch);
-  // A batch of reads writes only its rate counts: its commit need not wait
-  // for the disk (on PostgreSQL; SQLite's never does). A database server
-  // that crashes right after it may forget those counts, letting a key a
-  // few more requests in that minute; no answer depends on them being kept.
+  // A batch of reads writes only its rate counts (and sessions' idle
+  // clocks): its commit need not wait for the disk (on PostgreSQL; SQLite's
+  // never does). A database server that crashes right after it may forget
+  // those counts, letting a key a few more requests in that minute; no
+  // answer depends on them being kept.
   bool reads_only = std::none_of(batch.begin(), batch.end(),
                                  [](const auto& r) { return (r->work && r->writes) || r->charge; });
   if (reads_only) {

@@ -101,10 +101,10 @@ struct DbRequest {
   std::string key_digest;
   std::string env;
   // A developer-center request: its session cookie's value. The batch looks
-  // the session up (and moves its idle clock) after the keys and before the
-  // account locks, so that the session's account is locked with the others
-  // (a playground call charges it); `session` holds what was found, and
-  // `work` runs only when a session was.
+  // the session up after the keys and before the account locks, so that the
+  // session's account is locked with the others (a playground call charges
+  // it), and moves its idle clock once it holds them; `session` holds what
+  // was found, and `work` runs only when a session was.
   std::string session_id;
   bool count_rate = false;  // count this request against auth's rate limit
   bool writes = true;       // work writes: run it inside a SAVEPOINT
