@@ -27,7 +27,7 @@
 #include "common/utf8.h"
 
 namespace eq::api {
-using util::putMonthly;
+using util::putQuota;
 using util::putString;
 using util::putTime;
 using util::Writer;
@@ -88,21 +88,6 @@ std::string member(const rapidjson::Document& doc, const char* name) {
   return std::string(it->value.GetString(), it->value.GetStringLength());
 }
 
-void writeQuota(Writer& w, const AccountQuota& q, int64_t now_ms) {
-  w.Key("quota");
-  w.StartObject();
-  w.Key("fast");
-  w.Int64(q.remaining.fast);
-  w.Key("standard");
-  w.Int64(q.remaining.standard);
-  w.Key("perfect");
-  w.Int64(q.remaining.perfect);
-  w.EndObject();
-  putString(w, "expire_at", iso8601Offset(q.expire_at_ms));
-  putString(w, "tier", q.tier);
-  putMonthly(w, q, now_ms);
-}
-
 void writeDelivery(Writer& w, const DeliveryRecord& d) {
   w.StartObject();
   putString(w, "delivery_id", d.delivery_id);
@@ -160,7 +145,7 @@ Status meJson(Store& store, const PortalSession& s, int64_t now, const std::stri
   putString(w, "account_id", s.account_id);
   putString(w, "csrf", s.csrf);
   putString(w, "env", env);
-  writeQuota(w, q.value(), now);
+  putQuota(w, q.value(), now);
   int64_t calls = 0, refunded = 0;
   for (const UsageRow& u : today.value()) {
     calls += u.calls;

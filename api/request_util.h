@@ -73,6 +73,24 @@ inline void putMonthly(Writer& w, const AccountQuota& q, int64_t now_ms) {
   json::putMonthly(w, q.monthly_limit, q.usedInMonthStarting(month.start_ms), month.next_text);
 }
 
+// The quota record (the interface's §2.5) as GET /api/v1/quota and the
+// developer center's overview write it, the object's members in an open
+// object: the remaining units per mode, expire_at, tier and monthly.
+inline void putQuota(Writer& w, const AccountQuota& q, int64_t now_ms) {
+  w.Key("quota");
+  w.StartObject();
+  w.Key("standard");
+  w.Int64(q.remaining.standard);
+  w.Key("fast");
+  w.Int64(q.remaining.fast);
+  w.Key("perfect");
+  w.Int64(q.remaining.perfect);
+  w.EndObject();
+  putString(w, "expire_at", iso8601Offset(q.expire_at_ms));
+  putString(w, "tier", q.tier);
+  putMonthly(w, q, now_ms);
+}
+
 // An async call's open charge is settled by eq-api once the broker has
 // confirmed the job (or failed the task): well within this window. A charge
 // still open after it, plus the sweeper's grace, is settled by the sweeper

@@ -9,7 +9,7 @@
 namespace eq::api {
 using util::isJsonContentType;
 using util::kTaskPrefix;
-using util::putMonthly;
+using util::putQuota;
 using util::putString;
 using util::putTime;
 using util::syncDeadlineMs;
@@ -55,18 +55,7 @@ void ApiService::quota(const CallPtr& c) {
     rapidjson::StringBuffer sb;
     Writer w(sb);
     w.StartObject();
-    w.Key("quota");
-    w.StartObject();
-    w.Key("standard");
-    w.Int64(q.remaining.standard);
-    w.Key("fast");
-    w.Int64(q.remaining.fast);
-    w.Key("perfect");
-    w.Int64(q.remaining.perfect);
-    w.EndObject();
-    putString(w, "expire_at", iso8601Offset(q.expire_at_ms));
-    putString(w, "tier", q.tier);
-    putMonthly(w, q, ctx_.clock->nowMs());
+    putQuota(w, q, ctx_.clock->nowMs());
     w.EndObject();
     sendJson(call->info, call->res, 200, std::string_view(sb.GetString(), sb.GetSize()), "ok");
   });
