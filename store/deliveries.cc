@@ -323,8 +323,7 @@ Result<std::vector<bool>> Store::finishAttempts(const std::vector<FinishedAttemp
       const FinishedAttempt& f = attempts[i];
       ids.push_back(f.delivery_id);
       statuses.emplace_back(deliveryStatusName(f.new_status));
-      errors.push_back(f.attempt.error.empty() ? std::nullopt
-                                               : std::optional<std::string>(f.attempt.error));
+      errors.push_back(store_detail::textOrNull(f.attempt.error));
       at.push_back(f.attempt.at);
       http_status.push_back(
           f.attempt.http_status > 0 ? std::optional<int64_t>(f.attempt.http_status) : std::nullopt);

@@ -253,20 +253,16 @@ std::vector<Result<ChargeOutcome>> Store::chargeAndOpenAll(const std::vector<Cha
     std::vector<std::optional<std::string>> request_ids, task_ids, jobs, idem_keys, key_ids,
         webhook_urls;
     std::vector<std::optional<int64_t>> deadlines, created;
-    // Empty: NULL, as optText binds it.
-    const auto orNull = [](const std::string& s) {
-      return s.empty() ? std::nullopt : std::optional<std::string>(s);
-    };
     for (std::size_t i : members) {
       const ChargeCall& call = calls[i];
       request_ids.emplace_back(call.charge.request_id);
-      task_ids.push_back(orNull(call.charge.task_id));
+      task_ids.push_back(store_detail::textOrNull(call.charge.task_id));
       deadlines.emplace_back(call.charge.deadline_at_ms);
       created.emplace_back(call.charge.created_at_ms);
-      jobs.push_back(orNull(call.charge.job));
-      idem_keys.push_back(orNull(call.charge.idem_key));
+      jobs.push_back(store_detail::textOrNull(call.charge.job));
+      idem_keys.push_back(store_detail::textOrNull(call.charge.idem_key));
       key_ids.emplace_back(call.key_id);
-      webhook_urls.push_back(orNull(call.webhook_url));
+      webhook_urls.push_back(store_detail::textOrNull(call.webhook_url));
     }
     // A savepoint of its own: a statement that fails takes only its group.
     store::Transaction tx(*db_);

@@ -34,6 +34,11 @@ inline std::string textArray(const std::vector<std::optional<std::string>>& item
   out += '}';
   return out;
 }
+// An array element from a text of a record: empty is NULL, as optText binds
+// a lone value.
+inline std::optional<std::string> textOrNull(const std::string& s) {
+  return s.empty() ? std::nullopt : std::optional<std::string>(s);
+}
 inline std::string textArray(const std::vector<std::string>& items) {
   return textArray(std::vector<std::optional<std::string>>(items.begin(), items.end()));
 }
